@@ -1,0 +1,17 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "Future",
+    products: [
+        .library(name: "Future", targets: ["Future"])
+    ],
+    targets: [
+        .target(name: "Future"),
+        .testTarget(
+            name: "FutureTests",
+            dependencies: ["Future"],
+            resources: [.copy("Fixtures")]
+        ),
+    ]
+)

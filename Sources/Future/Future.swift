@@ -1,0 +1,897 @@
+// Future: a lazy, value-type promise in one file.
+//
+// Read it top to bottom: the type, how to make one, how to run it, how to chain steps, how to
+// handle errors, how to cancel, and last the engine that runs a chain. Copy this file into your
+// project as it is; it needs only the Swift standard library and the platform C library.
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Bionic)
+    import Bionic
+#endif
+
+// MARK: - Promise
+
+/// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
+///
+/// A promise is lazy. Making one, and chaining steps onto it, only describes work: nothing runs
+/// until a terminal such as ``run(some:none:)`` starts it, and every run starts the work anew.
+///
+/// ```swift
+/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }
+///     .then { $0 + 1 }
+/// answer.run { print($0) }  // prints "42"
+/// answer.run { print($0) }  // runs the operation again, and prints "42" again
+/// ```
+///
+/// Because a promise is a value, it is cheap to copy, to return from a function, to keep, and
+/// to run again. Errors are typed: a `Promise<Value, Never>` (``Guarantee``) cannot fail, so the
+/// compiler knows when error handling is still owed.
+public struct Promise<Value, Failure: Swift.Error> {
+    /// The last step of the chain; each step knows the one before it (see Internals).
+    @usableFromInline let last: Stage
+
+    @inlinable init(last: Stage) { self.last = last }
+}
+
+/// A promise that cannot fail.
+///
+/// ```swift
+/// let one: Guarantee<Int> = Guarantee(value: 1)
+/// one.run { print($0) }  // no error handler needed
+/// ```
+public typealias Guarantee<Value> = Promise<Value, Never>
+
+/// The errors Future raises itself.
+public enum PromiseError: Swift.Error, Equatable, Sendable {
+    /// A completion handler passed neither a value nor an error to ``Resolver/resolve(_:_:)``.
+    case missingValue
+    /// The transform given to ``Promise/compactMap(_:)`` returned `nil`.
+    case compactMapReturnedNil
+}
+
+// MARK: - Resolver
+
+/// What an operation receives, to report its outcome and to learn that its run was cancelled.
+///
+/// Call it with a `Result` (`resolver(.success(data))`), or use ``fulfill(_:)`` and
+/// ``reject(_:)``. Only the first outcome counts and later ones are ignored, so racing callbacks
+/// are harmless. A resolver may be called from any thread; the rest of the chain then runs on
+/// that thread, as a completion handler would.
+///
+/// ```swift
+/// func download(_ url: URL) -> Promise<Data, any Error> {
+///     Promise { resolver in
+///         let task = URLSession.shared.dataTask(with: url) { data, _, error in
+///             resolver.resolve(data, error)
+///         }
+///         resolver.onCancel { task.cancel() }
+///         task.resume()
+///     }
+/// }
+/// ```
+///
+/// An operation must resolve or be cancelled. One that lets its resolver go without resolving
+/// can never finish: its run is cancelled, and debug builds report the mistake.
+public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
+    private let run: RunHandle
+    private let operation: Int
+
+    @usableFromInline init(run: RunHandle, operation: Int) {
+        self.run = run
+        self.operation = operation
+    }
+
+    deinit { run.resolverReleased(operation, "Promise<\(Value.self), \(Failure.self)>") }
+
+    /// Reports the outcome of the operation.
+    public func callAsFunction(_ result: Swift.Result<Value, Failure>) {
+        run.resolve(operation, with: result)
+    }
+
+    /// Reports success.
+    public func fulfill(_ value: Value) { self(.success(value)) }
+
+    /// Reports failure.
+    public func reject(_ error: Failure) { self(.failure(error)) }
+
+    /// Whether the run was cancelled; a long operation can check it to stop early.
+    public var isCancelled: Bool { run.isCancelled }
+
+    /// Registers work to do if the run is cancelled before this operation resolves.
+    ///
+    /// The handler runs at most once, on the thread that cancels, and immediately if the run is
+    /// already cancelled. It is dropped unrun once the operation resolves.
+    public func onCancel(_ handler: @escaping @Sendable () -> Void) {
+        run.onCancel(operation, handler)
+    }
+}
+
+extension Resolver where Value == Void {
+    /// Reports success for an operation that produces no value.
+    public func fulfill() { self(.success(())) }
+}
+
+extension Resolver where Failure == any Swift.Error {
+    /// Reports the outcome a completion handler passes as an optional value and optional error.
+    ///
+    /// An error wins over a value; with neither, the operation fails with
+    /// ``PromiseError/missingValue``. Pass it where a callback is expected:
+    /// `fetch(completion: resolver.resolve)`.
+    public func resolve(_ value: Value?, _ error: (any Swift.Error)?) {
+        if let error {
+            reject(error)
+        } else if let value {
+            fulfill(value)
+        } else {
+            reject(PromiseError.missingValue)
+        }
+    }
+}
+
+extension Resolver where Value == Void, Failure == any Swift.Error {
+    /// Reports the outcome a completion handler passes as an optional error.
+    public func resolve(_ error: (any Swift.Error)?) {
+        if let error { reject(error) } else { fulfill() }
+    }
+}
+
+// MARK: - Making promises
+
+extension Promise {
+    /// Makes a promise from an operation that reports its outcome through a ``Resolver``.
+    ///
+    /// The operation runs once per run, on the thread that starts the run (or that finished the
+    /// step before it), and may resolve at once or later from any thread:
+    ///
+    /// ```swift
+    /// let tick = Promise<Int, Never> { resolver in
+    ///     DispatchQueue.global().async { resolver.fulfill(1) }
+    /// }
+    /// ```
+    @inlinable public init(_ operation: @escaping (Resolver<Value, Failure>) -> Void) {
+        typealias Operation = (Resolver<Value, Failure>) -> Void
+        self.init(
+            last: Node(operation, after: nil, output: Swift.Result<Value, Failure>.self) {
+                stage, _, run in
+                run.perform(Node<Operation>.payload(of: stage))
+            })
+    }
+
+    /// Makes a promise that succeeds or fails with `result` every time it runs.
+    @inlinable public init(result: Swift.Result<Value, Failure>) {
+        typealias Outcome = Swift.Result<Value, Failure>
+        self.init(
+            last: Node(result, after: nil, output: Outcome.self) { stage, slot, _ in
+                slot.put(Node<Outcome>.payload(of: stage))
+                return .proceed
+            })
+    }
+
+    /// Makes a promise that succeeds with `value`.
+    @inlinable public init(value: Value) { self.init(result: .success(value)) }
+
+    /// Makes a promise that fails with `error`.
+    @inlinable public init(error: Failure) { self.init(result: .failure(error)) }
+
+    /// Makes a promise that succeeds with `value`: `return .value(cached)`.
+    @inlinable public static func value(_ value: Value) -> Promise { Promise(value: value) }
+
+    /// Makes a promise that calls `body` on every run, failing with what it throws.
+    ///
+    /// ```swift
+    /// let config = Promise<Config, DecodingError>(catching: { () throws(DecodingError) in
+    ///     try loadConfig()
+    /// })
+    /// ```
+    @inlinable public init(catching body: @escaping () throws(Failure) -> Value) {
+        self = Promise<Void, Failure>(value: ()).then { () -> Swift.Result<Value, Failure> in
+            Swift.Result { () throws(Failure) in try body() }
+        }
+    }
+}
+
+/// Starts a chain with the promise `body` makes; `body` is called anew on every run.
+///
+/// Pure sugar that lines up the first step with the ones after it:
+///
+/// ```swift
+/// firstly {
+///     login()
+/// }.then { credentials in
+///     fetchAvatar(for: credentials.user)
+/// }.run(some: show, none: report)
+/// ```
+@inlinable public func firstly<Value, Failure>(
+    _ body: @escaping () -> Promise<Value, Failure>
+) -> Promise<Value, Failure> {
+    Promise<Void, Failure>(value: ()).then { body() }
+}
+
+// MARK: - Running
+
+extension Promise {
+    /// Starts the work and calls `completion` with its outcome.
+    ///
+    /// Each call starts a new, independent run. `completion` is called at most once, on the
+    /// thread where the last step finished, and never after the run is cancelled.
+    @discardableResult
+    public func run(_ completion: @escaping (Swift.Result<Value, Failure>) -> Void) -> RunHandle {
+        let handle = RunHandle(last: last) { slot, deliver in
+            let outcome = slot.take(Swift.Result<Value, Failure>.self)
+            if deliver { completion(outcome) }
+        }
+        handle.start()
+        return handle
+    }
+
+    /// Starts the work and calls `some` with its value or `none` with its error.
+    ///
+    /// ```swift
+    /// iTunesLookUp(id: "909253")
+    ///     .then(toDictionary)
+    ///     .then(toModel)
+    ///     .run(some: printName, none: report)
+    /// ```
+    @discardableResult
+    public func run(
+        some: @escaping (Value) -> Void, none: @escaping (Failure) -> Void
+    ) -> RunHandle {
+        run { outcome in
+            switch outcome {
+            case .success(let value): some(value)
+            case .failure(let error): none(error)
+            }
+        }
+    }
+}
+
+extension Promise where Failure == Never {
+    /// Starts work that cannot fail, for its effects alone.
+    @discardableResult
+    public func run() -> RunHandle { run { (_: Swift.Result<Value, Never>) in } }
+
+    /// Starts work that cannot fail and calls `some` with its value.
+    ///
+    /// A trailing closure alone still means ``run(_:)``, which passes a `Result`, as it does for
+    /// every promise; write the label to get the value: `guarantee.run(some: { show($0) })`.
+    @discardableResult @_disfavoredOverload
+    public func run(some: @escaping (Value) -> Void) -> RunHandle {
+        run { outcome in
+            switch outcome {
+            case .success(let value): some(value)
+            }
+        }
+    }
+}
+
+// MARK: - Transforming values
+
+// The builders below are `@inlinable` so that a chain built in your module is compiled for your
+// types: each step then costs one allocation to build and no dynamic casts to run.
+
+extension Promise {
+    /// Transforms the value when the promise succeeds.
+    ///
+    /// ```swift
+    /// let length = name.then { $0.count }
+    /// ```
+    @inlinable public func then<NewValue>(
+        _ transform: @escaping (Value) -> NewValue
+    ) -> Promise<NewValue, Failure> {
+        typealias Transform = (Value) -> NewValue
+        return appending(transform) { stage, slot, _ in
+            slot.put(slot.take(Swift.Result<Value, Failure>.self).map(Node<Transform>.payload(of: stage)))
+            return .proceed
+        }
+    }
+
+    /// Continues with the promise that `next` makes from the value: the chain waits for it.
+    ///
+    /// ```swift
+    /// let avatar = login().then { credentials in fetchAvatar(for: credentials.user) }
+    /// ```
+    @inlinable public func then<NewValue>(
+        _ next: @escaping (Value) -> Promise<NewValue, Failure>
+    ) -> Promise<NewValue, Failure> {
+        typealias Next = (Value) -> Promise<NewValue, Failure>
+        return appending(next) { stage, slot, _ in
+            switch slot.take(Swift.Result<Value, Failure>.self) {
+            case .success(let value): return .enter(Node<Next>.payload(of: stage)(value).last)
+            case .failure(let error):
+                slot.put(Swift.Result<NewValue, Failure>.failure(error))
+                return .proceed
+            }
+        }
+    }
+
+    /// Continues with a step that succeeds or fails at once.
+    ///
+    /// ```swift
+    /// func toDictionary(from data: Data) -> Result<[String: Any], LookupError> { … }
+    /// let dictionary = download.then(toDictionary)
+    /// ```
+    @inlinable public func then<NewValue>(
+        _ transform: @escaping (Value) -> Swift.Result<NewValue, Failure>
+    ) -> Promise<NewValue, Failure> {
+        typealias Transform = (Value) -> Swift.Result<NewValue, Failure>
+        return appending(transform) { stage, slot, _ in
+            let outcome = slot.take(Swift.Result<Value, Failure>.self)
+            slot.put(outcome.flatMap(Node<Transform>.payload(of: stage)))
+            return .proceed
+        }
+    }
+
+    /// Transforms the value when the promise succeeds; the same as ``then(_:)-(Value)->NewValue``.
+    @inlinable public func map<NewValue>(
+        _ transform: @escaping (Value) -> NewValue
+    ) -> Promise<NewValue, Failure> { then(transform) }
+
+    /// Continues with the promise that `next` makes from the value; the same as the `then`
+    /// that takes a promise-returning step.
+    @inlinable public func flatMap<NewValue>(
+        _ next: @escaping (Value) -> Promise<NewValue, Failure>
+    ) -> Promise<NewValue, Failure> { then(next) }
+
+    /// Transforms the value with a function that can throw `Failure`.
+    ///
+    /// ```swift
+    /// let user = data.tryMap { (data) throws(any Error) in try decoder.decode(User.self, from: data) }
+    /// ```
+    @inlinable public func tryMap<NewValue>(
+        _ transform: @escaping (Value) throws(Failure) -> NewValue
+    ) -> Promise<NewValue, Failure> {
+        then { value -> Swift.Result<NewValue, Failure> in
+            Swift.Result { () throws(Failure) in try transform(value) }
+        }
+    }
+
+    /// Transforms the value, failing with `error` when the transform returns `nil`.
+    ///
+    /// ```swift
+    /// let first = results.compactMap(orFailWith: .noResultFound) { $0.first }
+    /// ```
+    @inlinable public func compactMap<NewValue>(
+        orFailWith error: @autoclosure @escaping () -> Failure,
+        _ transform: @escaping (Value) -> NewValue?
+    ) -> Promise<NewValue, Failure> {
+        then { value -> Swift.Result<NewValue, Failure> in
+            transform(value).map { .success($0) } ?? .failure(error())
+        }
+    }
+
+    /// Ends the success path with a side effect; the result is a `Promise<Void, Failure>`.
+    @inlinable public func done(_ body: @escaping (Value) -> Void) -> Promise<Void, Failure> {
+        then(body)
+    }
+
+    /// Looks at the value without changing it.
+    ///
+    /// ```swift
+    /// fetchUser().get { cache.store($0) }.then { render($0) }
+    /// ```
+    @inlinable public func get(_ body: @escaping (Value) -> Void) -> Promise<Value, Failure> {
+        then { value -> Value in
+            body(value)
+            return value
+        }
+    }
+
+    /// Looks at the outcome, success or failure, without changing it: handy for logging.
+    @inlinable public func tap(
+        _ body: @escaping (Swift.Result<Value, Failure>) -> Void
+    ) -> Promise<Value, Failure> {
+        mapOutcome { outcome in
+            body(outcome)
+            return outcome
+        }
+    }
+}
+
+extension Promise where Failure == any Swift.Error {
+    /// Transforms the value, failing with ``PromiseError/compactMapReturnedNil`` on `nil`.
+    ///
+    /// ```swift
+    /// let names = data.compactMap { try? JSONSerialization.jsonObject(with: $0) as? [String] }
+    /// ```
+    @inlinable public func compactMap<NewValue>(
+        _ transform: @escaping (Value) -> NewValue?
+    ) -> Promise<NewValue, Failure> {
+        compactMap(orFailWith: PromiseError.compactMapReturnedNil, transform)
+    }
+}
+
+// MARK: - Handling errors
+
+extension Promise {
+    /// Transforms the error when the promise fails.
+    @inlinable public func mapError<NewFailure>(
+        _ transform: @escaping (Failure) -> NewFailure
+    ) -> Promise<Value, NewFailure> {
+        mapOutcome { $0.mapError(transform) }
+    }
+
+    /// Turns an error into a value or into another error, at once.
+    ///
+    /// ```swift
+    /// let page = fetch.flatMapError { error in
+    ///     error == .notFound ? .success(.empty) : .failure(.unavailable)
+    /// }
+    /// ```
+    @inlinable public func flatMapError<NewFailure>(
+        _ transform: @escaping (Failure) -> Swift.Result<Value, NewFailure>
+    ) -> Promise<Value, NewFailure> {
+        mapOutcome { $0.flatMapError(transform) }
+    }
+
+    /// Continues with the promise `next` makes from the error; a success passes through.
+    ///
+    /// When `next` returns a ``Guarantee``, the result cannot fail:
+    ///
+    /// ```swift
+    /// let feed = fetchFeed().recover { _ in loadCachedFeed() }  // Guarantee<Feed>
+    /// ```
+    @inlinable public func recover<NewFailure>(
+        _ next: @escaping (Failure) -> Promise<Value, NewFailure>
+    ) -> Promise<Value, NewFailure> {
+        typealias Next = (Failure) -> Promise<Value, NewFailure>
+        return appending(next) { stage, slot, _ in
+            switch slot.take(Swift.Result<Value, Failure>.self) {
+            case .success(let value):
+                slot.put(Swift.Result<Value, NewFailure>.success(value))
+                return .proceed
+            case .failure(let error): return .enter(Node<Next>.payload(of: stage)(error).last)
+            }
+        }
+    }
+
+    /// Replaces an error with a value, so the result cannot fail.
+    @inlinable public func recover(_ transform: @escaping (Failure) -> Value) -> Guarantee<Value> {
+        mapOutcome { outcome in
+            switch outcome {
+            case .success(let value): .success(value)
+            case .failure(let error): .success(transform(error))
+            }
+        }
+    }
+
+    /// Handles the error and ends the success path; what is left is a ``Guarantee`` to run.
+    ///
+    /// ```swift
+    /// fetchFeed()
+    ///     .done { show($0) }
+    ///     .catch { showError($0) }
+    ///     .run()
+    /// ```
+    @inlinable public func `catch`(_ body: @escaping (Failure) -> Void) -> Guarantee<Void> {
+        mapOutcome { outcome in
+            if case .failure(let error) = outcome { body(error) }
+            return .success(())
+        }
+    }
+
+    /// Runs `body` when the chain gets here, whether it succeeded or failed, and also when the
+    /// run is cancelled before getting here. The outcome passes through unchanged.
+    ///
+    /// ```swift
+    /// spinner.start()
+    /// fetchFeed().ensure { spinner.stop() }.run(some: show, none: report)
+    /// ```
+    @inlinable public func ensure(_ body: @escaping () -> Void) -> Promise<Value, Failure> {
+        Promise(
+            last: Node(body, after: last, output: Swift.Result<Value, Failure>.self, isEnsure: true) {
+                stage, _, _ in
+                Node<() -> Void>.payload(of: stage)()
+                return .proceed
+            })
+    }
+
+    /// Forgets the error's type, to chain with promises that fail with `any Error`.
+    @inlinable public func eraseToAnyError() -> Promise<Value, any Swift.Error> {
+        mapOutcome { $0.mapError { $0 } }
+    }
+
+    /// Adds a step that sees the whole outcome and returns the next one at once.
+    @inlinable func mapOutcome<NewValue, NewFailure>(
+        _ transform: @escaping (Swift.Result<Value, Failure>) -> Swift.Result<NewValue, NewFailure>
+    ) -> Promise<NewValue, NewFailure> {
+        typealias Transform = (Swift.Result<Value, Failure>) -> Swift.Result<NewValue, NewFailure>
+        return appending(transform) { stage, slot, _ in
+            slot.put(Node<Transform>.payload(of: stage)(slot.take(Swift.Result<Value, Failure>.self)))
+            return .proceed
+        }
+    }
+
+    /// Adds a step that keeps `payload` and runs `step` with it.
+    @inlinable func appending<Payload, NewValue, NewFailure>(
+        _ payload: Payload, _ step: @escaping Stage.Step
+    ) -> Promise<NewValue, NewFailure> {
+        Promise<NewValue, NewFailure>(
+            last: Node(payload, after: last, output: Swift.Result<NewValue, NewFailure>.self, step))
+    }
+}
+
+extension Promise where Failure == Never {
+    /// Gives a promise that cannot fail the error type of the chain it joins.
+    ///
+    /// ```swift
+    /// login().then { user in after(.seconds(1)).setFailureType(to: LoginError.self) }
+    /// ```
+    @inlinable public func setFailureType<NewFailure>(
+        to _: NewFailure.Type
+    ) -> Promise<Value, NewFailure> {
+        mapOutcome { outcome in
+            switch outcome {
+            case .success(let value): .success(value)
+            }
+        }
+    }
+}
+
+// MARK: - Cancelling a run
+
+/// A run of a promise, returned by every terminal: use it to cancel the run.
+///
+/// After ``cancel()`` no completion is delivered, every operation still waiting gets its
+/// ``Resolver/onCancel(_:)`` handlers called once, no later step starts, and every
+/// ``Promise/ensure(_:)`` still ahead runs. Steps that run synchronously one after the other
+/// finish their stretch; the run stops at the next operation, the next promise returned by a step,
+/// or its end, whichever comes first. Cancelling is idempotent and safe from any thread.
+///
+/// ```swift
+/// let search = lookUp(query).run(some: show, none: report)
+/// // the user typed again:
+/// search.cancel()
+/// ```
+public final class RunHandle: @unchecked Sendable {
+    private var slot: Slot
+    private var slotSize: Int
+    private var slotAlignment: Int
+
+    // Owned by the one thread that drives the run; ownership passes under `mutex`.
+    private var current: Program
+    private var waiting: [Program] = []
+    private var finish: ((Slot, Bool) -> Void)?
+
+    // Guarded by `mutex`.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private var phase = Phase.driving
+    private var cancelRequested = false
+    private var operation = 0
+    private var cancelHandlers: [@Sendable () -> Void] = []
+
+    private enum Phase { case driving, operating, waiting, finished }
+
+    @usableFromInline init(last: Stage, finish: @escaping (Slot, _ deliver: Bool) -> Void) {
+        (slotSize, slotAlignment) = (last.slotSize, last.slotAlignment)
+        slot = Slot(size: slotSize, alignment: slotAlignment)
+        current = Program(last)
+        self.finish = finish
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        slot.memory.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
+    public var isCancelled: Bool { locked { cancelRequested } }
+
+    /// Cancels the run; see ``RunHandle`` for what that does.
+    public func cancel() {
+        let (handlers, takeOver) = locked { () -> ([@Sendable () -> Void], Bool) in
+            guard !cancelRequested, phase != .finished else { return ([], false) }
+            return requestCancel()
+        }
+        for handler in handlers { handler() }
+        if takeOver { halt() }
+    }
+}
+
+// MARK: - Internals: how a chain is stored
+
+// A chain is a list of stages linked from the last to the first, so that two promises built on
+// the same one share it. Running it walks the list once into an array and then loops over it; a
+// step that returns a promise hands the loop that promise's stages instead of running it nested.
+// So no step grows the stack, however long the chain or deep the recursion.
+
+/// One step of a chain; `Node` adds what the step keeps (usually the user's closure).
+@usableFromInline class Stage {
+    /// Runs the step: it takes its input from the slot and leaves its output there.
+    @usableFromInline typealias Step = (Stage, Slot, RunHandle) -> Next
+
+    @exclusivity(unchecked) @usableFromInline var parent: Stage?
+    @usableFromInline let step: Step
+    @usableFromInline let depth: Int
+    @usableFromInline let slotSize: Int
+    @usableFromInline let slotAlignment: Int
+    @usableFromInline let isEnsure: Bool
+
+    @inlinable init<Output>(
+        after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
+    ) {
+        self.parent = parent
+        self.step = step
+        self.isEnsure = isEnsure
+        depth = (parent?.depth ?? 0) + 1
+        slotSize = max(parent?.slotSize ?? 1, MemoryLayout<Output>.size)
+        slotAlignment = max(parent?.slotAlignment ?? 1, MemoryLayout<Output>.alignment)
+    }
+
+    // Releasing a long chain one link at a time, instead of each link releasing the one before
+    // it from its own deinit, keeps dropping a 100,000-link chain off the stack.
+    deinit {
+        guard var stage = parent else { return }
+        parent = nil
+        while isKnownUniquelyReferenced(&stage), let before = stage.parent {
+            stage.parent = nil
+            stage = before
+        }
+    }
+}
+
+@usableFromInline final class Node<Payload>: Stage {
+    @usableFromInline let payload: Payload
+
+    @inlinable init<Output>(
+        _ payload: Payload, after parent: Stage?, output: Output.Type, isEnsure: Bool = false,
+        _ step: @escaping Step
+    ) {
+        self.payload = payload
+        super.init(after: parent, output: output, isEnsure: isEnsure, step: step)
+    }
+
+    @inlinable static func payload(of stage: Stage) -> Payload {
+        unsafeDowncast(stage, to: Node.self).payload
+    }
+}
+
+/// What the loop does after a step.
+@usableFromInline enum Next {
+    /// The output is in the slot: go on.
+    case proceed
+    /// Run this chain; its outcome is the step's output.
+    case enter(Stage)
+    /// An operation is under way; its resolver resumes the run.
+    case suspend
+    /// The run was cancelled: stop.
+    case halt
+}
+
+/// Where a step finds its input and leaves its output: raw memory sized for the largest outcome
+/// in the chain, so passing a value along costs no allocation and no cast.
+@usableFromInline struct Slot {
+    @usableFromInline let memory: UnsafeMutableRawPointer
+
+    init(size: Int, alignment: Int) {
+        memory = .allocate(byteCount: size, alignment: alignment)
+    }
+
+    @inlinable func put<Output>(_ output: Output) {
+        memory.initializeMemory(as: Output.self, to: output)
+    }
+
+    @inlinable func take<Input>(_: Input.Type) -> Input {
+        memory.assumingMemoryBound(to: Input.self).move()
+    }
+}
+
+/// A chain unrolled for running, and how far the run has got in it.
+private struct Program {
+    let last: Stage?
+    let stages: [Unmanaged<Stage>]
+    var next = 0
+
+    static var empty: Program { Program(last: nil, stages: []) }
+
+    init(last: Stage?, stages: [Unmanaged<Stage>]) {
+        self.last = last
+        self.stages = stages
+    }
+
+    init(_ last: Stage) {
+        // The array holds the stages unretained: `last` keeps all of them alive.
+        self.init(
+            last: last,
+            stages: Array(unsafeUninitializedCapacity: last.depth) { buffer, count in
+                var stage = last
+                for index in stride(from: last.depth - 1, through: 0, by: -1) {
+                    buffer[index] = .passUnretained(stage)
+                    if let parent = stage.parent { stage = parent }
+                }
+                count = last.depth
+            })
+    }
+
+    var isDone: Bool { next == stages.count }
+}
+
+// MARK: - Internals: the engine
+
+extension RunHandle {
+    @usableFromInline func start() { drive() }
+
+    /// The loop that runs a chain: one step after another, entering the chains that steps
+    /// return, until the end, an operation that has not resolved yet, or cancellation.
+    private func drive() {
+        // Locals, not properties, in the loop: a property access costs an exclusivity check.
+        var program = current
+        current = .empty
+        var slot = self.slot
+        while true {
+            if program.isDone {
+                guard let outer = waiting.popLast() else { return complete() }
+                program = outer
+                continue
+            }
+            let stage = program.stages[program.next].takeUnretainedValue()
+            program.next += 1
+            switch stage.step(stage, slot, self) {
+            case .proceed: continue
+            case .enter(let inner):
+                guard !isCancelled else {
+                    current = program
+                    return halt()
+                }
+                // Nothing left to do after the inner chain means nothing to come back to, so
+                // a loop that recurses through `then` runs in constant memory.
+                if !program.isDone { waiting.append(program) }
+                program = Program(inner)
+                if inner.slotSize > slotSize || inner.slotAlignment > slotAlignment {
+                    slot = grownSlot(for: inner)
+                }
+            case .suspend:
+                current = program
+                return
+            case .halt:
+                current = program
+                return halt()
+            }
+        }
+    }
+
+    /// Runs an operation with a fresh resolver.
+    @usableFromInline func perform<Value, Failure>(
+        _ operation: (Resolver<Value, Failure>) -> Void
+    ) -> Next {
+        let id = locked { () -> Int? in
+            guard !cancelRequested else { return nil }
+            phase = .operating
+            self.operation += 1
+            return self.operation
+        }
+        guard let id else { return .halt }
+        operation(Resolver(run: self, operation: id))
+        return locked {
+            if phase == .driving { return .proceed }  // resolved before returning
+            if cancelRequested {
+                phase = .driving
+                return .halt
+            }
+            phase = .waiting
+            return .suspend
+        }
+    }
+
+    func resolve<Value, Failure>(_ id: Int, with outcome: Swift.Result<Value, Failure>) {
+        var unneeded: [@Sendable () -> Void] = []
+        let resume = locked { () -> Bool in
+            guard isPending(id), !cancelRequested else { return false }
+            slot.put(outcome)
+            let wasWaiting = phase == .waiting
+            (unneeded, cancelHandlers, phase) = (cancelHandlers, [], .driving)
+            return wasWaiting
+        }
+        unneeded.removeAll()  // outside the lock: releasing a handler may run any deinit
+        if resume { drive() }
+    }
+
+    /// Whether operation `id` is the one under way and has not resolved (under the lock).
+    private func isPending(_ id: Int) -> Bool {
+        id == operation && (phase == .operating || phase == .waiting)
+    }
+
+    func onCancel(_ id: Int, _ handler: @escaping @Sendable () -> Void) {
+        let callNow = locked { () -> Bool in
+            guard isPending(id) else { return false }
+            if cancelRequested { return true }
+            cancelHandlers.append(handler)
+            return false
+        }
+        if callNow { handler() }
+    }
+
+    /// An operation's resolver went away: if it never resolved, nothing ever will.
+    func resolverReleased(_ id: Int, _ promise: @autoclosure () -> String) {
+        let abandoned = locked { () -> ([@Sendable () -> Void], Bool)? in
+            guard isPending(id), !cancelRequested else { return nil }
+            return requestCancel()
+        }
+        guard let (handlers, takeOver) = abandoned else { return }
+        assert(
+            Diagnostics.report(
+                "an operation of \(promise()) released its resolver without resolving it. "
+                    + "Its run can never finish, so it was cancelled."))
+        for handler in handlers { handler() }
+        if takeOver { halt() }
+    }
+
+    /// Marks the run cancelled (under the lock); the caller runs the handlers and, when the run
+    /// was waiting on an operation, takes it over to halt it.
+    private func requestCancel() -> ([@Sendable () -> Void], Bool) {
+        cancelRequested = true
+        let handlers = cancelHandlers
+        cancelHandlers = []
+        guard phase == .waiting else { return (handlers, false) }
+        phase = .driving
+        return (handlers, true)
+    }
+
+    private func complete() {
+        let deliver = locked { () -> Bool in
+            if !cancelRequested { phase = .finished }
+            return !cancelRequested
+        }
+        let finish = self.finish
+        self.finish = nil
+        finish?(slot, deliver)
+        if !deliver { halt() }
+    }
+
+    /// Ends a cancelled run: runs the `ensure` steps still ahead, innermost chain first.
+    private func halt() {
+        let programs = [current] + waiting.reversed()
+        (current, waiting, finish) = (.empty, [], nil)
+        locked { phase = .finished }
+        for program in programs {
+            for stage in program.stages[program.next...] where stage.takeUnretainedValue().isEnsure {
+                Node<() -> Void>.payload(of: stage.takeUnretainedValue())()
+            }
+        }
+    }
+
+    /// Grows the slot for a chain with larger outcomes (the slot is empty as a chain starts).
+    private func grownSlot(for chain: Stage) -> Slot {
+        slot.memory.deallocate()
+        slotSize = max(chain.slotSize, slotSize)
+        slotAlignment = max(chain.slotAlignment, slotAlignment)
+        slot = Slot(size: slotSize, alignment: slotAlignment)
+        return slot
+    }
+
+    private func locked<T>(_ body: () -> T) -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body()
+    }
+}
+
+/// Where debug builds report misuse: standard error, unless a test listens.
+enum Diagnostics {
+    nonisolated(unsafe) private static var listener: ((String) -> Void)?
+    nonisolated(unsafe) private static var mutex = pthread_mutex_t()
+
+    /// Reports `message`; returns `true` so that `assert` can call it in debug builds only.
+    static func report(_ message: String) -> Bool {
+        withLock {
+            guard let listener else { return print("Future: \(message)") }
+            listener(message)
+        }
+        return true
+    }
+
+    /// Sends reports to `listener` instead of standard error, until it is set back to `nil`.
+    static func listen(_ listener: ((String) -> Void)?) { withLock { self.listener = listener } }
+
+    private static func withLock(_ body: () -> Void) {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        body()
+    }
+}

@@ -1,0 +1,118 @@
+import Dispatch
+import Future
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// How long a test waits for asynchronous work before it fails instead of hanging.
+let timeout = DispatchTimeInterval.seconds(10)
+
+/// A value delivered once, possibly from another thread, that a test waits for with a timeout.
+final class Delivery<Value>: @unchecked Sendable {
+    private let lock = TestLock()
+    private let arrived = DispatchSemaphore(value: 0)
+    private var values: [Value] = []
+
+    func send(_ value: Value) {
+        lock.withLock { values.append(value) }
+        arrived.signal()
+    }
+
+    /// Waits for the first value; `nil` if none came within `timeout`.
+    func wait() -> Value? {
+        guard arrived.wait(timeout: .now() + timeout) == .success else { return nil }
+        return lock.withLock { values.first }
+    }
+
+    /// Everything delivered so far.
+    var all: [Value] { lock.withLock { values } }
+}
+
+/// A counter that many threads can bump.
+final class Counter: @unchecked Sendable {
+    private let lock = TestLock()
+    private var count = 0
+
+    @discardableResult func increment() -> Int { lock.withLock { count += 1; return count } }
+    var value: Int { lock.withLock { count } }
+}
+
+/// A log of events, in the order they happened, from any thread.
+final class Log: @unchecked Sendable {
+    private let lock = TestLock()
+    private var events: [String] = []
+
+    func record(_ event: String) { lock.withLock { events.append(event) } }
+    var all: [String] { lock.withLock { events } }
+}
+
+/// A plain mutex.
+final class TestLock: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    init() { pthread_mutex_init(&mutex, nil) }
+    deinit { pthread_mutex_destroy(&mutex) }
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return try body()
+    }
+}
+
+/// Runs `body` on a new thread with a stack of `stackSize` bytes and waits for it.
+func onThread(stackSize: Int, _ body: @escaping @Sendable () -> Void) {
+    final class Box: @unchecked Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    var attributes = pthread_attr_t()
+    pthread_attr_init(&attributes)
+    defer { pthread_attr_destroy(&attributes) }
+    pthread_attr_setstacksize(&attributes, stackSize)
+    #if canImport(Darwin)
+        var thread: pthread_t?
+    #else
+        var thread = pthread_t()
+    #endif
+    let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    let created = pthread_create(
+        &thread, &attributes,
+        { raw in
+            #if canImport(Darwin)
+                let box = Unmanaged<Box>.fromOpaque(raw).takeRetainedValue()
+            #else
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+            #endif
+            box.body()
+            return nil
+        }, box)
+    precondition(created == 0, "pthread_create failed: \(created)")
+    #if canImport(Darwin)
+        pthread_join(thread!, nil)
+    #else
+        pthread_join(thread, nil)
+    #endif
+}
+
+/// A promise that resolves with `value` from another thread, as network calls do.
+func later<Value: Sendable>(_ value: Value) -> Promise<Value, Never> {
+    Promise { resolver in
+        DispatchQueue.global().async { resolver.fulfill(value) }
+    }
+}
+
+/// Runs `promise` and waits for its outcome.
+func outcome<Value, Failure>(of promise: Promise<Value, Failure>) -> Result<Value, Failure>? {
+    let delivery = Delivery<Result<Value, Failure>>()
+    promise.run { delivery.send($0) }
+    return delivery.wait()
+}
+
+/// An error with a name, for tests.
+struct TestError: Error, Equatable {
+    let name: String
+    init(_ name: String) { self.name = name }
+}
