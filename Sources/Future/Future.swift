@@ -562,6 +562,7 @@ public final class RunHandle: @unchecked Sendable {
     private var phase = Phase.driving
     private var cancelRequested = false
     private var operation = 0
+    private var resolved = 0
     private var cancelHandlers: [@Sendable () -> Void] = []
 
     private enum Phase { case driving, operating, waiting, finished }
@@ -784,6 +785,7 @@ extension RunHandle {
         let resume = locked { () -> Bool in
             guard isPending(id), !cancelRequested else { return false }
             slot.put(outcome)
+            resolved = id
             let wasWaiting = phase == .waiting
             (unneeded, cancelHandlers, phase) = (cancelHandlers, [], .driving)
             return wasWaiting
@@ -792,10 +794,8 @@ extension RunHandle {
         if resume { drive() }
     }
 
-    /// Whether operation `id` is the one under way and has not resolved (under the lock).
-    private func isPending(_ id: Int) -> Bool {
-        id == operation && (phase == .operating || phase == .waiting)
-    }
+    /// Whether operation `id` is the latest and has not resolved (under the lock).
+    private func isPending(_ id: Int) -> Bool { id == operation && id != resolved }
 
     func onCancel(_ id: Int, _ handler: @escaping @Sendable () -> Void) {
         let callNow = locked { () -> Bool in

@@ -28,6 +28,9 @@ final class Delivery<Value>: @unchecked Sendable {
         return lock.withLock { values.first }
     }
 
+    /// Forgets everything delivered.
+    func clear() { lock.withLock { values = [] } }
+
     /// Everything delivered so far.
     var all: [Value] { lock.withLock { values } }
 }

@@ -1,0 +1,172 @@
+import Dispatch
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import Testing
+
+@testable import Future
+
+/// An operation that waits until the test resolves it, and counts its cancellations.
+final class Pending<Value>: @unchecked Sendable {
+    let resolvers = Delivery<Resolver<Value, TestError>>()
+    let cancelled = Counter()
+
+    var promise: Promise<Value, TestError> {
+        Promise { resolver in
+            resolver.onCancel { self.cancelled.increment() }
+            self.resolvers.send(resolver)
+        }
+    }
+}
+
+@Suite struct Cancelling {
+    @Test func cancelStopsTheChainAndRunsWhatMustRun() {
+        let pending = Pending<Int>()
+        let log = Log()
+        let delivered = Counter()
+        let handle = Promise<Int, TestError>(value: 1)
+            .ensure { log.record("ensure before") }
+            .then { _ in pending.promise }
+            .then { value -> Int in
+                log.record("step after")
+                return value
+            }
+            .ensure { log.record("ensure after") }
+            .run { _ in delivered.increment() }
+        let resolver = pending.resolvers.wait()
+        #expect(!handle.isCancelled)
+        #expect(resolver?.isCancelled == false)
+
+        handle.cancel()
+        #expect(handle.isCancelled)
+        #expect(resolver?.isCancelled == true)
+        #expect(pending.cancelled.value == 1)
+        #expect(log.all == ["ensure before", "ensure after"])
+
+        resolver?.fulfill(2)  // too late: ignored
+        handle.cancel()  // idempotent
+        #expect(delivered.value == 0)
+        #expect(pending.cancelled.value == 1)
+        #expect(log.all == ["ensure before", "ensure after"])
+    }
+
+    @Test func cancelReachesTheOperationOfAnInnerChainAndItsEnsures() {
+        let pending = Pending<Int>()
+        let log = Log()
+        let handle = Promise<Int, TestError>(value: 1)
+            .then { _ in
+                Promise<Int, TestError>(value: 2)
+                    .then { _ in pending.promise.ensure { log.record("inner") } }
+                    .ensure { log.record("middle") }
+            }
+            .ensure { log.record("outer") }
+            .run { _ in log.record("delivered") }
+        _ = pending.resolvers.wait()
+        handle.cancel()
+        #expect(pending.cancelled.value == 1)
+        #expect(log.all == ["inner", "middle", "outer"])
+    }
+
+    @Test func anOnCancelHandlerAddedAfterCancellingRunsAtOnce() {
+        let resolvers = Delivery<Resolver<Int, Never>>()
+        let handle = Promise<Int, Never> { resolvers.send($0) }.run()
+        let resolver = resolvers.wait()
+        handle.cancel()
+        let ran = Counter()
+        resolver?.onCancel { ran.increment() }
+        #expect(ran.value == 1)
+    }
+
+    @Test func onCancelHandlersAreDroppedOnceTheOperationResolves() {
+        let pending = Pending<Int>()
+        let delivered = Delivery<Result<Int, TestError>>()
+        let handle = pending.promise.run { delivered.send($0) }
+        pending.resolvers.wait()?.fulfill(3)
+        handle.cancel()
+        #expect(delivered.all == [.success(3)])
+        #expect(pending.cancelled.value == 0)
+        #expect(!handle.isCancelled)
+    }
+
+    @Test func cancellingDuringTheOperationStopsTheChainWhenItReturns() {
+        nonisolated(unsafe) var handle: RunHandle?
+        let later = Counter()
+        let ensured = Counter()
+        let cancelled = Counter()
+        let promise = Promise<Int, Never> { resolver in
+            resolver.onCancel { cancelled.increment() }
+            handle?.cancel()  // on the second run, cancel from inside the operation
+        }.then { $0 + later.increment() }.ensure { ensured.increment() }
+        promise.run().cancel()
+        handle = promise.run()
+        handle?.cancel()
+        #expect(later.value == 0)
+        #expect(ensured.value == 2)
+        #expect(cancelled.value == 2)
+    }
+
+    @Test func aResolverReleasedWithoutResolvingIsReportedAndCancelsTheRun() {
+        let reports = Log()
+        Diagnostics.listen { reports.record($0) }
+        defer { Diagnostics.listen(nil) }
+        let ensured = Counter()
+        let dropped = Promise<Int, TestError> { _ in }.ensure { ensured.increment() }
+        let handle = dropped.run { _ in Issue.record("must not complete") }
+        #expect(handle.isCancelled)
+        #expect(ensured.value == 1)
+        #expect(reports.all.contains { $0.contains("Promise<Int, TestError>") && $0.contains("without resolving") })
+
+        // Released later, from another thread, after the operation returned.
+        let resolvers = Delivery<Resolver<Int, TestError>>()
+        let handle2 = Promise<Int, TestError> { resolvers.send($0) }.ensure { ensured.increment() }.run { _ in }
+        #expect(!handle2.isCancelled)
+        _ = resolvers.wait()
+        resolvers.clear()
+        #expect(handle2.isCancelled)
+        #expect(ensured.value == 2)
+    }
+}
+
+@Suite struct Memory {
+    final class Witness: Sendable {}
+
+    @Test func aCompletedRunKeepsNothingAlive() {
+        weak var witness: Witness?
+        let handle: RunHandle
+        do {
+            let captured = Witness()
+            witness = captured
+            handle = Promise<Int, Never> { resolver in
+                resolver.onCancel { _ = captured }
+                resolver.fulfill(1)
+            }.then { value in later(value).map { _ = captured; return $0 } }
+                .run { _ in _ = captured }
+        }
+        let deadline = DispatchTime.now() + timeout
+        while witness != nil, DispatchTime.now() < deadline { usleep(1000) }
+        #expect(witness == nil)
+        #expect(!handle.isCancelled)
+    }
+
+    @Test func aCancelledRunKeepsNothingAlive() {
+        weak var witness: Witness?
+        let resolvers = Delivery<Resolver<Int, Never>>()
+        let handle: RunHandle
+        do {
+            let captured = Witness()
+            witness = captured
+            handle = Promise<Int, Never> { resolver in
+                resolver.onCancel { _ = captured }
+                resolvers.send(resolver)
+            }.map { _ = captured; return $0 }.ensure { _ = captured }.run { _ in _ = captured }
+        }
+        let resolver = resolvers.wait()
+        #expect(witness != nil)
+        handle.cancel()
+        #expect(witness == nil)
+        _ = resolver  // a resolver kept after the run ends keeps nothing of it alive either
+    }
+}

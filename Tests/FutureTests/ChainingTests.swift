@@ -1,0 +1,175 @@
+import Testing
+
+@testable import Future
+
+@Suite struct Chaining {
+    func double(_ value: Int) -> Int { value * 2 }
+    func half(_ value: Int) -> Result<Int, TestError> {
+        value.isMultiple(of: 2) ? .success(value / 2) : .failure(TestError("odd"))
+    }
+    func soon(_ value: Int) -> Promise<Int, TestError> {
+        Promise { resolver in resolver.fulfill(value) }
+    }
+
+    @Test func thenAcceptsPlainFunctionsOfEachShape() {
+        let promise = Promise<Int, TestError>(value: 3)
+            .then(double)
+            .then(half)
+            .then(soon)
+        #expect(outcome(of: promise) == .success(3))
+    }
+
+    @Test func thenAcceptsClosuresWithoutTypeAnnotations() {
+        let promise = Promise<Int, TestError>(value: 1)
+            .then { $0 + 1 }
+            .then { Promise(value: $0 * 10) }
+            .then { $0 > 10 ? .success($0) : .failure(TestError("small")) }
+            .then { value in
+                let text = String(value)
+                return text + "!"
+            }
+        #expect(outcome(of: promise) == .success("20!"))
+    }
+
+    @Test func aFailingStepSkipsTheStepsAfterIt() {
+        let skipped = Counter()
+        let promise = Promise<Int, TestError>(value: 3)
+            .then(half)
+            .then { value -> Int in
+                skipped.increment()
+                return value
+            }
+            .then { value in Promise<Int, TestError>(value: value) }
+        #expect(outcome(of: promise) == .failure(TestError("odd")))
+        #expect(skipped.value == 0)
+    }
+
+    @Test func mapAndFlatMapAreThen() {
+        let promise = Promise<Int, TestError>(value: 2).map { $0 + 1 }.flatMap(soon)
+        #expect(outcome(of: promise) == .success(3))
+    }
+
+    @Test func tryMapFailsWithTheTypedErrorThrown() {
+        let promise = Promise<Int, TestError>(value: 5).tryMap { (value) throws(TestError) in
+            if value > 3 { throw TestError("big") }
+            return value
+        }
+        #expect(outcome(of: promise) == .failure(TestError("big")))
+        #expect(outcome(of: Promise<Int, TestError>(value: 1).tryMap { $0 }) == .success(1))
+    }
+
+    @Test func compactMapFailsOnNil() throws {
+        let typed = Promise<[Int], TestError>(value: [])
+            .compactMap(orFailWith: TestError("empty")) { $0.first }
+        #expect(outcome(of: typed) == .failure(TestError("empty")))
+        let erased = Promise<String, any Error>(value: "x").compactMap { Int($0) }
+        #expect(throws: PromiseError.compactMapReturnedNil) { try outcome(of: erased)?.get() }
+        let found = Promise<String, any Error>(value: "7").compactMap { Int($0) }
+        #expect(try outcome(of: found)?.get() == 7)
+    }
+
+    @Test func doneGetAndTapSeeWithoutChanging() {
+        let log = Log()
+        let promise = Promise<Int, TestError>(value: 4)
+            .get { log.record("get \($0)") }
+            .tap { log.record("tap \($0)") }
+            .done { log.record("done \($0)") }
+        #expect((try? outcome(of: promise)?.get()) != nil)
+        #expect(log.all == ["get 4", "tap success(4)", "done 4"])
+    }
+
+    @Test func stepsRunInOrderAcrossOperations() {
+        let log = Log()
+        let promise = Promise<Int, Never>(value: 1)
+            .get { log.record("a\($0)") }
+            .then { later($0 + 1) }
+            .get { log.record("b\($0)") }
+            .then { value in Promise<Int, Never> { $0.fulfill(value + 1) } }
+            .get { log.record("c\($0)") }
+        #expect(outcome(of: promise) == .success(3))
+        #expect(log.all == ["a1", "b2", "c3"])
+    }
+
+    @Test func promisesBuiltOnTheSameOneShareNothingWhenRun() {
+        let base = Promise<Int, Never>(value: 1)
+        let plusOne = base.then { $0 + 1 }
+        let asText = base.then { "\($0)" }
+        #expect(outcome(of: plusOne) == .success(2))
+        #expect(outcome(of: asText) == .success("1"))
+    }
+
+    @Test func largeValuesPassThroughNestedChains() {
+        struct Big: Equatable, Sendable { var a = 1, b = 2, c = 3, d = 4, e = 5, f = "six" }
+        let promise = Promise<Int, Never>(value: 1)
+            .then { _ in Promise<Big, Never>(value: Big()).then { big in later([big, big]) } }
+            .then { $0[1] }
+        #expect(outcome(of: promise) == .success(Big()))
+    }
+}
+
+@Suite struct HandlingErrors {
+    @Test func mapErrorTransformsOnlyFailures() {
+        let failed = Promise<Int, TestError>(error: TestError("a")).mapError { TestError($0.name + "b") }
+        #expect(outcome(of: failed) == .failure(TestError("ab")))
+        let fine = Promise<Int, TestError>(value: 1).mapError { _ in TestError("never") }
+        #expect(outcome(of: fine) == .success(1))
+    }
+
+    @Test func flatMapErrorTurnsAnErrorIntoAValueOrAnotherError() {
+        let recovered = Promise<Int, TestError>(error: TestError("404"))
+            .flatMapError { error -> Result<Int, Never> in .success(error.name.count) }
+        #expect(outcome(of: recovered) == .success(3))
+        let rethrown = Promise<Int, TestError>(error: TestError("500"))
+            .flatMapError { _ -> Result<Int, any Error> in .failure(PromiseError.missingValue) }
+        #expect(throws: PromiseError.missingValue) { try outcome(of: rethrown)?.get() }
+    }
+
+    @Test func recoverWithAPromiseContinuesTheChain() {
+        let recovered: Guarantee<Int> = Promise<Int, TestError>(error: TestError("x"))
+            .recover { _ in later(9) }
+        #expect(outcome(of: recovered) == .success(9))
+        let untouched = Promise<Int, TestError>(value: 1)
+            .recover { _ in Promise<Int, TestError>(error: TestError("unused")) }
+        #expect(outcome(of: untouched) == .success(1))
+        let stillFailing = Promise<Int, TestError>(error: TestError("x"))
+            .recover { _ in Promise<Int, TestError>(error: TestError("y")) }
+        #expect(outcome(of: stillFailing) == .failure(TestError("y")))
+    }
+
+    @Test func recoverWithAValueCannotFail() {
+        let recovered: Guarantee<Int> = Promise<Int, TestError>(error: TestError("x")).recover { _ in 0 }
+        #expect(outcome(of: recovered) == .success(0))
+    }
+
+    @Test func catchHandlesTheErrorAndLeavesAGuaranteeToRun() {
+        let errors = Delivery<TestError>()
+        let done = Counter()
+        let chain: Guarantee<Void> = Promise<Int, TestError>(value: 1)
+            .then { _ in Promise<Int, TestError>(error: TestError("boom")) }
+            .done { _ in done.increment() }
+            .catch { errors.send($0) }
+        #expect(errors.all.isEmpty)
+        chain.run()
+        #expect(errors.all == [TestError("boom")])
+        #expect(done.value == 0)
+    }
+
+    @Test func ensureRunsOnSuccessAndOnFailure() {
+        let ensured = Counter()
+        _ = outcome(of: Promise<Int, TestError>(value: 1).ensure { ensured.increment() })
+        _ = outcome(of: Promise<Int, TestError>(error: TestError("x")).ensure { ensured.increment() })
+        #expect(ensured.value == 2)
+    }
+
+    @Test func eraseToAnyErrorKeepsTheError() {
+        let erased = Promise<Int, TestError>(error: TestError("typed")).eraseToAnyError()
+            .then { value in Promise<Int, any Error>(value: value) }
+        #expect(throws: TestError("typed")) { try outcome(of: erased)?.get() }
+    }
+
+    @Test func aGuaranteeJoinsATypedChain() {
+        let chain = Promise<Int, TestError>(value: 1)
+            .then { value in Guarantee(value: value + 1).setFailureType(to: TestError.self) }
+        #expect(outcome(of: chain) == .success(2))
+    }
+}
