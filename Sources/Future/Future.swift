@@ -285,7 +285,9 @@ extension Promise {
     ) -> Promise<NewValue, Failure> {
         typealias Transform = (Value) -> NewValue
         return appending(transform) { stage, slot, _ in
-            slot.put(slot.take(Swift.Result<Value, Failure>.self).map(Node<Transform>.payload(of: stage)))
+            slot.put(
+                slot.take(Swift.Result<Value, Failure>.self).map(Node<Transform>.payload(of: stage))
+            )
             return .proceed
         }
     }
@@ -483,7 +485,8 @@ extension Promise {
     /// ```
     @inlinable public func ensure(_ body: @escaping () -> Void) -> Promise<Value, Failure> {
         Promise(
-            last: Node(body, after: last, output: Swift.Result<Value, Failure>.self, isEnsure: true) {
+            last: Node(body, after: last, output: Swift.Result<Value, Failure>.self, isEnsure: true)
+            {
                 stage, _, _ in
                 Node<() -> Void>.payload(of: stage)()
                 return .proceed
@@ -501,7 +504,8 @@ extension Promise {
     ) -> Promise<NewValue, NewFailure> {
         typealias Transform = (Swift.Result<Value, Failure>) -> Swift.Result<NewValue, NewFailure>
         return appending(transform) { stage, slot, _ in
-            slot.put(Node<Transform>.payload(of: stage)(slot.take(Swift.Result<Value, Failure>.self)))
+            slot.put(
+                Node<Transform>.payload(of: stage)(slot.take(Swift.Result<Value, Failure>.self)))
             return .proceed
         }
     }
@@ -748,8 +752,11 @@ extension RunHandle {
                     slot = grownSlot(for: inner)
                 }
             case .suspend:
-                current = program
-                return
+                switch suspend(program) {
+                case .proceed: continue
+                case .halt: return halt()
+                default: return
+                }
             case .halt:
                 current = program
                 return halt()
@@ -769,8 +776,14 @@ extension RunHandle {
         }
         guard let id else { return .halt }
         operation(Resolver(run: self, operation: id))
+        return .suspend
+    }
+
+    /// After an operation returns: go on if it resolved meanwhile, else wait for it.
+    private func suspend(_ program: Program) -> Next {
+        current = program  // saved before the lock hands the run to a resolver
         return locked {
-            if phase == .driving { return .proceed }  // resolved before returning
+            if phase == .driving { return .proceed }
             if cancelRequested {
                 phase = .driving
                 return .halt
@@ -839,7 +852,7 @@ extension RunHandle {
             return !cancelRequested
         }
         let finish = self.finish
-        self.finish = nil
+        (self.finish, current) = (nil, .empty)
         finish?(slot, deliver)
         if !deliver { halt() }
     }
@@ -850,7 +863,8 @@ extension RunHandle {
         (current, waiting, finish) = (.empty, [], nil)
         locked { phase = .finished }
         for program in programs {
-            for stage in program.stages[program.next...] where stage.takeUnretainedValue().isEnsure {
+            for stage in program.stages[program.next...] where stage.takeUnretainedValue().isEnsure
+            {
                 Node<() -> Void>.payload(of: stage.takeUnretainedValue())()
             }
         }

@@ -1,13 +1,13 @@
 import Dispatch
+import Testing
+
+@testable import Future
 
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import Testing
-
-@testable import Future
 
 /// An operation that waits until the test resolves it, and counts its cancellations.
 final class Pending<Value>: @unchecked Sendable {
@@ -117,11 +117,15 @@ final class Pending<Value>: @unchecked Sendable {
         let handle = dropped.run { _ in Issue.record("must not complete") }
         #expect(handle.isCancelled)
         #expect(ensured.value == 1)
-        #expect(reports.all.contains { $0.contains("Promise<Int, TestError>") && $0.contains("without resolving") })
+        #expect(
+            reports.all.contains {
+                $0.contains("Promise<Int, TestError>") && $0.contains("without resolving")
+            })
 
         // Released later, from another thread, after the operation returned.
         let resolvers = Delivery<Resolver<Int, TestError>>()
-        let handle2 = Promise<Int, TestError> { resolvers.send($0) }.ensure { ensured.increment() }.run { _ in }
+        let handle2 = Promise<Int, TestError> { resolvers.send($0) }.ensure { ensured.increment() }
+            .run { _ in }
         #expect(!handle2.isCancelled)
         _ = resolvers.wait()
         resolvers.clear()
@@ -142,8 +146,13 @@ final class Pending<Value>: @unchecked Sendable {
             handle = Promise<Int, Never> { resolver in
                 resolver.onCancel { _ = captured }
                 resolver.fulfill(1)
-            }.then { value in later(value).map { _ = captured; return $0 } }
-                .run { _ in _ = captured }
+            }.then { value in
+                later(value).map {
+                    _ = captured
+                    return $0
+                }
+            }
+            .run { _ in _ = captured }
         }
         let deadline = DispatchTime.now() + timeout
         while witness != nil, DispatchTime.now() < deadline { usleep(1000) }
@@ -161,7 +170,10 @@ final class Pending<Value>: @unchecked Sendable {
             handle = Promise<Int, Never> { resolver in
                 resolver.onCancel { _ = captured }
                 resolvers.send(resolver)
-            }.map { _ = captured; return $0 }.ensure { _ = captured }.run { _ in _ = captured }
+            }.map {
+                _ = captured
+                return $0
+            }.ensure { _ = captured }.run { _ in _ = captured }
         }
         let resolver = resolvers.wait()
         #expect(witness != nil)

@@ -109,7 +109,9 @@ import Testing
 
 @Suite struct HandlingErrors {
     @Test func mapErrorTransformsOnlyFailures() {
-        let failed = Promise<Int, TestError>(error: TestError("a")).mapError { TestError($0.name + "b") }
+        let failed = Promise<Int, TestError>(error: TestError("a")).mapError {
+            TestError($0.name + "b")
+        }
         #expect(outcome(of: failed) == .failure(TestError("ab")))
         let fine = Promise<Int, TestError>(value: 1).mapError { _ in TestError("never") }
         #expect(outcome(of: fine) == .success(1))
@@ -137,7 +139,9 @@ import Testing
     }
 
     @Test func recoverWithAValueCannotFail() {
-        let recovered: Guarantee<Int> = Promise<Int, TestError>(error: TestError("x")).recover { _ in 0 }
+        let recovered: Guarantee<Int> = Promise<Int, TestError>(error: TestError("x")).recover {
+            _ in 0
+        }
         #expect(outcome(of: recovered) == .success(0))
     }
 
@@ -157,7 +161,8 @@ import Testing
     @Test func ensureRunsOnSuccessAndOnFailure() {
         let ensured = Counter()
         _ = outcome(of: Promise<Int, TestError>(value: 1).ensure { ensured.increment() })
-        _ = outcome(of: Promise<Int, TestError>(error: TestError("x")).ensure { ensured.increment() })
+        _ = outcome(
+            of: Promise<Int, TestError>(error: TestError("x")).ensure { ensured.increment() })
         #expect(ensured.value == 2)
     }
 

@@ -54,7 +54,8 @@ import Testing
     @Test func constantsSucceedOrFail() {
         #expect(outcome(of: Promise<Int, TestError>(value: 3)) == .success(3))
         #expect(outcome(of: Promise<Int, TestError>.value(4)) == .success(4))
-        #expect(outcome(of: Promise<Int, TestError>(error: TestError("e"))) == .failure(TestError("e")))
+        #expect(
+            outcome(of: Promise<Int, TestError>(error: TestError("e"))) == .failure(TestError("e")))
         #expect(outcome(of: Promise<Int, TestError>(result: .success(5))) == .success(5))
     }
 

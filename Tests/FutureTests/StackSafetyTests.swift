@@ -29,7 +29,8 @@ let smallStack = 512 * 1024
     @Test func aTenThousandLinkChainRunsOnASmallStack() {
         let delivered = Delivery<Result<Int, Never>>()
         onThread(stackSize: smallStack) {
-            let chain = (0..<10_000).reduce(Guarantee(value: 0)) { chain, _ in chain.then { $0 + 1 } }
+            let chain = (0..<10_000).reduce(Guarantee(value: 0)) { chain, _ in chain.then { $0 + 1 }
+            }
             chain.run { delivered.send($0) }
         }
         #expect(delivered.all == [.success(10_000)])

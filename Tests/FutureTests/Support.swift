@@ -40,7 +40,12 @@ final class Counter: @unchecked Sendable {
     private let lock = TestLock()
     private var count = 0
 
-    @discardableResult func increment() -> Int { lock.withLock { count += 1; return count } }
+    @discardableResult func increment() -> Int {
+        lock.withLock {
+            count += 1
+            return count
+        }
+    }
     var value: Int { lock.withLock { count } }
 }
 

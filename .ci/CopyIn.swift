@@ -1,0 +1,50 @@
+// Compiled by .ci/run together with Sources/Future/Future.swift, as one module, the way an app
+// that copies the file in compiles it. This module declares its own `Result`, `Error` and `Lock`,
+// as a reader of the tutorial Future grew from has (seed 004), so the library must not rely on
+// those names meaning the standard library's.
+
+// swift-format-ignore: AlwaysUseLowerCamelCase
+// The tutorial's own case names.
+enum Result<T, E> {
+    case Some(T)
+    case None(E)
+}
+
+// swift-format-ignore: AlwaysUseLowerCamelCase
+// The tutorial's own case names.
+enum Error: String, Swift.Error {
+    case NoUrl
+    case RequestFailed
+}
+
+struct Lock {
+    func lock() {}
+    func unlock() {}
+}
+
+func lookUp(id: String) -> Promise<Int, Error> {
+    Promise { callback in
+        guard let number = Int(id) else { return callback(.failure(.NoUrl)) }
+        callback(.success(number))
+    }
+}
+
+func describe(_ outcome: Result<Int, Error>) -> String {
+    switch outcome {
+    case .Some(let value): "some \(value)"
+    case .None(let error): "none \(error.rawValue)"
+    }
+}
+
+@main enum CopyIn {
+    static func main() {
+        Lock().lock()
+        var seen: [String] = []
+        lookUp(id: "41").then { $0 + 1 }.run(
+            some: { seen.append(describe(.Some($0))) }, none: { seen.append(describe(.None($0))) })
+        lookUp(id: "x").run(
+            some: { seen.append(describe(.Some($0))) }, none: { seen.append(describe(.None($0))) })
+        precondition(seen == ["some 42", "none NoUrl"], "unexpected: \(seen)")
+        print("copy-in: \(seen)")
+    }
+}
