@@ -86,7 +86,7 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
         self.operation = operation
     }
 
-    deinit { run.resolverReleased(operation, "Promise<\(Value.self), \(Failure.self)>") }
+    deinit { run.resolverReleased(operation, of: Value.self, Failure.self) }
 
     /// Reports the outcome of the operation.
     public func callAsFunction(_ result: Swift.Result<Value, Failure>) {
@@ -154,12 +154,7 @@ extension Promise {
     /// }
     /// ```
     @inlinable public init(_ operation: @escaping (Resolver<Value, Failure>) -> Void) {
-        typealias Operation = (Resolver<Value, Failure>) -> Void
-        self.init(
-            last: Node(operation, after: nil, output: Swift.Result<Value, Failure>.self) {
-                stage, _, run in
-                run.perform(Node<Operation>.payload(of: stage))
-            })
+        self.init(last: Source(operation))
     }
 
     /// Makes a promise that succeeds or fails with `result` every time it runs.
@@ -557,8 +552,7 @@ public final class RunHandle: @unchecked Sendable {
     private var slotAlignment: Int
 
     // Owned by the one thread that drives the run; ownership passes under `mutex`.
-    private var current: Program
-    private var waiting: [Program] = []
+    private var plan: Plan
     private var finish: ((Slot, Bool) -> Void)?
 
     // Guarded by `mutex`.
@@ -574,7 +568,7 @@ public final class RunHandle: @unchecked Sendable {
     @usableFromInline init(last: Stage, finish: @escaping (Slot, _ deliver: Bool) -> Void) {
         (slotSize, slotAlignment) = (last.slotSize, last.slotAlignment)
         slot = Slot(size: slotSize, alignment: slotAlignment)
-        current = Program(last)
+        plan = Plan(last)
         self.finish = finish
         pthread_mutex_init(mutex, nil)
     }
@@ -595,16 +589,16 @@ public final class RunHandle: @unchecked Sendable {
             return requestCancel()
         }
         for handler in handlers { handler() }
-        if takeOver { halt() }
+        if takeOver { halt(plan) }
     }
 }
 
 // MARK: - Internals: how a chain is stored
 
 // A chain is a list of stages linked from the last to the first, so that two promises built on
-// the same one share it. Running it walks the list once into an array and then loops over it; a
-// step that returns a promise hands the loop that promise's stages instead of running it nested.
-// So no step grows the stack, however long the chain or deep the recursion.
+// the same one share it. Running it pushes its stages onto a stack and loops, popping one at a
+// time; a step that returns a promise pushes that promise's stages instead of running it nested.
+// So no step grows the call stack, however long the chain or deep the recursion.
 
 /// One step of a chain; `Node` adds what the step keeps (usually the user's closure).
 @usableFromInline class Stage {
@@ -657,6 +651,20 @@ public final class RunHandle: @unchecked Sendable {
     }
 }
 
+/// The first step of a chain made from an operation. (A `Node` would keep the operation behind
+/// a reabstraction thunk, one more allocation for every promise made this way.)
+@usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
+    @usableFromInline let operation: (Resolver<Value, Failure>) -> Void
+
+    @inlinable init(_ operation: @escaping (Resolver<Value, Failure>) -> Void) {
+        self.operation = operation
+        super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
+            stage, _, run in
+            run.perform(unsafeDowncast(stage, to: Source.self).operation)
+        }
+    }
+}
+
 /// What the loop does after a step.
 @usableFromInline enum Next {
     /// The output is in the slot: go on.
@@ -687,34 +695,36 @@ public final class RunHandle: @unchecked Sendable {
     }
 }
 
-/// A chain unrolled for running, and how far the run has got in it.
-private struct Program {
-    let last: Stage?
-    let stages: [Unmanaged<Stage>]
-    var next = 0
+/// The steps a run has still to take, the next one on top, and the chains they belong to.
+///
+/// Entering a chain pushes its stages, so what follows it is simply what lies below: a chain
+/// that ends by entering another leaves nothing behind, and a loop that recurses through `then`
+/// runs in constant memory.
+private struct Plan {
+    /// Unretained, so that walking a chain costs no reference counting; `chains` keeps them alive.
+    private(set) var stages: [Unmanaged<Stage>] = []
+    /// The last stage of each chain on the stack, and the height of the stack below it.
+    private var chains: [(last: Stage, base: Int)] = []
 
-    static var empty: Program { Program(last: nil, stages: []) }
-
-    init(last: Stage?, stages: [Unmanaged<Stage>]) {
-        self.last = last
-        self.stages = stages
-    }
+    init() {}
 
     init(_ last: Stage) {
-        // The array holds the stages unretained: `last` keeps all of them alive.
-        self.init(
-            last: last,
-            stages: Array(unsafeUninitializedCapacity: last.depth) { buffer, count in
-                var stage = last
-                for index in stride(from: last.depth - 1, through: 0, by: -1) {
-                    buffer[index] = .passUnretained(stage)
-                    if let parent = stage.parent { stage = parent }
-                }
-                count = last.depth
-            })
+        stages.reserveCapacity(last.depth)
+        push(last)
     }
 
-    var isDone: Bool { next == stages.count }
+    mutating func push(_ last: Stage) {
+        // Chains whose stages have all run are released here, not while their last step runs.
+        while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
+        chains.append((last, stages.count))
+        var stage = last
+        for _ in 0..<last.depth {
+            stages.append(.passUnretained(stage))
+            if let parent = stage.parent { stage = parent }
+        }
+    }
+
+    mutating func pop() -> Stage? { stages.popLast()?.takeUnretainedValue() }
 }
 
 // MARK: - Internals: the engine
@@ -726,42 +736,28 @@ extension RunHandle {
     /// return, until the end, an operation that has not resolved yet, or cancellation.
     private func drive() {
         // Locals, not properties, in the loop: a property access costs an exclusivity check.
-        var program = current
-        current = .empty
+        var plan = Plan()
+        swap(&plan, &self.plan)
         var slot = self.slot
-        while true {
-            if program.isDone {
-                guard let outer = waiting.popLast() else { return complete() }
-                program = outer
-                continue
-            }
-            let stage = program.stages[program.next].takeUnretainedValue()
-            program.next += 1
+        while let stage = plan.pop() {
             switch stage.step(stage, slot, self) {
             case .proceed: continue
             case .enter(let inner):
-                guard !isCancelled else {
-                    current = program
-                    return halt()
-                }
-                // Nothing left to do after the inner chain means nothing to come back to, so
-                // a loop that recurses through `then` runs in constant memory.
-                if !program.isDone { waiting.append(program) }
-                program = Program(inner)
+                plan.push(inner)
                 if inner.slotSize > slotSize || inner.slotAlignment > slotAlignment {
                     slot = grownSlot(for: inner)
                 }
+                if isCancelled { return halt(plan) }
             case .suspend:
-                switch suspend(program) {
+                switch suspend(&plan) {
                 case .proceed: continue
-                case .halt: return halt()
+                case .halt: return halt(plan)
                 default: return
                 }
-            case .halt:
-                current = program
-                return halt()
+            case .halt: return halt(plan)
             }
         }
+        complete()
     }
 
     /// Runs an operation with a fresh resolver.
@@ -780,9 +776,9 @@ extension RunHandle {
     }
 
     /// After an operation returns: go on if it resolved meanwhile, else wait for it.
-    private func suspend(_ program: Program) -> Next {
-        current = program  // saved before the lock hands the run to a resolver
-        return locked {
+    private func suspend(_ plan: inout Plan) -> Next {
+        swap(&plan, &self.plan)  // handed over before the lock may hand the run to a resolver
+        let next = locked { () -> Next in
             if phase == .driving { return .proceed }
             if cancelRequested {
                 phase = .driving
@@ -791,6 +787,9 @@ extension RunHandle {
             phase = .waiting
             return .suspend
         }
+        if case .suspend = next { return next }
+        swap(&plan, &self.plan)  // still ours: take it back
+        return next
     }
 
     func resolve<Value, Failure>(_ id: Int, with outcome: Swift.Result<Value, Failure>) {
@@ -821,7 +820,7 @@ extension RunHandle {
     }
 
     /// An operation's resolver went away: if it never resolved, nothing ever will.
-    func resolverReleased(_ id: Int, _ promise: @autoclosure () -> String) {
+    func resolverReleased(_ id: Int, of value: Any.Type, _ failure: Any.Type) {
         let abandoned = locked { () -> ([@Sendable () -> Void], Bool)? in
             guard isPending(id), !cancelRequested else { return nil }
             return requestCancel()
@@ -829,10 +828,10 @@ extension RunHandle {
         guard let (handlers, takeOver) = abandoned else { return }
         assert(
             Diagnostics.report(
-                "an operation of \(promise()) released its resolver without resolving it. "
-                    + "Its run can never finish, so it was cancelled."))
+                "an operation of Promise<\(value), \(failure)> released its resolver without "
+                    + "resolving it. Its run can never finish, so it was cancelled."))
         for handler in handlers { handler() }
-        if takeOver { halt() }
+        if takeOver { halt(plan) }
     }
 
     /// Marks the run cancelled (under the lock); the caller runs the handlers and, when the run
@@ -852,21 +851,17 @@ extension RunHandle {
             return !cancelRequested
         }
         let finish = self.finish
-        (self.finish, current) = (nil, .empty)
+        (self.finish, plan) = (nil, Plan())
         finish?(slot, deliver)
-        if !deliver { halt() }
+        if !deliver { halt(Plan()) }
     }
 
     /// Ends a cancelled run: runs the `ensure` steps still ahead, innermost chain first.
-    private func halt() {
-        let programs = [current] + waiting.reversed()
-        (current, waiting, finish) = (.empty, [], nil)
+    private func halt(_ rest: Plan) {
+        (plan, finish) = (Plan(), nil)
         locked { phase = .finished }
-        for program in programs {
-            for stage in program.stages[program.next...] where stage.takeUnretainedValue().isEnsure
-            {
-                Node<() -> Void>.payload(of: stage.takeUnretainedValue())()
-            }
+        for stage in rest.stages.reversed() where stage.takeUnretainedValue().isEnsure {
+            Node<() -> Void>.payload(of: stage.takeUnretainedValue())()
         }
     }
 
@@ -889,12 +884,20 @@ extension RunHandle {
 /// Where debug builds report misuse: standard error, unless a test listens.
 enum Diagnostics {
     nonisolated(unsafe) private static var listener: ((String) -> Void)?
-    nonisolated(unsafe) private static var mutex = pthread_mutex_t()
+    nonisolated(unsafe) private static let mutex = {
+        let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        return mutex
+    }()
 
     /// Reports `message`; returns `true` so that `assert` can call it in debug builds only.
     static func report(_ message: String) -> Bool {
         withLock {
-            guard let listener else { return print("Future: \(message)") }
+            guard let listener else {
+                let line = "Future: \(message)\n"
+                _ = line.withCString { write(2, $0, strlen($0)) }
+                return
+            }
             listener(message)
         }
         return true
@@ -904,8 +907,8 @@ enum Diagnostics {
     static func listen(_ listener: ((String) -> Void)?) { withLock { self.listener = listener } }
 
     private static func withLock(_ body: () -> Void) {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         body()
     }
 }
