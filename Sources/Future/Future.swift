@@ -24,8 +24,8 @@
 /// ```swift
 /// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }
 ///     .then { $0 + 1 }
-/// answer.run { print($0) }  // prints "42"
-/// answer.run { print($0) }  // runs the operation again, and prints "42" again
+/// answer.run(some: { print($0) })  // prints 42
+/// answer.run(some: { print($0) })  // runs the operation again, and prints 42 again
 /// ```
 ///
 /// Because a promise is a value, it is cheap to copy, to return from a function, to keep, and
@@ -42,7 +42,7 @@ public struct Promise<Value, Failure: Swift.Error> {
 ///
 /// ```swift
 /// let one: Guarantee<Int> = Guarantee(value: 1)
-/// one.run { print($0) }  // no error handler needed
+/// one.run(some: { print($0) })  // no error handler needed
 /// ```
 public typealias Guarantee<Value> = Promise<Value, Never>
 
@@ -323,7 +323,7 @@ extension Promise {
         }
     }
 
-    /// Transforms the value when the promise succeeds; the same as ``then(_:)-(Value)->NewValue``.
+    /// Transforms the value when the promise succeeds; the same as `then` with such a step.
     @inlinable public func map<NewValue>(
         _ transform: @escaping (Value) -> NewValue
     ) -> Promise<NewValue, Failure> { then(transform) }
@@ -479,13 +479,10 @@ extension Promise {
     /// fetchFeed().ensure { spinner.stop() }.run(some: show, none: report)
     /// ```
     @inlinable public func ensure(_ body: @escaping () -> Void) -> Promise<Value, Failure> {
-        Promise(
-            last: Node(body, after: last, output: Swift.Result<Value, Failure>.self, isEnsure: true)
-            {
-                stage, _, _ in
-                Node<() -> Void>.payload(of: stage)()
-                return .proceed
-            })
+        appending(body, isEnsure: true) { stage, _, _ in
+            Node<() -> Void>.payload(of: stage)()
+            return .proceed
+        }
     }
 
     /// Forgets the error's type, to chain with promises that fail with `any Error`.
@@ -507,10 +504,11 @@ extension Promise {
 
     /// Adds a step that keeps `payload` and runs `step` with it.
     @inlinable func appending<Payload, NewValue, NewFailure>(
-        _ payload: Payload, _ step: @escaping Stage.Step
+        _ payload: Payload, isEnsure: Bool = false, _ step: @escaping Stage.Step
     ) -> Promise<NewValue, NewFailure> {
-        Promise<NewValue, NewFailure>(
-            last: Node(payload, after: last, output: Swift.Result<NewValue, NewFailure>.self, step))
+        typealias Output = Swift.Result<NewValue, NewFailure>
+        return Promise<NewValue, NewFailure>(
+            last: Node(payload, after: last, output: Output.self, isEnsure: isEnsure, step))
     }
 }
 
@@ -518,7 +516,7 @@ extension Promise where Failure == Never {
     /// Gives a promise that cannot fail the error type of the chain it joins.
     ///
     /// ```swift
-    /// login().then { user in after(.seconds(1)).setFailureType(to: LoginError.self) }
+    /// login().then { user in cachedAvatar(for: user).setFailureType(to: LoginError.self) }
     /// ```
     @inlinable public func setFailureType<NewFailure>(
         to _: NewFailure.Type
@@ -626,10 +624,8 @@ public final class RunHandle: @unchecked Sendable {
     // Releasing a long chain one link at a time, instead of each link releasing the one before
     // it from its own deinit, keeps dropping a 100,000-link chain off the stack.
     deinit {
-        guard var stage = parent else { return }
-        parent = nil
-        while isKnownUniquelyReferenced(&stage), let before = stage.parent {
-            stage.parent = nil
+        guard var stage = parent.take() else { return }
+        while isKnownUniquelyReferenced(&stage), let before = stage.parent.take() {
             stage = before
         }
     }
@@ -717,14 +713,16 @@ private struct Plan {
         // Chains whose stages have all run are released here, not while their last step runs.
         while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
         chains.append((last, stages.count))
-        var stage = last
+        var stage = Unmanaged.passUnretained(last)
         for _ in 0..<last.depth {
-            stages.append(.passUnretained(stage))
-            if let parent = stage.parent { stage = parent }
+            stages.append(stage)
+            // Reading the parent through an unretained reference skips a retain and a release.
+            stage =
+                stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) } ?? stage
         }
     }
 
-    mutating func pop() -> Stage? { stages.popLast()?.takeUnretainedValue() }
+    mutating func pop() -> Unmanaged<Stage>? { stages.popLast() }
 }
 
 // MARK: - Internals: the engine
@@ -740,7 +738,7 @@ extension RunHandle {
         swap(&plan, &self.plan)
         var slot = self.slot
         while let stage = plan.pop() {
-            switch stage.step(stage, slot, self) {
+            switch stage._withUnsafeGuaranteedRef({ $0.step($0, slot, self) }) {
             case .proceed: continue
             case .enter(let inner):
                 plan.push(inner)
