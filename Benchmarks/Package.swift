@@ -1,0 +1,31 @@
+// swift-tools-version: 6.1
+// Benchmarks for Future, against what a user would pick instead, measured in the same run.
+// Its own package, so that its dependencies never reach the library's users.
+import PackageDescription
+
+let package = Package(
+    name: "FutureBenchmarks",
+    platforms: [.macOS(.v13)],
+    dependencies: [
+        .package(path: ".."),
+        .package(
+            url: "https://github.com/ordo-one/benchmark", from: "1.38.1",
+            traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/OpenCombine/OpenCombine", from: "0.14.0"),
+    ],
+    targets: [
+        // The nested-closure design of the tutorial Future grew from (seed 004), as a baseline.
+        .target(name: "SeedPromise"),
+        .executableTarget(
+            name: "FutureBenchmarks",
+            dependencies: [
+                .product(name: "Future", package: "main"),
+                "SeedPromise",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "OpenCombine", package: "OpenCombine"),
+            ],
+            path: "Benchmarks/FutureBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ]
+)
