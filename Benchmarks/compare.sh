@@ -48,7 +48,8 @@ def cell(scenario, system):
     if not found or "ns" not in found:
         return "—"
     count = units[scenario][0]
-    return f"{found['ns'] / count:.1f} ns · {found.get('mallocs', 0) / count:.2f} mallocs"
+    ns = found["ns"] / count
+    return f"{ns:,.{1 if ns < 100 else 0}f} ns · {found.get('mallocs', 0) / count:.2f} mallocs"
 
 def ratio(scenario, peer):
     mine, theirs = results.get((scenario, "Future")), results.get((scenario, peer))
