@@ -7,7 +7,7 @@ let package = Package(
     name: "FutureBenchmarks",
     platforms: [.macOS(.v13)],
     dependencies: [
-        .package(path: ".."),
+        .package(name: "Future", path: ".."),
         .package(
             url: "https://github.com/ordo-one/benchmark", from: "1.38.1",
             traits: ["MallocInterposer"]),
@@ -19,7 +19,7 @@ let package = Package(
         .executableTarget(
             name: "FutureBenchmarks",
             dependencies: [
-                .product(name: "Future", package: "main"),
+                .product(name: "Future", package: "Future"),
                 "SeedPromise",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "OpenCombine", package: "OpenCombine"),
