@@ -879,9 +879,10 @@ extension RunHandle {
     }
 }
 
-/// Where debug builds report misuse: standard error, unless a test listens.
+/// Where debug builds report misuse: standard error, unless tests are listening.
 enum Diagnostics {
-    nonisolated(unsafe) private static var listener: ((String) -> Void)?
+    nonisolated(unsafe) private static var listeners: [Int: (String) -> Void] = [:]
+    nonisolated(unsafe) private static var lastListener = 0
     nonisolated(unsafe) private static let mutex = {
         let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
@@ -891,22 +892,29 @@ enum Diagnostics {
     /// Reports `message`; returns `true` so that `assert` can call it in debug builds only.
     static func report(_ message: String) -> Bool {
         withLock {
-            guard let listener else {
+            if listeners.isEmpty {
                 let line = "Future: \(message)\n"
                 _ = line.withCString { write(2, $0, strlen($0)) }
-                return
             }
-            listener(message)
+            for listener in listeners.values { listener(message) }
         }
         return true
     }
 
-    /// Sends reports to `listener` instead of standard error, until it is set back to `nil`.
-    static func listen(_ listener: ((String) -> Void)?) { withLock { self.listener = listener } }
+    /// Sends every report to `listener` too, instead of standard error, while `body` runs.
+    static func listening<T>(_ listener: @escaping (String) -> Void, _ body: () -> T) -> T {
+        let id = withLock { () -> Int in
+            lastListener += 1
+            listeners[lastListener] = listener
+            return lastListener
+        }
+        defer { withLock { listeners[id] = nil } }
+        return body()
+    }
 
-    private static func withLock(_ body: () -> Void) {
+    private static func withLock<T>(_ body: () -> T) -> T {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        body()
+        return body()
     }
 }

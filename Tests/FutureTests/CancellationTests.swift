@@ -110,8 +110,10 @@ final class Pending<Value>: @unchecked Sendable {
 
     @Test func aResolverReleasedWithoutResolvingIsReportedAndCancelsTheRun() {
         let reports = Log()
-        Diagnostics.listen { reports.record($0) }
-        defer { Diagnostics.listen(nil) }
+        Diagnostics.listening({ reports.record($0) }) { dropResolvers(reports) }
+    }
+
+    func dropResolvers(_ reports: Log) {
         let ensured = Counter()
         let dropped = Promise<Int, TestError> { _ in }.ensure { ensured.increment() }
         let handle = dropped.run { _ in Issue.record("must not complete") }
@@ -122,7 +124,7 @@ final class Pending<Value>: @unchecked Sendable {
                 $0.contains("Promise<Int, TestError>") && $0.contains("without resolving")
             })
 
-        // Released later, from another thread, after the operation returned.
+        // Released later, after the operation returned and the run began to wait.
         let resolvers = Delivery<Resolver<Int, TestError>>()
         let handle2 = Promise<Int, TestError> { resolvers.send($0) }.ensure { ensured.increment() }
             .run { _ in }
@@ -131,6 +133,7 @@ final class Pending<Value>: @unchecked Sendable {
         resolvers.clear()
         #expect(handle2.isCancelled)
         #expect(ensured.value == 2)
+        #expect(reports.all.filter { $0.contains("Promise<Int, TestError>") }.count == 2)
     }
 }
 
@@ -180,5 +183,29 @@ final class Pending<Value>: @unchecked Sendable {
         handle.cancel()
         #expect(witness == nil)
         _ = resolver  // a resolver kept after the run ends keeps nothing of it alive either
+    }
+}
+
+@Suite struct CancellingLoops {
+    /// An endless loop that hops threads on every step, like polling a server.
+    static func poll(_ n: Int, _ reached: Delivery<Void>) -> Guarantee<Int> {
+        later(n).then { value in
+            if value == 1_000 { reached.send(()) }
+            return poll(value + 1, reached)
+        }
+    }
+
+    @Test func cancelStopsAnEndlessRecursiveLoop() {
+        let reached = Delivery<Void>()
+        let ended = Counter()
+        let handle = Self.poll(0, reached).ensure { ended.increment() }.run { _ in
+            Issue.record("an endless loop cannot complete")
+        }
+        #expect(reached.wait() != nil)
+        handle.cancel()
+        let deadline = DispatchTime.now() + timeout
+        while ended.value == 0, DispatchTime.now() < deadline { usleep(1000) }
+        #expect(ended.value == 1)
+        #expect(handle.isCancelled)
     }
 }

@@ -68,4 +68,27 @@ import Testing
         }
         #expect(ended.value == handles.count)
     }
+
+    @Test func aResolverDroppedWhileCancellingEndsTheRunOnce() {
+        Diagnostics.listening({ _ in }) { dropWhileCancelling() }
+    }
+
+    func dropWhileCancelling() {
+        final class Holder: @unchecked Sendable { var resolver: Resolver<Int, Never>? }
+        for _ in 0..<300 {
+            let holder = Holder()
+            let ensured = Counter()
+            let cancelled = Counter()
+            let handle = Promise<Int, Never> { resolver in
+                resolver.onCancel { cancelled.increment() }
+                holder.resolver = resolver
+            }.ensure { ensured.increment() }.run { _ in Issue.record("cannot complete") }
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                if index == 0 { holder.resolver = nil } else { handle.cancel() }
+            }
+            #expect(ensured.value == 1)
+            #expect(cancelled.value == 1)
+            #expect(handle.isCancelled)
+        }
+    }
 }
