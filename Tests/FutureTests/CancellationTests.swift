@@ -108,6 +108,31 @@ final class Pending<Value>: @unchecked Sendable {
         #expect(cancelled.value == 2)
     }
 
+    @Test func aStepThatCancelsItsOwnRunStopsItBeforeTheNextStep() {
+        final class Box: @unchecked Sendable { var handle: RunHandle? }
+        let box = Box()
+        let log = Log()
+        weak var witness: Memory.Witness?
+        let resolvers = Delivery<Resolver<Int, Never>>()
+        box.handle = Promise<Int, Never> { resolvers.send($0) }
+            .then { _ -> Memory.Witness in
+                let made = Memory.Witness()
+                witness = made
+                return made
+            }
+            .get { _ in
+                log.record("cancelling")
+                box.handle?.cancel()
+            }
+            .then { _ in log.record("after") }
+            .ensure { log.record("ensure") }
+            .run { _ in log.record("delivered") }
+        resolvers.wait()?.fulfill(1)
+        #expect(log.all == ["cancelling", "ensure"])
+        #expect(witness == nil)  // the value the cancelled step left behind is released
+        #expect(box.handle?.isCancelled == true)
+    }
+
     @Test func aResolverReleasedWithoutResolvingIsReportedAndCancelsTheRun() {
         let reports = Log()
         Diagnostics.listening({ reports.record($0) }) { dropResolvers(reports) }
