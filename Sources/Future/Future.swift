@@ -748,7 +748,9 @@ extension RunHandle {
         swap(&plan, &self.plan)
         var slot = self.slot
         while let stage = plan.pop() {
-            switch stage._withUnsafeGuaranteedRef({ $0.step($0, slot, self) }) {
+            var next = stage._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            if case .suspend = next { next = suspend(&plan) }
+            switch next {
             case .proceed:
                 guard cancelledByStep else { continue }
                 stage._withUnsafeGuaranteedRef { discard($0.output, from: slot) }
@@ -759,12 +761,7 @@ extension RunHandle {
                     slot = grownSlot(for: inner)
                 }
                 if isCancelled { return halt(plan) }
-            case .suspend:
-                switch suspend(&plan) {
-                case .proceed: continue
-                case .halt: return halt(plan)
-                default: return
-                }
+            case .suspend: return
             case .halt: return halt(plan)
             }
         }

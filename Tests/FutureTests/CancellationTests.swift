@@ -133,6 +133,25 @@ final class Pending<Value>: @unchecked Sendable {
         #expect(box.handle?.isCancelled == true)
     }
 
+    @Test func anOperationThatResolvesAndThenCancelsStopsTheRunBeforeTheNextStep() {
+        final class Box: @unchecked Sendable { var handle: RunHandle? }
+        let box = Box()
+        let log = Log()
+        let first = Delivery<Resolver<Int, Never>>()
+        box.handle = Promise<Int, Never> { first.send($0) }
+            .then { value in
+                Guarantee<Int> { resolver in
+                    resolver.fulfill(value + 1)
+                    box.handle?.cancel()
+                }
+            }
+            .then { _ in log.record("after") }
+            .ensure { log.record("ensure") }
+            .run { _ in log.record("delivered") }
+        first.wait()?.fulfill(1)  // after `box.handle` is set
+        #expect(log.all == ["ensure"])
+    }
+
     @Test func aResolverReleasedWithoutResolvingIsReportedAndCancelsTheRun() {
         let reports = Log()
         Diagnostics.listening({ reports.record($0) }) { dropResolvers(reports) }
