@@ -17,7 +17,7 @@ import Testing
     }
 
     @Test func cancelRacingTheOutcomeEndsTheRunExactlyOnce() {
-        for _ in 0..<500 {
+        for _ in 0..<2_000 {
             let resolvers = Delivery<Resolver<Int, Never>>()
             let cancelled = Counter()
             let ensured = Counter()
@@ -75,7 +75,7 @@ import Testing
 
     func dropWhileCancelling() {
         final class Holder: @unchecked Sendable { var resolver: Resolver<Int, Never>? }
-        for _ in 0..<300 {
+        for _ in 0..<1_000 {
             let holder = Holder()
             let ensured = Counter()
             let cancelled = Counter()
