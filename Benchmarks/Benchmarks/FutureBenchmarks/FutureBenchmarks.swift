@@ -122,6 +122,15 @@ func onDeepStack(_ body: @escaping () -> Void) {
     pthread_attr_destroy(&attributes)
 }
 
+/// Subscribes to `chain` on a deep stack and waits for it to finish (they all finish at once).
+func sinkOnDeepStack<Failure: Error>(_ chain: AnyPublisher<Int, Failure>) {
+    onDeepStack {
+        let subscription = chain.sink(
+            receiveCompletion: { blackHole($0) }, receiveValue: { blackHole($0) })
+        blackHole(subscription)
+    }
+}
+
 // MARK: - Chains, built the way each system builds them
 
 func futureChain() -> Guarantee<Int> {
@@ -166,11 +175,7 @@ let benchmarks: @Sendable () -> Void = {
         seedChain().run { blackHole($0) }
     }
     Benchmark("chain build+run | OpenCombine") { _ in
-        let chain = combineChain()
-        onDeepStack {
-            let subscription = chain.sink { blackHole($0) }
-            blackHole(subscription)
-        }
+        sinkOnDeepStack(combineChain())
     }
     Benchmark("chain build+run | async/await") { _ in
         var value = 0
@@ -208,10 +213,7 @@ let benchmarks: @Sendable () -> Void = {
                 OpenCombine.Future<Int, Never> { $0(.success(value + 1)) }
             }.eraseToAnyPublisher()
         }
-        onDeepStack {
-            let subscription = chain.sink { blackHole($0) }
-            blackHole(subscription)
-        }
+        sinkOnDeepStack(chain)
     }
     Benchmark("promise steps | async/await") { _ in
         var value = 0
@@ -273,10 +275,7 @@ let benchmarks: @Sendable () -> Void = {
         onDeepStack { seedLoop(loopSteps).run { blackHole($0) } }
     }
     Benchmark("recursive loop | OpenCombine") { _ in
-        onDeepStack {
-            let subscription = combineLoop(loopSteps).sink { blackHole($0) }
-            blackHole(subscription)
-        }
+        sinkOnDeepStack(combineLoop(loopSteps))
     }
     Benchmark("recursive loop | async/await") { _ in
         blackHole(await asyncLoop(loopSteps))
@@ -299,11 +298,7 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("error at first | OpenCombine") { _ in
         var chain = Fail<Int, Failure>(error: Failure()).eraseToAnyPublisher()
         for _ in 0..<links { chain = chain.map { $0 + 1 }.eraseToAnyPublisher() }
-        onDeepStack {
-            let subscription = chain.sink(
-                receiveCompletion: { blackHole($0) }, receiveValue: { blackHole($0) })
-            blackHole(subscription)
-        }
+        sinkOnDeepStack(chain)
     }
     Benchmark("error at first | async/await") { _ in
         do {
