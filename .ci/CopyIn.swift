@@ -1,7 +1,8 @@
 // Compiled by .ci/run together with Sources/Future/Future.swift, as one module, the way an app
 // that copies the file in compiles it. This module declares its own `Result`, `Error` and `Lock`,
 // as a reader of the tutorial Future grew from has (seed 004), so the library must not rely on
-// those names meaning the standard library's.
+// those names meaning the standard library's; and, at the end, types with the names of the
+// library's internals, which must therefore live inside the library's own types.
 
 // swift-format-ignore: AlwaysUseLowerCamelCase
 // The tutorial's own case names.
@@ -48,3 +49,14 @@ func describe(_ outcome: Result<Int, Error>) -> String {
         print("copy-in: \(seen)")
     }
 }
+
+// Names a module is likely to have too; the library's internals must not clash with them.
+struct Node {}
+struct Stage {}
+struct Source {}
+struct Slot {}
+struct Plan {}
+enum Next {}
+enum Box {}
+protocol Outcome {}
+enum Diagnostics {}

@@ -33,9 +33,9 @@
 /// compiler knows when error handling is still owed.
 public struct Promise<Value, Failure: Swift.Error> {
     /// The last step of the chain; each step knows the one before it (see Internals).
-    @usableFromInline let last: Stage
+    @usableFromInline let last: RunHandle.Stage
 
-    @inlinable init(last: Stage) { self.last = last }
+    @inlinable init(last: RunHandle.Stage) { self.last = last }
 }
 
 /// A promise that cannot fail.
@@ -143,6 +143,9 @@ extension Resolver where Value == Void, Failure == any Swift.Error {
 // MARK: - Making promises
 
 extension Promise {
+    /// The steps of a chain keep what they need in nodes (see Internals).
+    @usableFromInline typealias Node<Payload> = RunHandle.Node<Payload>
+
     /// Makes a promise from an operation that reports its outcome through a ``Resolver``.
     ///
     /// The operation runs once per run, on the thread that starts the run (or that finished the
@@ -154,7 +157,7 @@ extension Promise {
     /// }
     /// ```
     @inlinable public init(_ operation: @escaping (Resolver<Value, Failure>) -> Void) {
-        self.init(last: Source(operation))
+        self.init(last: RunHandle.Source(operation))
     }
 
     /// Makes a promise that succeeds or fails with `result` every time it runs.
@@ -504,7 +507,7 @@ extension Promise {
 
     /// Adds a step that keeps `payload` and runs `step` with it.
     @inlinable func appending<Payload, NewValue, NewFailure>(
-        _ payload: Payload, isEnsure: Bool = false, _ step: @escaping Stage.Step
+        _ payload: Payload, isEnsure: Bool = false, _ step: @escaping RunHandle.Stage.Step
     ) -> Promise<NewValue, NewFailure> {
         typealias Output = Swift.Result<NewValue, NewFailure>
         return Promise<NewValue, NewFailure>(
@@ -606,133 +609,147 @@ public final class RunHandle: @unchecked Sendable {
 // time; a step that returns a promise pushes that promise's stages instead of running it nested.
 // So no step grows the call stack, however long the chain or deep the recursion.
 
-/// One step of a chain; `Node` adds what the step keeps (usually the user's closure).
-@usableFromInline class Stage {
-    /// Runs the step: it takes its input from the slot and leaves its output there.
-    @usableFromInline typealias Step = (Stage, Slot, RunHandle) -> Next
+extension RunHandle {
+    /// One step of a chain; `Node` adds what the step keeps (usually the user's closure).
+    @usableFromInline class Stage {
+        /// Runs the step: it takes its input from the slot and leaves its output there.
+        @usableFromInline typealias Step = (Stage, Slot, RunHandle) -> Next
 
-    @exclusivity(unchecked) @usableFromInline var parent: Stage?
-    @usableFromInline let step: Step
-    @usableFromInline let depth: Int
-    @usableFromInline let slotSize: Int
-    @usableFromInline let slotAlignment: Int
-    @usableFromInline let isEnsure: Bool
-    @usableFromInline let output: Any.Type
+        @exclusivity(unchecked) @usableFromInline var parent: Stage?
+        @usableFromInline let step: Step
+        @usableFromInline let depth: Int
+        @usableFromInline let slotSize: Int
+        @usableFromInline let slotAlignment: Int
+        @usableFromInline let isEnsure: Bool
+        /// The type of the step's outcome, to destroy one that is left behind when a run stops.
+        @usableFromInline let output: any Outcome.Type
 
-    @inlinable init<Output>(
-        after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
-    ) {
-        self.parent = parent
-        self.step = step
-        self.isEnsure = isEnsure
-        self.output = output
-        depth = (parent?.depth ?? 0) + 1
-        slotSize = max(parent?.slotSize ?? 1, MemoryLayout<Output>.size)
-        slotAlignment = max(parent?.slotAlignment ?? 1, MemoryLayout<Output>.alignment)
-    }
-
-    // Releasing a long chain one link at a time, instead of each link releasing the one before
-    // it from its own deinit, keeps dropping a 100,000-link chain off the stack.
-    deinit {
-        guard var stage = parent.take() else { return }
-        while isKnownUniquelyReferenced(&stage), let before = stage.parent.take() {
-            stage = before
+        @inlinable init<Output>(
+            after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
+        ) {
+            self.parent = parent
+            self.step = step
+            self.isEnsure = isEnsure
+            self.output = Box<Output>.self
+            depth = (parent?.depth ?? 0) + 1
+            slotSize = max(parent?.slotSize ?? 1, MemoryLayout<Output>.size)
+            slotAlignment = max(parent?.slotAlignment ?? 1, MemoryLayout<Output>.alignment)
         }
-    }
-}
 
-@usableFromInline final class Node<Payload>: Stage {
-    @usableFromInline let payload: Payload
-
-    @inlinable init<Output>(
-        _ payload: Payload, after parent: Stage?, output: Output.Type, isEnsure: Bool = false,
-        _ step: @escaping Step
-    ) {
-        self.payload = payload
-        super.init(after: parent, output: output, isEnsure: isEnsure, step: step)
-    }
-
-    @inlinable static func payload(of stage: Stage) -> Payload {
-        unsafeDowncast(stage, to: Node.self).payload
-    }
-}
-
-/// The first step of a chain made from an operation. (A `Node` would keep the operation behind
-/// a reabstraction thunk, one more allocation for every promise made this way.)
-@usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
-    @usableFromInline let operation: (Resolver<Value, Failure>) -> Void
-
-    @inlinable init(_ operation: @escaping (Resolver<Value, Failure>) -> Void) {
-        self.operation = operation
-        super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
-            stage, _, run in
-            run.perform(unsafeDowncast(stage, to: Source.self).operation)
-        }
-    }
-}
-
-/// What the loop does after a step.
-@usableFromInline enum Next {
-    /// The output is in the slot: go on.
-    case proceed
-    /// Run this chain; its outcome is the step's output.
-    case enter(Stage)
-    /// An operation is under way; its resolver resumes the run.
-    case suspend
-    /// The run was cancelled: stop.
-    case halt
-}
-
-/// Where a step finds its input and leaves its output: raw memory sized for the largest outcome
-/// in the chain, so passing a value along costs no allocation and no cast.
-@usableFromInline struct Slot {
-    @usableFromInline let memory: UnsafeMutableRawPointer
-
-    init(size: Int, alignment: Int) {
-        memory = .allocate(byteCount: size, alignment: alignment)
-    }
-
-    @inlinable func put<Output>(_ output: Output) {
-        memory.initializeMemory(as: Output.self, to: output)
-    }
-
-    @inlinable func take<Input>(_: Input.Type) -> Input {
-        memory.assumingMemoryBound(to: Input.self).move()
-    }
-}
-
-/// The steps a run has still to take, the next one on top, and the chains they belong to.
-///
-/// Entering a chain pushes its stages, so what follows it is simply what lies below: a chain
-/// that ends by entering another leaves nothing behind, and a loop that recurses through `then`
-/// runs in constant memory.
-private struct Plan {
-    /// Unretained, so that walking a chain costs no reference counting; `chains` keeps them alive.
-    private(set) var stages: [Unmanaged<Stage>] = []
-    /// The last stage of each chain on the stack, and the height of the stack below it.
-    private var chains: [(last: Stage, base: Int)] = []
-
-    init() {}
-
-    init(_ last: Stage) {
-        stages.reserveCapacity(last.depth)
-        push(last)
-    }
-
-    mutating func push(_ last: Stage) {
-        // Chains whose stages have all run are released here, not while their last step runs.
-        while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
-        chains.append((last, stages.count))
-        var stage = Unmanaged.passUnretained(last)
-        for _ in 0..<last.depth {
-            stages.append(stage)
-            // Reading the parent through an unretained reference skips a retain and a release.
-            stage =
-                stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) } ?? stage
+        // Releasing a long chain one link at a time, instead of each link releasing the one before
+        // it from its own deinit, keeps dropping a 100,000-link chain off the stack.
+        deinit {
+            guard var stage = parent.take() else { return }
+            while isKnownUniquelyReferenced(&stage), let before = stage.parent.take() {
+                stage = before
+            }
         }
     }
 
-    mutating func pop() -> Unmanaged<Stage>? { stages.popLast() }
+    @usableFromInline final class Node<Payload>: Stage {
+        @usableFromInline let payload: Payload
+
+        @inlinable init<Output>(
+            _ payload: Payload, after parent: Stage?, output: Output.Type, isEnsure: Bool = false,
+            _ step: @escaping Step
+        ) {
+            self.payload = payload
+            super.init(after: parent, output: output, isEnsure: isEnsure, step: step)
+        }
+
+        @inlinable static func payload(of stage: Stage) -> Payload {
+            unsafeDowncast(stage, to: Node.self).payload
+        }
+    }
+
+    /// The first step of a chain made from an operation. (A `Node` would keep the operation behind
+    /// a reabstraction thunk, one more allocation for every promise made this way.)
+    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
+        @usableFromInline let operation: (Resolver<Value, Failure>) -> Void
+
+        @inlinable init(_ operation: @escaping (Resolver<Value, Failure>) -> Void) {
+            self.operation = operation
+            super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
+                stage, _, run in
+                run.perform(unsafeDowncast(stage, to: Source.self).operation)
+            }
+        }
+    }
+
+    /// A type whose values a slot can hold; `Box<T>` stands for `T`. (A protocol, not `Any.Type`:
+    /// Swift 5 mode does not open `Any` to call a generic function.)
+    @usableFromInline protocol Outcome {
+        static func discard(from slot: Slot)
+    }
+
+    @usableFromInline enum Box<Output>: Outcome {
+        @usableFromInline static func discard(from slot: Slot) { _ = slot.take(Output.self) }
+    }
+
+    /// What the loop does after a step.
+    @usableFromInline enum Next {
+        /// The output is in the slot: go on.
+        case proceed
+        /// Run this chain; its outcome is the step's output.
+        case enter(Stage)
+        /// An operation is under way; its resolver resumes the run.
+        case suspend
+        /// The run was cancelled: stop.
+        case halt
+    }
+
+    /// Where a step finds its input and leaves its output: raw memory sized for the largest outcome
+    /// in the chain, so passing a value along costs no allocation and no cast.
+    @usableFromInline struct Slot {
+        @usableFromInline let memory: UnsafeMutableRawPointer
+
+        init(size: Int, alignment: Int) {
+            memory = .allocate(byteCount: size, alignment: alignment)
+        }
+
+        @inlinable func put<Output>(_ output: Output) {
+            memory.initializeMemory(as: Output.self, to: output)
+        }
+
+        @inlinable func take<Input>(_: Input.Type) -> Input {
+            memory.assumingMemoryBound(to: Input.self).move()
+        }
+    }
+
+    /// The steps a run has still to take, the next one on top, and the chains they belong to.
+    ///
+    /// Entering a chain pushes its stages, so what follows it is simply what lies below: a chain
+    /// that ends by entering another leaves nothing behind, and a loop that recurses through `then`
+    /// runs in constant memory.
+    fileprivate struct Plan {
+        /// Unretained, so that walking a chain costs no reference counting; `chains` keeps them alive.
+        private(set) var stages: [Unmanaged<Stage>] = []
+        /// The last stage of each chain on the stack, and the height of the stack below it.
+        private var chains: [(last: Stage, base: Int)] = []
+
+        init() {}
+
+        init(_ last: Stage) {
+            stages.reserveCapacity(last.depth)
+            push(last)
+        }
+
+        mutating func push(_ last: Stage) {
+            // Chains whose stages have all run are released here, not while their last step runs.
+            while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
+            chains.append((last, stages.count))
+            var stage = Unmanaged.passUnretained(last)
+            for _ in 0..<last.depth {
+                stages.append(stage)
+                // Reading the parent through an unretained reference skips a retain and a release.
+                stage =
+                    stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) }
+                    ?? stage
+            }
+        }
+
+        mutating func pop() -> Unmanaged<Stage>? { stages.popLast() }
+    }
 }
 
 // MARK: - Internals: the engine
@@ -753,7 +770,7 @@ extension RunHandle {
             switch next {
             case .proceed:
                 guard cancelledByStep else { continue }
-                stage._withUnsafeGuaranteedRef { discard($0.output, from: slot) }
+                stage._withUnsafeGuaranteedRef { $0.output.discard(from: slot) }
                 return halt(plan)
             case .enter(let inner):
                 plan.push(inner)
@@ -874,9 +891,6 @@ extension RunHandle {
         }
     }
 
-    /// Destroys an outcome nobody will take.
-    private func discard<Output>(_: Output.Type, from slot: Slot) { _ = slot.take(Output.self) }
-
     /// Grows the slot for a chain with larger outcomes (the slot is empty as a chain starts).
     private func grownSlot(for chain: Stage) -> Slot {
         slot.memory.deallocate()
@@ -893,42 +907,44 @@ extension RunHandle {
     }
 }
 
-/// Where debug builds report misuse: standard error, unless tests are listening.
-enum Diagnostics {
-    nonisolated(unsafe) private static var listeners: [Int: (String) -> Void] = [:]
-    nonisolated(unsafe) private static var lastListener = 0
-    nonisolated(unsafe) private static let mutex = {
-        let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
-        return mutex
-    }()
+extension RunHandle {
+    /// Where debug builds report misuse: standard error, unless tests are listening.
+    enum Diagnostics {
+        nonisolated(unsafe) private static var listeners: [Int: (String) -> Void] = [:]
+        nonisolated(unsafe) private static var lastListener = 0
+        nonisolated(unsafe) private static let mutex = {
+            let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+            pthread_mutex_init(mutex, nil)
+            return mutex
+        }()
 
-    /// Reports `message`; returns `true` so that `assert` can call it in debug builds only.
-    static func report(_ message: String) -> Bool {
-        withLock {
-            if listeners.isEmpty {
-                let line = "Future: \(message)\n"
-                _ = line.withCString { write(2, $0, strlen($0)) }
+        /// Reports `message`; returns `true` so that `assert` can call it in debug builds only.
+        static func report(_ message: String) -> Bool {
+            withLock {
+                if listeners.isEmpty {
+                    let line = "Future: \(message)\n"
+                    _ = line.withCString { write(2, $0, strlen($0)) }
+                }
+                for listener in listeners.values { listener(message) }
             }
-            for listener in listeners.values { listener(message) }
+            return true
         }
-        return true
-    }
 
-    /// Sends every report to `listener` too, instead of standard error, while `body` runs.
-    static func listening<T>(_ listener: @escaping (String) -> Void, _ body: () -> T) -> T {
-        let id = withLock { () -> Int in
-            lastListener += 1
-            listeners[lastListener] = listener
-            return lastListener
+        /// Sends every report to `listener` too, instead of standard error, while `body` runs.
+        static func listening<T>(_ listener: @escaping (String) -> Void, _ body: () -> T) -> T {
+            let id = withLock { () -> Int in
+                lastListener += 1
+                listeners[lastListener] = listener
+                return lastListener
+            }
+            defer { withLock { listeners[id] = nil } }
+            return body()
         }
-        defer { withLock { listeners[id] = nil } }
-        return body()
-    }
 
-    private static func withLock<T>(_ body: () -> T) -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
+        private static func withLock<T>(_ body: () -> T) -> T {
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return body()
+        }
     }
 }

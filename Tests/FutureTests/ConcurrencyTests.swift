@@ -70,7 +70,7 @@ import Testing
     }
 
     @Test func aResolverDroppedWhileCancellingEndsTheRunOnce() {
-        Diagnostics.listening({ _ in }) { dropWhileCancelling() }
+        RunHandle.Diagnostics.listening({ _ in }) { dropWhileCancelling() }
     }
 
     func dropWhileCancelling() {
