@@ -931,7 +931,8 @@ extension RunHandle {
         }
 
         /// Sends every report to `listener` too, instead of standard error, while `body` runs.
-        static func listening<T>(_ listener: @escaping (String) -> Void, _ body: () -> T) -> T {
+        static func listening<T>(_ listener: @escaping (String) -> Void, during body: () -> T) -> T
+        {
             let id = withLock { () -> Int in
                 lastListener += 1
                 listeners[lastListener] = listener

@@ -154,7 +154,7 @@ final class Pending<Value>: @unchecked Sendable {
 
     @Test func aResolverReleasedWithoutResolvingIsReportedAndCancelsTheRun() {
         let reports = Log()
-        RunHandle.Diagnostics.listening({ reports.record($0) }) { dropResolvers(reports) }
+        RunHandle.Diagnostics.listening({ reports.record($0) }, during: { dropResolvers(reports) })
     }
 
     func dropResolvers(_ reports: Log) {

@@ -70,7 +70,7 @@ import Testing
     }
 
     @Test func aResolverDroppedWhileCancellingEndsTheRunOnce() {
-        RunHandle.Diagnostics.listening({ _ in }) { dropWhileCancelling() }
+        RunHandle.Diagnostics.listening({ _ in }, during: dropWhileCancelling)
     }
 
     func dropWhileCancelling() {
