@@ -3,12 +3,6 @@ import Testing
 
 @testable import Future
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// An operation that waits until the test resolves it, and counts its cancellations.
 final class Pending<Value>: @unchecked Sendable {
     let resolvers = Delivery<Resolver<Value, TestError>>()
@@ -201,9 +195,7 @@ final class Pending<Value>: @unchecked Sendable {
             }
             .run { _ in _ = captured }
         }
-        let deadline = DispatchTime.now() + timeout
-        while witness != nil, DispatchTime.now() < deadline { usleep(1000) }
-        #expect(witness == nil)
+        #expect(eventually { witness == nil })
         #expect(!handle.isCancelled)
     }
 
@@ -247,9 +239,7 @@ final class Pending<Value>: @unchecked Sendable {
         }
         #expect(reached.wait() != nil)
         handle.cancel()
-        let deadline = DispatchTime.now() + timeout
-        while ended.value == 0, DispatchTime.now() < deadline { usleep(1000) }
-        #expect(ended.value == 1)
+        #expect(eventually { ended.value == 1 })
         #expect(handle.isCancelled)
     }
 }

@@ -62,11 +62,7 @@ import Testing
         let ended = Counter()
         let handles = (0..<100).map { _ in promise.ensure { ended.increment() }.run() }
         DispatchQueue.concurrentPerform(iterations: handles.count) { handles[$0].cancel() }
-        let deadline = DispatchTime.now() + timeout
-        while ended.value < handles.count, DispatchTime.now() < deadline {
-            _ = Delivery<Int>().wait()
-        }
-        #expect(ended.value == handles.count)
+        #expect(eventually { ended.value == handles.count })
     }
 
     @Test func aResolverDroppedWhileCancellingEndsTheRunOnce() {

@@ -11,6 +11,17 @@ import Testing
 /// How long a test waits for asynchronous work before it fails instead of hanging.
 let timeout = DispatchTimeInterval.seconds(10)
 
+/// Waits until `condition` holds, for at most `timeout`; returns whether it held. For state that
+/// another thread settles with no event to wait on (a weak reference clearing, a count reached).
+@discardableResult func eventually(_ condition: () -> Bool) -> Bool {
+    let deadline = DispatchTime.now() + timeout
+    while !condition() {
+        guard DispatchTime.now() < deadline else { return false }
+        usleep(1_000)
+    }
+    return true
+}
+
 /// A value delivered once, possibly from another thread, that a test waits for with a timeout.
 final class Delivery<Value>: @unchecked Sendable {
     private let lock = TestLock()
