@@ -78,8 +78,8 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// An operation must resolve or be cancelled. One that lets its resolver go without resolving
 /// can never finish: its run is cancelled, and debug builds report the mistake.
 public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
-    private let run: RunHandle
-    private let operation: Int
+    @usableFromInline let run: RunHandle
+    @usableFromInline let operation: Int
 
     @usableFromInline init(run: RunHandle, operation: Int) {
         self.run = run
@@ -89,15 +89,15 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     deinit { run.resolverReleased(operation, of: Value.self, Failure.self) }
 
     /// Reports the outcome of the operation.
-    public func callAsFunction(_ result: Swift.Result<Value, Failure>) {
-        run.resolve(operation, with: result)
+    @inlinable public func callAsFunction(_ result: Swift.Result<Value, Failure>) {
+        run.resolve(operation) { slot in slot.put(result) }
     }
 
     /// Reports success.
-    public func fulfill(_ value: Value) { self(.success(value)) }
+    @inlinable public func fulfill(_ value: Value) { self(.success(value)) }
 
     /// Reports failure.
-    public func reject(_ error: Failure) { self(.failure(error)) }
+    @inlinable public func reject(_ error: Failure) { self(.failure(error)) }
 
     /// Whether the run was cancelled; a long operation can check it to stop early.
     public var isCancelled: Bool { run.isCancelled }
@@ -113,7 +113,7 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
 
 extension Resolver where Value == Void {
     /// Reports success for an operation that produces no value.
-    public func fulfill() { self(.success(())) }
+    @inlinable public func fulfill() { self(.success(())) }
 }
 
 extension Resolver where Failure == any Swift.Error {
@@ -786,18 +786,22 @@ extension RunHandle {
     }
 
     /// Runs an operation with a fresh resolver.
-    @usableFromInline func perform<Value, Failure>(
+    @inlinable func perform<Value, Failure>(
         _ operation: (Resolver<Value, Failure>) -> Void
     ) -> Next {
-        let id = locked { () -> Int? in
-            guard !cancelRequested else { return nil }
-            phase = .operating
-            self.operation += 1
-            return self.operation
-        }
-        guard let id else { return .halt }
+        guard let id = beginOperation() else { return .halt }
         operation(Resolver(run: self, operation: id))
         return .suspend
+    }
+
+    /// Numbers a new operation, unless the run is cancelled.
+    @usableFromInline func beginOperation() -> Int? {
+        locked { () -> Int? in
+            guard !cancelRequested else { return nil }
+            phase = .operating
+            operation += 1
+            return operation
+        }
     }
 
     /// After an operation returns: go on if it resolved meanwhile, else wait for it.
@@ -817,11 +821,12 @@ extension RunHandle {
         return next
     }
 
-    func resolve<Value, Failure>(_ id: Int, with outcome: Swift.Result<Value, Failure>) {
+    /// Takes the outcome of operation `id`, which `write` puts in the slot, if it still counts.
+    @usableFromInline func resolve(_ id: Int, with write: (Slot) -> Void) {
         var unneeded: [@Sendable () -> Void] = []
         let resume = locked { () -> Bool in
             guard isPending(id), !cancelRequested else { return false }
-            slot.put(outcome)
+            write(slot)
             resolved = id
             let wasWaiting = phase == .waiting
             (unneeded, cancelHandlers, phase) = (cancelHandlers, [], .driving)
