@@ -15,6 +15,7 @@ import re, sys
 
 units = {  # scenario: (units of work in one iteration, what a unit is)
     "chain build+run": (1_000, "link"),
+    "chain run": (1_000, "link"),
     "chain build": (1_000, "link"),
     "promise steps": (1_000, "step"),
     "fan-out": (10_000, "element"),

@@ -183,6 +183,21 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(value)
     }
 
+    // (a) The same chain, built once and run: what running costs apart from describing.
+    // Callbacks and async functions have nothing to build, so they do what they do above.
+    nonisolated(unsafe) let futureBuilt = futureChain()
+    nonisolated(unsafe) let seedBuilt = seedChain()
+    nonisolated(unsafe) let combineBuilt = combineChain()
+    Benchmark("chain run | Future") { _ in futureBuilt.run { blackHole($0) } }
+    Benchmark("chain run | Callbacks") { _ in callbackChain(0, links) { blackHole($0) } }
+    Benchmark("chain run | Seed 004") { _ in seedBuilt.run { blackHole($0) } }
+    Benchmark("chain run | OpenCombine") { _ in sinkOnDeepStack(combineBuilt) }
+    Benchmark("chain run | async/await") { _ in
+        var value = 0
+        for _ in 0..<links { value = await addOneAsync(value) }
+        blackHole(value)
+    }
+
     // (a) The same chain built alone: callbacks and async functions have nothing to build.
     Benchmark("chain build | Future") { _ in blackHole(futureChain()) }
     Benchmark("chain build | Seed 004") { _ in blackHole(seedChain()) }
