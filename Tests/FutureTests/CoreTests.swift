@@ -12,8 +12,8 @@ import Testing
         }
         let chained = promise.then { $0 + 1 }.map { $0 * 2 }
         #expect(started.value == 0)
-        _ = chained
-        #expect(started.value == 0)
+        #expect(outcome(of: chained) == .success(4))
+        #expect(started.value == 1)
     }
 
     @Test func everyRunRunsTheWorkAgain() {
