@@ -1,8 +1,9 @@
 // Future: a lazy, value-type promise in one file.
 //
 // Read it top to bottom: the type, how to make one, how to run it, how to chain steps, how to
-// handle errors, how to cancel, and last the engine that runs a chain. Copy this file into your
-// project as it is; it needs only the Swift standard library and the platform C library.
+// handle errors, how to cancel, how to share one run, how to use it from async code, and last the
+// engine that runs a chain. Copy this file into your project as it is; it needs only the Swift
+// standard library and the platform C library.
 
 #if canImport(Darwin)
     import Darwin
@@ -31,7 +32,11 @@
 /// Because a promise is a value, it is cheap to copy, to return from a function, to keep, and
 /// to run again. Errors are typed: a `Promise<Value, Never>` (``Guarantee``) cannot fail, so the
 /// compiler knows when error handling is still owed.
-public struct Promise<Value, Failure: Swift.Error> {
+///
+/// A promise is `Sendable`: keep one in a `static let`, hand it to another task or queue, run it
+/// from any thread. The compiler checks that this is safe: every closure a promise keeps is
+/// `@Sendable`, because two runs of one promise may call it at the same time, on two threads.
+public struct Promise<Value, Failure: Swift.Error>: Sendable {
     /// The last step of the chain; each step knows the one before it (see Internals).
     @usableFromInline let last: RunHandle.Stage
 
@@ -60,8 +65,10 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
 ///
 /// Call it with a `Result` (`resolver(.success(data))`), or use ``fulfill(_:)`` and
 /// ``reject(_:)``. Only the first outcome counts and later ones are ignored, so racing callbacks
-/// are harmless. A resolver may be called from any thread; the rest of the chain then runs on
-/// that thread, as a completion handler would.
+/// are harmless. A resolver may be called from any thread, while the operation runs or after it
+/// returned. The run goes on from the thread that is free to carry it: the resolving thread if the
+/// operation had returned, otherwise the operation's own thread once it returns. So resolving from
+/// `queue.async { … }` does not promise that the next step runs on `queue`.
 ///
 /// ```swift
 /// func download(_ url: URL) -> Promise<Data, any Error> {
@@ -69,45 +76,70 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
 ///         let task = URLSession.shared.dataTask(with: url) { data, _, error in
 ///             resolver.resolve(data, error)
 ///         }
-///         resolver.onCancel { task.cancel() }
+///         resolver.onCancel { _ in task.cancel() }
 ///         task.resume()
 ///     }
 /// }
 /// ```
 ///
-/// An operation must resolve or be cancelled. One that lets its resolver go without resolving
-/// can never finish: its run is cancelled, and debug builds report the mistake.
+/// An operation must resolve, or end its run with ``cancel()``. One that lets its resolver go
+/// without doing either can never finish: its run is cancelled, and debug builds report the
+/// mistake, naming the file and line where the promise was made.
 public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     @usableFromInline let run: RunHandle
     @usableFromInline let operation: Int
+    #if DEBUG
+        let file: StaticString
+        let line: UInt
+    #endif
 
-    @usableFromInline init(run: RunHandle, operation: Int) {
+    @usableFromInline init(run: RunHandle, operation: Int, file: StaticString, line: UInt) {
         self.run = run
         self.operation = operation
+        #if DEBUG
+            (self.file, self.line) = (file, line)
+        #endif
     }
 
-    deinit { run.resolverReleased(operation, of: Value.self, Failure.self) }
+    deinit {
+        #if DEBUG
+            run.resolverReleased(
+                operation, "Promise<\(Value.self), \(Failure.self)> made at \(file):\(line)")
+        #else
+            run.resolverReleased(operation, "")
+        #endif
+    }
 
     /// Reports the outcome of the operation.
-    @inlinable public func callAsFunction(_ result: Swift.Result<Value, Failure>) {
+    @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
         run.resolve(operation) { slot in slot.put(result) }
     }
 
     /// Reports success.
-    @inlinable public func fulfill(_ value: Value) { self(.success(value)) }
+    @inlinable public func fulfill(_ value: sending Value) { self(.success(value)) }
 
     /// Reports failure.
     @inlinable public func reject(_ error: Failure) { self(.failure(error)) }
+
+    /// Ends the run as cancelled, for work that learns it was cancelled elsewhere.
+    ///
+    /// The run then ends as if its handle's ``RunHandle/cancel()`` had been called.
+    public func cancel() { run.cancel(operation) }
 
     /// Whether the run was cancelled; a long operation can check it to stop early.
     public var isCancelled: Bool { run.isCancelled }
 
     /// Registers work to do if the run is cancelled before this operation resolves.
     ///
-    /// The handler runs at most once, on the thread that cancels, and immediately if the run is
-    /// already cancelled. It is dropped unrun once the operation resolves.
-    public func onCancel(_ handler: @escaping @Sendable () -> Void) {
-        run.onCancel(operation, handler)
+    /// The handler runs at most once, on the thread that cancels, and at once if the run is already
+    /// cancelled; it is dropped unrun once the operation resolves. It receives this operation's
+    /// resolver, so it need not capture it: a handler that keeps its own resolver alive would keep
+    /// the whole run alive, even when the work that should resolve it is gone.
+    public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
+        let (operation, file, line) = (operation, StaticString("a cancel handler"), UInt(0))
+        run.onCancel(operation) { run in
+            handler(Resolver(run: run, operation: operation, file: file, line: line))
+        }
     }
 }
 
@@ -122,7 +154,7 @@ extension Resolver where Failure == any Swift.Error {
     /// An error wins over a value; with neither, the operation fails with
     /// ``PromiseError/missingValue``. Pass it where a callback is expected:
     /// `fetch(completion: resolver.resolve)`.
-    public func resolve(_ value: Value?, _ error: (any Swift.Error)?) {
+    public func resolve(_ value: sending Value?, _ error: (any Swift.Error)?) {
         if let error {
             reject(error)
         } else if let value {
@@ -144,7 +176,8 @@ extension Resolver where Value == Void, Failure == any Swift.Error {
 
 extension Promise {
     /// The steps of a chain keep what they need in nodes (see Internals).
-    @usableFromInline typealias Node<Payload> = RunHandle.Node<Payload>
+    @usableFromInline typealias Node<Payload: Sendable> = RunHandle.Node<Payload>
+    @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
 
     /// Makes a promise from an operation that reports its outcome through a ``Resolver``.
     ///
@@ -156,13 +189,65 @@ extension Promise {
     ///     DispatchQueue.global().async { resolver.fulfill(1) }
     /// }
     /// ```
-    @inlinable public init(_ operation: @escaping (Resolver<Value, Failure>) -> Void) {
-        self.init(last: RunHandle.Source(operation))
+    ///
+    /// `file` and `line` name the promise in debug reports; leave them to their defaults.
+    @inlinable public init(
+        file: StaticString = #fileID, line: UInt = #line,
+        _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void
+    ) {
+        self.init(last: RunHandle.Source(operation, file: file, line: line))
     }
 
+    /// Makes a promise from async code: each run starts a `Task` that calls `work`, and cancelling
+    /// the run cancels that task.
+    ///
+    /// ```swift
+    /// let page = Promise<Data, any Error> { try await URLSession.shared.data(from: url).0 }
+    /// ```
+    @inlinable public init(
+        file: StaticString = #fileID, line: UInt = #line,
+        _ work: @escaping @Sendable () async throws(Failure) -> Value
+    ) {
+        self.init(file: file, line: line) { resolver in
+            let task = Task {
+                do throws(Failure) {
+                    resolver.fulfill(try await work())
+                } catch {
+                    resolver.reject(error)
+                }
+            }
+            resolver.onCancel { _ in task.cancel() }
+        }
+    }
+
+    /// Makes a promise that fails with `error`.
+    @inlinable public init(error: Failure) {
+        self.init(
+            last: Node(error, after: nil, output: Outcome.self) { stage, slot, _ in
+                slot.put(Outcome.failure(Node<Failure>.payload(of: stage)))
+                return .proceed
+            })
+    }
+
+    /// Makes a promise that calls `body` on every run, failing with what it throws.
+    ///
+    /// ```swift
+    /// let config = Promise<Config, DecodingError>(catching: { () throws(DecodingError) in
+    ///     try loadConfig()
+    /// })
+    /// ```
+    @inlinable public init(catching body: @escaping @Sendable () throws(Failure) -> Value) {
+        self = Promise<Void, Failure>(value: ()).then { () -> Outcome in
+            Swift.Result { () throws(Failure) in try body() }
+        }
+    }
+}
+
+extension Promise where Value: Sendable {
     /// Makes a promise that succeeds or fails with `result` every time it runs.
+    ///
+    /// The value must be `Sendable`, because every run hands the same value on, from any thread.
     @inlinable public init(result: Swift.Result<Value, Failure>) {
-        typealias Outcome = Swift.Result<Value, Failure>
         self.init(
             last: Node(result, after: nil, output: Outcome.self) { stage, slot, _ in
                 slot.put(Node<Outcome>.payload(of: stage))
@@ -173,24 +258,8 @@ extension Promise {
     /// Makes a promise that succeeds with `value`.
     @inlinable public init(value: Value) { self.init(result: .success(value)) }
 
-    /// Makes a promise that fails with `error`.
-    @inlinable public init(error: Failure) { self.init(result: .failure(error)) }
-
     /// Makes a promise that succeeds with `value`: `return .value(cached)`.
     @inlinable public static func value(_ value: Value) -> Promise { Promise(value: value) }
-
-    /// Makes a promise that calls `body` on every run, failing with what it throws.
-    ///
-    /// ```swift
-    /// let config = Promise<Config, DecodingError>(catching: { () throws(DecodingError) in
-    ///     try loadConfig()
-    /// })
-    /// ```
-    @inlinable public init(catching body: @escaping () throws(Failure) -> Value) {
-        self = Promise<Void, Failure>(value: ()).then { () -> Swift.Result<Value, Failure> in
-            Swift.Result { () throws(Failure) in try body() }
-        }
-    }
 }
 
 /// Starts a chain with the promise `body` makes; `body` is called anew on every run.
@@ -205,9 +274,9 @@ extension Promise {
 /// }.run(some: show, none: report)
 /// ```
 @inlinable public func firstly<Value, Failure>(
-    _ body: @escaping () -> Promise<Value, Failure>
+    _ body: @escaping @Sendable () -> Promise<Value, Failure>
 ) -> Promise<Value, Failure> {
-    Promise<Void, Failure>(value: ()).then { body() }
+    Promise<Void, Failure>(value: ()).flatMap { body() }
 }
 
 // MARK: - Running
@@ -218,13 +287,10 @@ extension Promise {
     /// Each call starts a new, independent run. `completion` is called at most once, on the
     /// thread where the last step finished, and never after the run is cancelled.
     @discardableResult
-    public func run(_ completion: @escaping (Swift.Result<Value, Failure>) -> Void) -> RunHandle {
-        let handle = RunHandle(last: last) { slot, deliver in
-            let outcome = slot.take(Swift.Result<Value, Failure>.self)
-            if deliver { completion(outcome) }
-        }
-        handle.start()
-        return handle
+    public func run(
+        _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
+    ) -> RunHandle {
+        start { outcome in if let outcome { completion(outcome) } }
     }
 
     /// Starts the work and calls `some` with its value or `none` with its error.
@@ -237,7 +303,7 @@ extension Promise {
     /// ```
     @discardableResult
     public func run(
-        some: @escaping (Value) -> Void, none: @escaping (Failure) -> Void
+        some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
     ) -> RunHandle {
         run { outcome in
             switch outcome {
@@ -245,6 +311,16 @@ extension Promise {
             case .failure(let error): none(error)
             }
         }
+    }
+
+    /// Starts a run that reports how it ended: with its outcome, or `nil` if it was cancelled.
+    /// `end` is called exactly once, after the `ensure` steps of a cancelled run.
+    func start(
+        _ end: @escaping @Sendable (sending Swift.Result<Value, Failure>?) -> Void
+    ) -> RunHandle {
+        let handle = RunHandle(last: last)
+        handle.start { slot in end(slot?.take(Outcome.self)) }
+        return handle
     }
 }
 
@@ -258,7 +334,7 @@ extension Promise where Failure == Never {
     /// A trailing closure alone still means ``run(_:)``, which passes a `Result`, as it does for
     /// every promise; write the label to get the value: `guarantee.run(some: { show($0) })`.
     @discardableResult @_disfavoredOverload
-    public func run(some: @escaping (Value) -> Void) -> RunHandle {
+    public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
         run { outcome in
             switch outcome {
             case .success(let value): some(value)
@@ -278,17 +354,12 @@ extension Promise {
     /// ```swift
     /// let length = name.then { $0.count }
     /// ```
-    @inlinable public func then<NewValue>(
-        _ transform: @escaping (Value) -> NewValue
-    ) -> Promise<NewValue, Failure> {
-        typealias Transform = (Value) -> NewValue
-        return appending(transform) { stage, slot, _ in
-            slot.put(
-                slot.take(Swift.Result<Value, Failure>.self).map(Node<Transform>.payload(of: stage))
-            )
-            return .proceed
-        }
-    }
+    ///
+    /// (This form is disfavored, so that a step returning a promise or a result chains instead of
+    /// becoming the next value; `map` says the same with one form, which type-checks faster.)
+    @inlinable @_disfavoredOverload public func then<NewValue>(
+        _ transform: @escaping @Sendable (Value) -> NewValue
+    ) -> Promise<NewValue, Failure> { map(transform) }
 
     /// Continues with the promise that `next` makes from the value: the chain waits for it.
     ///
@@ -296,18 +367,8 @@ extension Promise {
     /// let avatar = login().then { credentials in fetchAvatar(for: credentials.user) }
     /// ```
     @inlinable public func then<NewValue>(
-        _ next: @escaping (Value) -> Promise<NewValue, Failure>
-    ) -> Promise<NewValue, Failure> {
-        typealias Next = (Value) -> Promise<NewValue, Failure>
-        return appending(next) { stage, slot, _ in
-            switch slot.take(Swift.Result<Value, Failure>.self) {
-            case .success(let value): return .enter(Node<Next>.payload(of: stage)(value).last)
-            case .failure(let error):
-                slot.put(Swift.Result<NewValue, Failure>.failure(error))
-                return .proceed
-            }
-        }
-    }
+        _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
+    ) -> Promise<NewValue, Failure> { flatMap(next) }
 
     /// Continues with a step that succeeds or fails at once.
     ///
@@ -316,26 +377,86 @@ extension Promise {
     /// let dictionary = download.then(toDictionary)
     /// ```
     @inlinable public func then<NewValue>(
-        _ transform: @escaping (Value) -> Swift.Result<NewValue, Failure>
+        _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
-        typealias Transform = (Value) -> Swift.Result<NewValue, Failure>
+        typealias Transform = @Sendable (Value) -> Swift.Result<NewValue, Failure>
         return appending(transform) { stage, slot, _ in
-            let outcome = slot.take(Swift.Result<Value, Failure>.self)
-            slot.put(outcome.flatMap(Node<Transform>.payload(of: stage)))
+            slot.put(slot.take(Outcome.self).flatMap(Node<Transform>.payload(of: stage)))
             return .proceed
         }
     }
 
-    /// Transforms the value when the promise succeeds; the same as `then` with such a step.
-    @inlinable public func map<NewValue>(
-        _ transform: @escaping (Value) -> NewValue
-    ) -> Promise<NewValue, Failure> { then(transform) }
+    /// Continues with a promise that cannot fail: a ``Guarantee`` joins a chain of any error type.
+    ///
+    /// ```swift
+    /// let avatar = login().then { user in cachedAvatar(for: user) }  // cachedAvatar: Guarantee
+    /// ```
+    @inlinable @_disfavoredOverload public func then<NewValue>(
+        _ next: @escaping @Sendable (Value) -> Guarantee<NewValue>
+    ) -> Promise<NewValue, Failure> {
+        flatMap { next($0).setFailureType(to: Failure.self) }
+    }
 
-    /// Continues with the promise that `next` makes from the value; the same as the `then`
-    /// that takes a promise-returning step.
+    /// Continues with a promise of another error type, so the chain fails with `any Error` after.
+    ///
+    /// Swift cannot reject this call outright, so it warns instead: a step that fails with another
+    /// error type than its chain is more often a slip than a choice.
+    // swift-format-ignore: LineLength
+    @available(
+        *, deprecated,
+        message:
+            "the step's promise fails with another error type, so the chain's error becomes `any Error`; convert it with mapError(_:) (or setFailureType(to:) on a Guarantee), or call eraseToAnyError() to say so"
+    )
+    @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
+        _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
+    ) -> Promise<NewValue, any Swift.Error> {
+        eraseToAnyError().flatMap { next($0).eraseToAnyError() }
+    }
+
+    /// Continues with a step whose result has another error type, so the chain fails with
+    /// `any Error` after; Swift warns about it, as about the promise-returning form.
+    // swift-format-ignore: LineLength
+    @available(
+        *, deprecated,
+        message:
+            "the step's result fails with another error type, so the chain's error becomes `any Error`; convert it with mapError(_:), or call eraseToAnyError() on the chain to say so"
+    )
+    @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
+        _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
+    ) -> Promise<NewValue, any Swift.Error> {
+        mapOutcome { outcome in
+            outcome.mapError { $0 as any Swift.Error }.flatMap {
+                transform($0).mapError { $0 as any Swift.Error }
+            }
+        }
+    }
+
+    /// Transforms the value when the promise succeeds; unlike `then`, `map` has one form only, so
+    /// a long chain of `map` steps type-checks faster.
+    @inlinable public func map<NewValue>(
+        _ transform: @escaping @Sendable (Value) -> NewValue
+    ) -> Promise<NewValue, Failure> {
+        typealias Transform = @Sendable (Value) -> NewValue
+        return appending(transform) { stage, slot, _ in
+            slot.put(slot.take(Outcome.self).map(Node<Transform>.payload(of: stage)))
+            return .proceed
+        }
+    }
+
+    /// Continues with the promise that `next` makes from the value; `then` with such a step.
     @inlinable public func flatMap<NewValue>(
-        _ next: @escaping (Value) -> Promise<NewValue, Failure>
-    ) -> Promise<NewValue, Failure> { then(next) }
+        _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
+    ) -> Promise<NewValue, Failure> {
+        typealias Next = @Sendable (Value) -> Promise<NewValue, Failure>
+        return appending(next) { stage, slot, _ in
+            switch slot.take(Outcome.self) {
+            case .success(let value): return .enter(Node<Next>.payload(of: stage)(value).last)
+            case .failure(let error):
+                slot.put(Swift.Result<NewValue, Failure>.failure(error))
+                return .proceed
+            }
+        }
+    }
 
     /// Transforms the value with a function that can throw `Failure`.
     ///
@@ -343,7 +464,7 @@ extension Promise {
     /// let user = data.tryMap { (data) throws(any Error) in try decoder.decode(User.self, from: data) }
     /// ```
     @inlinable public func tryMap<NewValue>(
-        _ transform: @escaping (Value) throws(Failure) -> NewValue
+        _ transform: @escaping @Sendable (Value) throws(Failure) -> NewValue
     ) -> Promise<NewValue, Failure> {
         then { value -> Swift.Result<NewValue, Failure> in
             Swift.Result { () throws(Failure) in try transform(value) }
@@ -356,8 +477,8 @@ extension Promise {
     /// let first = results.compactMap(orFailWith: .noResultFound) { $0.first }
     /// ```
     @inlinable public func compactMap<NewValue>(
-        orFailWith error: @autoclosure @escaping () -> Failure,
-        _ transform: @escaping (Value) -> NewValue?
+        orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
+        _ transform: @escaping @Sendable (Value) -> NewValue?
     ) -> Promise<NewValue, Failure> {
         then { value -> Swift.Result<NewValue, Failure> in
             transform(value).map { .success($0) } ?? .failure(error())
@@ -365,17 +486,19 @@ extension Promise {
     }
 
     /// Ends the success path with a side effect; the result is a `Promise<Void, Failure>`.
-    @inlinable public func done(_ body: @escaping (Value) -> Void) -> Promise<Void, Failure> {
-        then(body)
-    }
+    @inlinable public func done(
+        _ body: @escaping @Sendable (Value) -> Void
+    ) -> Promise<Void, Failure> { map(body) }
 
     /// Looks at the value without changing it.
     ///
     /// ```swift
     /// fetchUser().get { cache.store($0) }.then { render($0) }
     /// ```
-    @inlinable public func get(_ body: @escaping (Value) -> Void) -> Promise<Value, Failure> {
-        then { value -> Value in
+    @inlinable public func get(
+        _ body: @escaping @Sendable (Value) -> Void
+    ) -> Promise<Value, Failure> {
+        map { value -> Value in
             body(value)
             return value
         }
@@ -383,7 +506,7 @@ extension Promise {
 
     /// Looks at the outcome, success or failure, without changing it: handy for logging.
     @inlinable public func tap(
-        _ body: @escaping (Swift.Result<Value, Failure>) -> Void
+        _ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> Promise<Value, Failure> {
         mapOutcome { outcome in
             body(outcome)
@@ -399,7 +522,7 @@ extension Promise where Failure == any Swift.Error {
     /// let names = data.compactMap { try? JSONSerialization.jsonObject(with: $0) as? [String] }
     /// ```
     @inlinable public func compactMap<NewValue>(
-        _ transform: @escaping (Value) -> NewValue?
+        _ transform: @escaping @Sendable (Value) -> NewValue?
     ) -> Promise<NewValue, Failure> {
         compactMap(orFailWith: PromiseError.compactMapReturnedNil, transform)
     }
@@ -410,7 +533,7 @@ extension Promise where Failure == any Swift.Error {
 extension Promise {
     /// Transforms the error when the promise fails.
     @inlinable public func mapError<NewFailure>(
-        _ transform: @escaping (Failure) -> NewFailure
+        _ transform: @escaping @Sendable (Failure) -> NewFailure
     ) -> Promise<Value, NewFailure> {
         mapOutcome { $0.mapError(transform) }
     }
@@ -423,7 +546,7 @@ extension Promise {
     /// }
     /// ```
     @inlinable public func flatMapError<NewFailure>(
-        _ transform: @escaping (Failure) -> Swift.Result<Value, NewFailure>
+        _ transform: @escaping @Sendable (Failure) -> Swift.Result<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
         mapOutcome { $0.flatMapError(transform) }
     }
@@ -436,11 +559,11 @@ extension Promise {
     /// let feed = fetchFeed().recover { _ in loadCachedFeed() }  // Guarantee<Feed>
     /// ```
     @inlinable public func recover<NewFailure>(
-        _ next: @escaping (Failure) -> Promise<Value, NewFailure>
+        _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
-        typealias Next = (Failure) -> Promise<Value, NewFailure>
+        typealias Next = @Sendable (Failure) -> Promise<Value, NewFailure>
         return appending(next) { stage, slot, _ in
-            switch slot.take(Swift.Result<Value, Failure>.self) {
+            switch slot.take(Outcome.self) {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
@@ -450,7 +573,9 @@ extension Promise {
     }
 
     /// Replaces an error with a value, so the result cannot fail.
-    @inlinable public func recover(_ transform: @escaping (Failure) -> Value) -> Guarantee<Value> {
+    @inlinable public func recover(
+        _ transform: @escaping @Sendable (Failure) -> Value
+    ) -> Guarantee<Value> {
         mapOutcome { outcome in
             switch outcome {
             case .success(let value): .success(value)
@@ -467,7 +592,8 @@ extension Promise {
     ///     .catch { showError($0) }
     ///     .run()
     /// ```
-    @inlinable public func `catch`(_ body: @escaping (Failure) -> Void) -> Guarantee<Void> {
+    @inlinable public func `catch`(_ body: @escaping @Sendable (Failure) -> Void) -> Guarantee<Void>
+    {
         mapOutcome { outcome in
             if case .failure(let error) = outcome { body(error) }
             return .success(())
@@ -481,9 +607,11 @@ extension Promise {
     /// spinner.start()
     /// fetchFeed().ensure { spinner.stop() }.run(some: show, none: report)
     /// ```
-    @inlinable public func ensure(_ body: @escaping () -> Void) -> Promise<Value, Failure> {
+    @inlinable public func ensure(
+        _ body: @escaping @Sendable () -> Void
+    ) -> Promise<Value, Failure> {
         appending(body, isEnsure: true) { stage, _, _ in
-            Node<() -> Void>.payload(of: stage)()
+            Node<@Sendable () -> Void>.payload(of: stage)()
             return .proceed
         }
     }
@@ -495,18 +623,17 @@ extension Promise {
 
     /// Adds a step that sees the whole outcome and returns the next one at once.
     @inlinable func mapOutcome<NewValue, NewFailure>(
-        _ transform: @escaping (Swift.Result<Value, Failure>) -> Swift.Result<NewValue, NewFailure>
+        _ transform: @escaping @Sendable (Outcome) -> Swift.Result<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        typealias Transform = (Swift.Result<Value, Failure>) -> Swift.Result<NewValue, NewFailure>
+        typealias Transform = @Sendable (Outcome) -> Swift.Result<NewValue, NewFailure>
         return appending(transform) { stage, slot, _ in
-            slot.put(
-                Node<Transform>.payload(of: stage)(slot.take(Swift.Result<Value, Failure>.self)))
+            slot.put(Node<Transform>.payload(of: stage)(slot.take(Outcome.self)))
             return .proceed
         }
     }
 
     /// Adds a step that keeps `payload` and runs `step` with it.
-    @inlinable func appending<Payload, NewValue, NewFailure>(
+    @inlinable func appending<Payload: Sendable, NewValue, NewFailure>(
         _ payload: Payload, isEnsure: Bool = false, _ step: @escaping RunHandle.Stage.Step
     ) -> Promise<NewValue, NewFailure> {
         typealias Output = Swift.Result<NewValue, NewFailure>
@@ -519,7 +646,7 @@ extension Promise where Failure == Never {
     /// Gives a promise that cannot fail the error type of the chain it joins.
     ///
     /// ```swift
-    /// login().then { user in cachedAvatar(for: user).setFailureType(to: LoginError.self) }
+    /// let tick = after(.seconds(1)).setFailureType(to: LoginError.self).then { login() }
     /// ```
     @inlinable public func setFailureType<NewFailure>(
         to _: NewFailure.Type
@@ -539,6 +666,7 @@ extension Promise where Failure == Never {
 /// After ``cancel()`` no completion is delivered, every operation still waiting gets its
 /// ``Resolver/onCancel(_:)`` handlers called once, no later step starts, and every
 /// ``Promise/ensure(_:)`` still ahead runs. Cancelling is idempotent and safe from any thread.
+/// Dropping the handle does not cancel: a run you do not keep goes on to its end.
 ///
 /// A step that cancels its own run stops it before the next step. Cancelled from another thread
 /// while steps are running one after the other, the run stops at the next operation, the next
@@ -553,36 +681,36 @@ public final class RunHandle: @unchecked Sendable {
     private var slot: Slot
     private var slotSize: Int
     private var slotAlignment: Int
+    /// The type of the run's outcome, to destroy one that arrives after the run was cancelled.
+    private let output: any Outcome.Type
 
-    // Owned by the one thread that drives the run; ownership passes under `mutex`.
+    // Owned by the one thread that drives the run; ownership passes under `lock`.
     private var plan: Plan
-    private var finish: ((Slot, Bool) -> Void)?
+    private var finish: ((Slot?) -> Void)?
     /// Set when a step cancels its own run, so that the very next step does not start.
     @exclusivity(unchecked) private var cancelledByStep = false
 
-    // Guarded by `mutex`.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    // Guarded by `lock`.
+    private let lock = Lock()
     private var phase = Phase.driving
     private var cancelRequested = false
     private var operation = 0
     private var resolved = 0
-    private var cancelHandlers: [@Sendable () -> Void] = []
+    private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
     private var driver = pthread_self()
 
     private enum Phase { case driving, operating, waiting, finished }
 
-    @usableFromInline init(last: Stage, finish: @escaping (Slot, _ deliver: Bool) -> Void) {
+    init(last: Stage) {
         (slotSize, slotAlignment) = (last.slotSize, last.slotAlignment)
         slot = Slot(size: slotSize, alignment: slotAlignment)
+        output = last.output
         plan = Plan(last)
-        self.finish = finish
-        pthread_mutex_init(mutex, nil)
     }
 
     deinit {
         slot.memory.deallocate()
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
+        lock.free()
     }
 
     /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
@@ -590,15 +718,110 @@ public final class RunHandle: @unchecked Sendable {
 
     /// Cancels the run; see ``RunHandle`` for what that does.
     public func cancel() {
-        let (handlers, takeOver) = locked { () -> ([@Sendable () -> Void], Bool) in
+        let (handlers, takeOver) = locked { () -> ([@Sendable (RunHandle) -> Void], Bool) in
             guard !cancelRequested, phase != .finished else { return ([], false) }
             if phase == .driving, pthread_equal(driver, pthread_self()) != 0 {
                 cancelledByStep = true
             }
             return requestCancel()
         }
-        for handler in handlers { handler() }
+        for handler in handlers { handler(self) }
         if takeOver { halt(plan) }
+    }
+}
+
+// MARK: - Sharing one run
+
+extension Promise where Value: Sendable {
+    /// A promise whose work runs once, however many times it is run: an eager promise, opt-in.
+    ///
+    /// The first run starts the work; runs that start while it is under way wait for it; runs
+    /// after it finished get its outcome at once, a failure as well as a value. Cancelling one run
+    /// leaves the others waiting; when every waiting run has been cancelled, the work is cancelled
+    /// too, and the next run starts it again. So does the next run after the work ended by
+    /// cancellation (its operation dropped its resolver, or a step cancelled its run).
+    ///
+    /// ```swift
+    /// let profile = fetchProfile().share()  // seed 002's cache-then-fetch
+    /// profile.run(some: showHeader)         // starts the request
+    /// profile.run(some: showAvatar)         // waits for the same request
+    /// ```
+    public func share() -> Promise {
+        let shared = RunHandle.Shared(self)
+        return Promise { shared.join($0) }
+    }
+
+    /// Makes a promise together with the resolver that settles it, from outside the promise.
+    ///
+    /// For work that is not started by running a promise, such as a delegate's callbacks. Every run
+    /// waits for the resolver, or gets its outcome at once once it has been called; if the resolver
+    /// is released without being called, every run ends by cancellation.
+    ///
+    /// ```swift
+    /// let (location, resolver) = Promise<Location, LocationError>.pending()
+    /// delegate.onUpdate = { resolver.fulfill($0) }
+    /// location.run(some: show, none: report)
+    /// ```
+    public static func pending(
+        file: StaticString = #fileID, line: UInt = #line
+    ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
+        let shared = RunHandle.Shared<Value, Failure>(nil)
+        _ = Promise(file: file, line: line) { shared.handOut($0) }.start {
+            shared.settle($0, generation: 0)
+        }
+        return (Promise { shared.join($0) }, shared.takeHandedOut())
+    }
+}
+
+// MARK: - Swift concurrency
+
+extension Promise {
+    /// Runs the promise and waits for its outcome, or for `nil` if the run ended by cancellation.
+    ///
+    /// Cancelling the awaiting task cancels the run: the `onCancel` handlers of its operation and
+    /// the `ensure` steps still ahead run before the await returns `nil`. A run also ends by
+    /// cancellation when its operation drops its resolver or cancels, or a step cancels the run.
+    ///
+    /// ```swift
+    /// switch await fetchUser(id).result {
+    /// case .success(let user)?: show(user)
+    /// case .failure(let error)?: report(error)
+    /// case nil: break  // cancelled
+    /// }
+    /// ```
+    nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
+        get async {
+            let handle = RunHandle(last: last)
+            return await withTaskCancellationHandler {
+                await withUnsafeContinuation { continuation in
+                    handle.start { continuation.resume(returning: $0?.take(Outcome.self)) }
+                }
+            } onCancel: {
+                handle.cancel()
+            }
+        }
+    }
+
+    /// Runs the promise and waits for its value: throws its error, and gives `nil` if the run
+    /// ended by cancellation (see ``result``).
+    ///
+    /// ```swift
+    /// guard let user = try await fetchUser(id).value else { return }  // cancelled
+    /// ```
+    nonisolated(nonsending) public var value: Value? {
+        get async throws(Failure) { try await result?.get() }
+    }
+}
+
+extension Promise where Failure == Never {
+    /// Runs the guarantee and waits for its value, or for `nil` if the run ended by cancellation.
+    nonisolated(nonsending) public var value: Value? {
+        get async {
+            switch await result {
+            case .success(let value)?: value
+            case nil: nil
+            }
+        }
     }
 }
 
@@ -610,10 +833,11 @@ public final class RunHandle: @unchecked Sendable {
 // So no step grows the call stack, however long the chain or deep the recursion.
 
 extension RunHandle {
-    /// One step of a chain; `Node` adds what the step keeps (usually the user's closure).
-    @usableFromInline class Stage {
+    /// One step of a chain; `Node` adds what the step keeps (usually the user's closure), which
+    /// must be `Sendable`: two runs of a promise may take the same step at once.
+    @usableFromInline class Stage: @unchecked Sendable {
         /// Runs the step: it takes its input from the slot and leaves its output there.
-        @usableFromInline typealias Step = (Stage, Slot, RunHandle) -> Next
+        @usableFromInline typealias Step = @Sendable (Stage, Slot, RunHandle) -> Next
 
         @exclusivity(unchecked) @usableFromInline var parent: Stage?
         @usableFromInline let step: Step
@@ -646,7 +870,7 @@ extension RunHandle {
         }
     }
 
-    @usableFromInline final class Node<Payload>: Stage {
+    @usableFromInline final class Node<Payload: Sendable>: Stage, @unchecked Sendable {
         @usableFromInline let payload: Payload
 
         @inlinable init<Output>(
@@ -664,14 +888,24 @@ extension RunHandle {
 
     /// The first step of a chain made from an operation. (A `Node` would keep the operation behind
     /// a reabstraction thunk, one more allocation for every promise made this way.)
-    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
-        @usableFromInline let operation: (Resolver<Value, Failure>) -> Void
+    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
+        @usableFromInline let operation: @Sendable (Resolver<Value, Failure>) -> Void
+        #if DEBUG
+            @usableFromInline let file: StaticString
+            @usableFromInline let line: UInt
+        #endif
 
-        @inlinable init(_ operation: @escaping (Resolver<Value, Failure>) -> Void) {
+        @inlinable init(
+            _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void,
+            file: StaticString, line: UInt
+        ) {
             self.operation = operation
+            #if DEBUG
+                (self.file, self.line) = (file, line)
+            #endif
             super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
                 stage, _, run in
-                run.perform(unsafeDowncast(stage, to: Source.self).operation)
+                run.perform(unsafeDowncast(stage, to: Source.self))
             }
         }
     }
@@ -711,8 +945,11 @@ extension RunHandle {
             memory.initializeMemory(as: Output.self, to: output)
         }
 
-        @inlinable func take<Input>(_: Input.Type) -> Input {
-            memory.assumingMemoryBound(to: Input.self).move()
+        /// Moves the value out. It is `sending`: what is put in a slot has no other owner (an
+        /// operation's outcome arrives `sending`, a constant is `Sendable`, a step's is its own).
+        @inlinable func take<Input>(_: Input.Type) -> sending Input {
+            nonisolated(unsafe) let input = memory.assumingMemoryBound(to: Input.self).move()
+            return input
         }
     }
 
@@ -755,7 +992,13 @@ extension RunHandle {
 // MARK: - Internals: the engine
 
 extension RunHandle {
-    @usableFromInline func start() { drive() }
+    /// Starts driving the run; `finish` gets the slot with the outcome, or `nil` if the run ended
+    /// by cancellation (after its `ensure` steps), exactly once.
+    func start(_ finish: @escaping (Slot?) -> Void) {
+        self.finish = finish
+        if isCancelled { return halt(plan) }  // e.g. an awaiting task cancelled before the start
+        drive()
+    }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, or cancellation.
@@ -785,12 +1028,15 @@ extension RunHandle {
         complete()
     }
 
-    /// Runs an operation with a fresh resolver.
-    @inlinable func perform<Value, Failure>(
-        _ operation: (Resolver<Value, Failure>) -> Void
-    ) -> Next {
+    /// Runs the operation of `source` with a fresh resolver.
+    @inlinable func perform<Value, Failure>(_ source: Source<Value, Failure>) -> Next {
         guard let id = beginOperation() else { return .halt }
-        operation(Resolver(run: self, operation: id))
+        #if DEBUG
+            let (file, line) = (source.file, source.line)
+        #else
+            let (file, line) = (StaticString(""), UInt(0))
+        #endif
+        source.operation(Resolver(run: self, operation: id, file: file, line: line))
         return .suspend
     }
 
@@ -823,7 +1069,7 @@ extension RunHandle {
 
     /// Takes the outcome of operation `id`, which `write` puts in the slot, if it still counts.
     @usableFromInline func resolve(_ id: Int, with write: (Slot) -> Void) {
-        var unneeded: [@Sendable () -> Void] = []
+        var unneeded: [@Sendable (RunHandle) -> Void] = []
         let resume = locked { () -> Bool in
             guard isPending(id), !cancelRequested else { return false }
             write(slot)
@@ -840,34 +1086,43 @@ extension RunHandle {
     /// Whether operation `id` is the latest and has not resolved (under the lock).
     private func isPending(_ id: Int) -> Bool { id == operation && id != resolved }
 
-    func onCancel(_ id: Int, _ handler: @escaping @Sendable () -> Void) {
+    func onCancel(_ id: Int, _ handler: @escaping @Sendable (RunHandle) -> Void) {
         let callNow = locked { () -> Bool in
             guard isPending(id) else { return false }
             if cancelRequested { return true }
             cancelHandlers.append(handler)
             return false
         }
-        if callNow { handler() }
+        if callNow { handler(self) }
     }
 
+    /// Operation `id` ended its run as cancelled.
+    func cancel(_ id: Int) { _ = end(id) }
+
     /// An operation's resolver went away: if it never resolved, nothing ever will.
-    func resolverReleased(_ id: Int, of value: Any.Type, _ failure: Any.Type) {
-        let abandoned = locked { () -> ([@Sendable () -> Void], Bool)? in
+    func resolverReleased(_ id: Int, _ promise: @autoclosure () -> String) {
+        guard end(id) else { return }
+        assert(
+            Diagnostics.report(
+                "an operation of \(promise()) released its resolver without resolving it. "
+                    + "Its run can never finish, so it was cancelled."))
+    }
+
+    /// Cancels the run for operation `id` if it is still pending; returns whether it was.
+    private func end(_ id: Int) -> Bool {
+        let ended = locked { () -> ([@Sendable (RunHandle) -> Void], Bool)? in
             guard isPending(id), !cancelRequested else { return nil }
             return requestCancel()
         }
-        guard let (handlers, takeOver) = abandoned else { return }
-        assert(
-            Diagnostics.report(
-                "an operation of Promise<\(value), \(failure)> released its resolver without "
-                    + "resolving it. Its run can never finish, so it was cancelled."))
-        for handler in handlers { handler() }
+        guard let (handlers, takeOver) = ended else { return false }
+        for handler in handlers { handler(self) }
         if takeOver { halt(plan) }
+        return true
     }
 
     /// Marks the run cancelled (under the lock); the caller runs the handlers and, when the run
     /// was waiting on an operation, takes it over to halt it.
-    private func requestCancel() -> ([@Sendable () -> Void], Bool) {
+    private func requestCancel() -> ([@Sendable (RunHandle) -> Void], Bool) {
         cancelRequested = true
         let handlers = cancelHandlers
         cancelHandlers = []
@@ -881,19 +1136,24 @@ extension RunHandle {
             if !cancelRequested { phase = .finished }
             return !cancelRequested
         }
+        guard deliver else {
+            output.discard(from: slot)  // the outcome nobody may have any more
+            return halt(Plan())
+        }
         let finish = self.finish
         (self.finish, plan) = (nil, Plan())
-        finish?(slot, deliver)
-        if !deliver { halt(Plan()) }
+        finish?(slot)
     }
 
     /// Ends a cancelled run: runs the `ensure` steps still ahead, innermost chain first.
     private func halt(_ rest: Plan) {
-        (plan, finish) = (Plan(), nil)
+        let finish = self.finish
+        (plan, self.finish) = (Plan(), nil)
         locked { phase = .finished }
         for stage in rest.stages.reversed() where stage.takeUnretainedValue().isEnsure {
-            Node<() -> Void>.payload(of: stage.takeUnretainedValue())()
+            Node<@Sendable () -> Void>.payload(of: stage.takeUnretainedValue())()
         }
+        finish?(nil)
     }
 
     /// Grows the slot for a chain with larger outcomes (the slot is empty as a chain starts).
@@ -905,27 +1165,137 @@ extension RunHandle {
         return slot
     }
 
-    private func locked<T>(_ body: () -> T) -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
-    }
+    private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
 }
 
 extension RunHandle {
+    /// A mutex for an object that frees it in its `deinit`. (A class would cost every run one more
+    /// allocation.)
+    struct Lock {
+        private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+        init() { pthread_mutex_init(mutex, nil) }
+
+        func free() {
+            pthread_mutex_destroy(mutex)
+            mutex.deallocate()
+        }
+
+        func withLock<T>(_ body: () -> T) -> T {
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return body()
+        }
+    }
+
+    /// What `share()` and `pending()` keep: the one run of the work, the runs waiting for it, and
+    /// its outcome once it has one.
+    final class Shared<Value: Sendable, Failure: Swift.Error>: @unchecked Sendable {
+        private enum State {
+            case idle
+            case running(generation: Int, handle: RunHandle?)
+            /// `nil` when the outcome will never come: the resolver of `pending()` was dropped.
+            case done(Swift.Result<Value, Failure>?)
+        }
+
+        private let lock = Lock()
+        /// The work to run; `nil` once it is done, and for `pending()`, which has none to run.
+        private var work: Promise<Value, Failure>?
+        private var state: State
+        private var waiting: [Int: Resolver<Value, Failure>] = [:]
+        private var lastWaiter = 0
+        private var generation = 0
+        private var handedOut: Resolver<Value, Failure>?
+
+        init(_ work: Promise<Value, Failure>?) {
+            self.work = work
+            state = work == nil ? .running(generation: 0, handle: nil) : .idle
+        }
+
+        deinit { lock.free() }
+
+        private enum Then {
+            case settle(Swift.Result<Value, Failure>?)
+            case wait(Int)
+            case start(Int, Int)
+        }
+
+        /// Called as the operation of every run of the shared promise.
+        func join(_ resolver: Resolver<Value, Failure>) {
+            let then = lock.withLock { () -> Then in
+                if case .done(let outcome) = state { return .settle(outcome) }
+                lastWaiter += 1
+                waiting[lastWaiter] = resolver
+                guard case .idle = state else { return .wait(lastWaiter) }
+                generation += 1
+                state = .running(generation: generation, handle: nil)
+                return .start(lastWaiter, generation)
+            }
+            switch then {
+            case .settle(let outcome?): resolver(outcome)
+            case .settle(nil): resolver.cancel()
+            case .wait(let id): resolver.onCancel { [weak self] _ in self?.leave(id) }
+            case .start(let id, let generation):
+                resolver.onCancel { [weak self] _ in self?.leave(id) }
+                guard let work = lock.withLock({ work }) else { return }
+                let handle = work.start { [weak self] in self?.settle($0, generation: generation) }
+                let keep = lock.withLock { () -> Bool in
+                    guard case .running(generation, nil) = state else { return false }
+                    state = .running(generation: generation, handle: handle)
+                    return true
+                }
+                if !keep { handle.cancel() }  // everyone left already, or it is over: no-op then
+            }
+        }
+
+        /// A waiting run was cancelled; when none is left, the work is cancelled.
+        private func leave(_ id: Int) {
+            let cancel = lock.withLock { () -> RunHandle? in
+                guard waiting.removeValue(forKey: id) != nil, waiting.isEmpty, work != nil,
+                    case .running(_, let handle) = state
+                else { return nil }
+                state = .idle
+                return handle
+            }
+            cancel?.cancel()
+        }
+
+        /// The work of `generation` ended, with `outcome` or (`nil`) by cancellation.
+        func settle(_ outcome: sending Swift.Result<Value, Failure>?, generation: Int) {
+            let settled = lock.withLock { () -> [Resolver<Value, Failure>] in
+                guard case .running(generation, _) = state else { return [] }
+                if outcome == nil, work != nil {
+                    state = .idle  // the next run tries again
+                } else {
+                    (state, work) = (.done(outcome), nil)
+                }
+                defer { waiting = [:] }
+                return Array(waiting.values)
+            }
+            for resolver in settled {
+                if let outcome { resolver(outcome) } else { resolver.cancel() }
+            }
+        }
+
+        /// `pending()` keeps its operation's resolver here until it hands it to the caller.
+        func handOut(_ resolver: Resolver<Value, Failure>) {
+            lock.withLock { handedOut = resolver }
+        }
+
+        func takeHandedOut() -> Resolver<Value, Failure> {
+            lock.withLock { handedOut.take()! }
+        }
+    }
+
     /// Where debug builds report misuse: standard error, unless tests are listening.
     enum Diagnostics {
         nonisolated(unsafe) private static var listeners: [Int: (String) -> Void] = [:]
         nonisolated(unsafe) private static var lastListener = 0
-        nonisolated(unsafe) private static let mutex = {
-            let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-            pthread_mutex_init(mutex, nil)
-            return mutex
-        }()
+        nonisolated(unsafe) private static let lock = Lock()
 
         /// Reports `message`; returns `true` so that `assert` can call it in debug builds only.
         static func report(_ message: String) -> Bool {
-            withLock {
+            lock.withLock {
                 if listeners.isEmpty {
                     let line = "Future: \(message)\n"
                     _ = line.withCString { write(2, $0, strlen($0)) }
@@ -935,22 +1305,14 @@ extension RunHandle {
             return true
         }
 
-        /// Sends every report to `listener` too, instead of standard error, while `body` runs.
-        static func listening<T>(_ listener: @escaping (String) -> Void, during body: () -> T) -> T
-        {
-            let id = withLock { () -> Int in
+        /// Sends every report to `listener` instead of standard error; returns how to stop.
+        static func listen(_ listener: @escaping (String) -> Void) -> () -> Void {
+            let id = lock.withLock { () -> Int in
                 lastListener += 1
                 listeners[lastListener] = listener
                 return lastListener
             }
-            defer { withLock { listeners[id] = nil } }
-            return body()
-        }
-
-        private static func withLock<T>(_ body: () -> T) -> T {
-            pthread_mutex_lock(mutex)
-            defer { pthread_mutex_unlock(mutex) }
-            return body()
+            return { lock.withLock { listeners[id] = nil } }
         }
     }
 }

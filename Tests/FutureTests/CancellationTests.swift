@@ -10,7 +10,7 @@ final class Pending<Value>: @unchecked Sendable {
 
     var promise: Promise<Value, TestError> {
         Promise { resolver in
-            resolver.onCancel { self.cancelled.increment() }
+            resolver.onCancel { _ in self.cancelled.increment() }
             self.resolvers.send(resolver)
         }
     }
@@ -70,7 +70,7 @@ final class Pending<Value>: @unchecked Sendable {
         let resolver = resolvers.wait()
         handle.cancel()
         let ran = Counter()
-        resolver?.onCancel { ran.increment() }
+        resolver?.onCancel { _ in ran.increment() }
         #expect(ran.value == 1)
     }
 
@@ -85,33 +85,34 @@ final class Pending<Value>: @unchecked Sendable {
         #expect(!handle.isCancelled)
     }
 
-    @Test func cancellingDuringTheOperationStopsTheChainWhenItReturns() {
-        nonisolated(unsafe) var handle: RunHandle?
+    @Test func anOperationThatCancelsItsRunStopsTheChainWhenItReturns() {
         let later = Counter()
         let ensured = Counter()
         let cancelled = Counter()
+        let kept = Delivery<Resolver<Int, Never>>()
         let promise = Promise<Int, Never> { resolver in
-            resolver.onCancel { cancelled.increment() }
-            handle?.cancel()  // on the second run, cancel from inside the operation
-        }.then { $0 + later.increment() }.ensure { ensured.increment() }
-        promise.run().cancel()
-        handle = promise.run()
-        handle?.cancel()
+            resolver.onCancel { _ in cancelled.increment() }
+            kept.send(resolver)
+            resolver.cancel()  // the work learned elsewhere that it was cancelled
+        }.map { $0 + later.increment() }.ensure { ensured.increment() }
+        let handle = promise.run { _ in Issue.record("a cancelled run delivers nothing") }
+        #expect(handle.isCancelled)
+        kept.all.first?.fulfill(1)  // too late: ignored
         #expect(later.value == 0)
-        #expect(ensured.value == 2)
-        #expect(cancelled.value == 2)
+        #expect(ensured.value == 1)
+        #expect(cancelled.value == 1)
     }
 
     @Test func aStepThatCancelsItsOwnRunStopsItBeforeTheNextStep() {
         final class Box: @unchecked Sendable { var handle: RunHandle? }
         let box = Box()
         let log = Log()
-        weak var witness: Memory.Witness?
+        let witness = WeakReference<Memory.Witness>()
         let resolvers = Delivery<Resolver<Int, Never>>()
         box.handle = Promise<Int, Never> { resolvers.send($0) }
-            .then { _ -> Memory.Witness in
+            .map { _ -> Memory.Witness in
                 let made = Memory.Witness()
-                witness = made
+                witness.value = made
                 return made
             }
             .get { _ in
@@ -123,7 +124,7 @@ final class Pending<Value>: @unchecked Sendable {
             .run { _ in log.record("delivered") }
         resolvers.wait()?.fulfill(1)
         #expect(log.all == ["cancelling", "ensure"])
-        #expect(witness == nil)  // the value the cancelled step left behind is released
+        #expect(witness.value == nil)  // the value the cancelled step left behind is released
         #expect(box.handle?.isCancelled == true)
     }
 
@@ -148,22 +149,20 @@ final class Pending<Value>: @unchecked Sendable {
 
     @Test func aResolverReleasedWithoutResolvingIsReportedAndCancelsTheRun() {
         let reports = Log()
-        RunHandle.Diagnostics.listening({ reports.record($0) }, during: { dropResolvers(reports) })
-    }
-
-    func dropResolvers(_ reports: Log) {
+        let stopListening = RunHandle.Diagnostics.listen { reports.record($0) }
+        defer { stopListening() }
         let ensured = Counter()
+        let line = #line + 1
         let dropped = Promise<Int, TestError> { _ in }.ensure { ensured.increment() }
         let handle = dropped.run { _ in Issue.record("must not complete") }
         #expect(handle.isCancelled)
         #expect(ensured.value == 1)
-        #expect(
-            reports.all.contains {
-                $0.contains("Promise<Int, TestError>") && $0.contains("without resolving")
-            })
+        #expect(reports.reports(madeAt: line).count == 1)
+        #expect(reports.reports(madeAt: line).first?.contains("without resolving") == true)
 
         // Released later, after the operation returned and the run began to wait.
         let resolvers = Delivery<Resolver<Int, TestError>>()
+        let line2 = #line + 1
         let handle2 = Promise<Int, TestError> { resolvers.send($0) }.ensure { ensured.increment() }
             .run { _ in }
         #expect(!handle2.isCancelled)
@@ -171,7 +170,7 @@ final class Pending<Value>: @unchecked Sendable {
         resolvers.clear()
         #expect(handle2.isCancelled)
         #expect(ensured.value == 2)
-        #expect(reports.all.filter { $0.contains("Promise<Int, TestError>") }.count == 2)
+        #expect(reports.reports(madeAt: line2).count == 1)
     }
 }
 
@@ -185,7 +184,7 @@ final class Pending<Value>: @unchecked Sendable {
             let captured = Witness()
             witness = captured
             handle = Promise<Int, Never> { resolver in
-                resolver.onCancel { _ = captured }
+                resolver.onCancel { _ in _ = captured }
                 resolver.fulfill(1)
             }.then { value in
                 later(value).map {
@@ -207,7 +206,7 @@ final class Pending<Value>: @unchecked Sendable {
             let captured = Witness()
             witness = captured
             handle = Promise<Int, Never> { resolver in
-                resolver.onCancel { _ = captured }
+                resolver.onCancel { _ in _ = captured }
                 resolvers.send(resolver)
             }.map {
                 _ = captured

@@ -23,7 +23,7 @@ import Testing
             let ensured = Counter()
             let delivered = Counter()
             let handle = Promise<Int, Never> { resolver in
-                resolver.onCancel { cancelled.increment() }
+                resolver.onCancel { _ in cancelled.increment() }
                 resolvers.send(resolver)
             }.then { $0 + 1 }.ensure { ensured.increment() }.run { _ in delivered.increment() }
             guard let resolver = resolvers.wait() else { return #expect(Bool(false)) }
@@ -31,7 +31,7 @@ import Testing
                 switch index {
                 case 0: resolver.fulfill(1)
                 case 1: handle.cancel()
-                default: resolver.onCancel { cancelled.increment() }
+                default: resolver.onCancel { _ in cancelled.increment() }
                 }
             }
             #expect(ensured.value == 1)
@@ -43,8 +43,8 @@ import Testing
     }
 
     @Test func onePromiseRunsOnManyThreadsAtOnce() {
-        // A promise is a description with no state of its own; the closures here are safe to share.
-        nonisolated(unsafe) let promise = Promise<Int, Never>(value: 1)
+        // A promise is Sendable: the compiler has checked that its closures are safe to share.
+        let promise = Promise<Int, Never>(value: 1)
             .then { later($0 + 1) }
             .then { $0 * 10 }
         let results = Delivery<Result<Int, Never>>()
@@ -66,17 +66,15 @@ import Testing
     }
 
     @Test func aResolverDroppedWhileCancellingEndsTheRunOnce() {
-        RunHandle.Diagnostics.listening({ _ in }, during: dropWhileCancelling)
-    }
-
-    func dropWhileCancelling() {
+        let stopListening = RunHandle.Diagnostics.listen { _ in }
+        defer { stopListening() }
         final class Holder: @unchecked Sendable { var resolver: Resolver<Int, Never>? }
         for _ in 0..<1_000 {
             let holder = Holder()
             let ensured = Counter()
             let cancelled = Counter()
             let handle = Promise<Int, Never> { resolver in
-                resolver.onCancel { cancelled.increment() }
+                resolver.onCancel { _ in cancelled.increment() }
                 holder.resolver = resolver
             }.ensure { ensured.increment() }.run { _ in Issue.record("cannot complete") }
             DispatchQueue.concurrentPerform(iterations: 2) { index in

@@ -111,10 +111,10 @@ enum ITunes {
     @Test func theITunesPipelineReadsAsInTheTutorial() {
         let names = Delivery<String>()
         let errors = Delivery<ITunes.Error>()
-        func printName(model: ITunes.ItunesLookupResultResponseModel) {
+        @Sendable func printName(model: ITunes.ItunesLookupResultResponseModel) {
             names.send(model.artistName)
         }
-        func error(error: ITunes.Error) { errors.send(error) }
+        @Sendable func error(error: ITunes.Error) { errors.send(error) }
 
         ITunes.iTunesLookUp(id: "909253")
             .then(ITunes.toDictionary)

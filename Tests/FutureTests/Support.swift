@@ -39,6 +39,14 @@ final class Delivery<Value>: @unchecked Sendable {
         return lock.withLock { values.first }
     }
 
+    /// Waits like `wait()`, without holding up a thread of Swift's concurrency pool, which the
+    /// tasks a test waits for may need.
+    func arrival() async -> Value? where Value: Sendable {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: self.wait()) }
+        }
+    }
+
     /// Forgets everything delivered.
     func clear() { lock.withLock { values = [] } }
 
@@ -67,6 +75,12 @@ final class Log: @unchecked Sendable {
 
     func record(_ event: String) { lock.withLock { events.append(event) } }
     var all: [String] { lock.withLock { events } }
+
+    /// The debug reports about a promise made at `line` of `file`: tests run in parallel, and a
+    /// listener hears every test's reports.
+    func reports(madeAt line: Int, in file: String = #fileID) -> [String] {
+        all.filter { $0.contains("made at \(file):\(line) ") }
+    }
 }
 
 /// A plain mutex.
@@ -134,4 +148,15 @@ func outcome<Value, Failure>(of promise: Promise<Value, Failure>) -> Result<Valu
 struct TestError: Error, Equatable {
     let name: String
     init(_ name: String) { self.name = name }
+}
+
+/// A weak reference that a `@Sendable` step may set, to check later that its object was released.
+final class WeakReference<Object: AnyObject>: @unchecked Sendable {
+    private let lock = TestLock()
+    private weak var object: Object?
+
+    var value: Object? {
+        get { lock.withLock { object } }
+        set { lock.withLock { object = newValue } }
+    }
 }

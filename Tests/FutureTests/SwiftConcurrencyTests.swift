@@ -1,0 +1,303 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+/// Waits for `body` for at most `timeout`; `nil` if it did not finish, so a hang fails the test.
+func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T? {
+    let first = Delivery<T?>()
+    Task { first.send(await body()) }
+    DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { first.send(nil) }
+    return await withCheckedContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(returning: first.wait() ?? nil) }
+    }
+}
+
+@Suite struct Awaiting {
+    @Test func valueGivesTheValueOrThrowsTheTypedError() async throws {
+        #expect(try await Promise<Int, TestError>(value: 1).map { $0 + 1 }.value == 2)
+        do {
+            _ = try await Promise<Int, TestError>(error: TestError("typed")).value
+            Issue.record("must throw")
+        } catch {
+            #expect(error == TestError("typed"))  // `error` is a TestError, not `any Error`
+        }
+        let guaranteed: Int? = await later(3).value  // no `try`: a guarantee cannot fail
+        #expect(guaranteed == 3)
+        #expect(
+            await Promise<Int, TestError>(error: TestError("x")).result == .failure(TestError("x")))
+    }
+
+    @Test func eachAwaitRunsTheWorkAgain() async {
+        let runs = Counter()
+        let promise = Promise<Int, Never> { $0.fulfill(runs.increment()) }
+        #expect(await promise.value == 1)
+        #expect(await promise.value == 2)
+    }
+
+    @Test func cancellingTheAwaitingTaskCancelsTheRunAndEndsTheAwait() async {
+        let pending = Pending<Int>()
+        let ensured = Counter()
+        let promise = pending.promise.ensure { ensured.increment() }
+        let task = Task { await promise.result }
+        _ = await pending.resolvers.arrival()
+        task.cancel()
+        let outcome = await bounded { await task.value }
+        #expect(outcome == .some(nil))  // the await ended, and its type says: cancelled
+        #expect(pending.cancelled.value == 1)
+        #expect(ensured.value == 1)
+    }
+
+    @Test func aTaskCancelledBeforeItAwaitsStartsNoWork() async {
+        let started = Counter()
+        let ensured = Counter()
+        let promise = Promise<Int, TestError> { resolver in
+            started.increment()
+            resolver.fulfill(1)
+        }.ensure { ensured.increment() }
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await promise.value
+        }
+        #expect(await bounded { try? await task.value } == .some(nil))
+        #expect(started.value == 0)
+        #expect(ensured.value == 1)
+    }
+
+    @Test func anAbandonedOperationEndsTheAwait() async {
+        let reports = Log()
+        let stopListening = RunHandle.Diagnostics.listen { reports.record($0) }
+        defer { stopListening() }
+        let line = #line + 1
+        #expect(await bounded { await Promise<Int, TestError> { _ in }.result } == .some(nil))
+        #expect(reports.reports(madeAt: line).count == 1)
+    }
+
+    @Test func anOperationThatCancelsItsRunEndsTheAwait() async {
+        let ensured = Counter()
+        let promise = Promise<Int, TestError>(value: 1)
+            .then { _ in Promise<Int, TestError> { $0.cancel() } }
+            .ensure { ensured.increment() }
+        #expect(await bounded { await promise.result } == .some(nil))
+        #expect(ensured.value == 1)
+    }
+
+}
+
+@Suite struct AsyncWork {
+    @Test func eachRunStartsATaskThatResolvesTheRunOnce() async {
+        let calls = Counter()
+        let promise = Promise<Int, TestError> { () async throws(TestError) -> Int in
+            let call = calls.increment()
+            if call == 2 { throw TestError("second") }
+            return call * 10
+        }
+        #expect(calls.value == 0)  // lazy
+        #expect(await promise.result == .success(10))
+        #expect(await promise.result == .failure(TestError("second")))
+        let third = Delivery<Result<Int, TestError>>()
+        promise.run { third.send($0) }
+        #expect(await third.arrival() == .success(30))
+    }
+
+    @Test func cancellingTheRunCancelsTheTask() async {
+        let started = Delivery<Void>()
+        let sawCancellation = Delivery<Bool>()
+        let handle = Promise<Int, Never> { () async -> Int in
+            started.send(())
+            try? await Task.sleep(for: .seconds(60))
+            sawCancellation.send(Task.isCancelled)
+            return 1
+        }.run { _ in Issue.record("a cancelled run delivers nothing") }
+        #expect(await started.arrival() != nil)
+        handle.cancel()
+        #expect(await sawCancellation.arrival() == true)
+    }
+}
+
+@Suite struct Sharing {
+    @Test func theWorkRunsOnceForEveryRun() {
+        let pending = Pending<Int>()
+        let shared = pending.promise.share()
+        let results = Delivery<Result<Int, TestError>>()
+        #expect(pending.resolvers.all.isEmpty)  // still lazy
+        for _ in 0..<3 { shared.run { results.send($0) } }
+        #expect(pending.resolvers.all.count == 1)
+        pending.resolvers.wait()?.fulfill(7)
+        #expect(results.all == Array(repeating: .success(7), count: 3))
+        shared.run { results.send($0) }  // later: at once, without running the work again
+        #expect(results.all.count == 4)
+        #expect(pending.resolvers.all.count == 1)
+    }
+
+    @Test func aFailureIsKeptToo() {
+        let runs = Counter()
+        let shared = Promise<Int, TestError> { resolver in
+            runs.increment()
+            resolver.reject(TestError("once"))
+        }.share()
+        #expect(outcome(of: shared) == .failure(TestError("once")))
+        #expect(outcome(of: shared) == .failure(TestError("once")))
+        #expect(runs.value == 1)
+    }
+
+    @Test func cancellingOneRunLeavesTheOthersWaiting() {
+        let pending = Pending<Int>()
+        let shared = pending.promise.share()
+        let kept = Delivery<Result<Int, TestError>>()
+        let first = shared.run { _ in Issue.record("cancelled") }
+        shared.run { kept.send($0) }
+        first.cancel()
+        #expect(pending.cancelled.value == 0)
+        pending.resolvers.wait()?.fulfill(1)
+        #expect(kept.all == [.success(1)])
+    }
+
+    @Test func whenEveryRunIsCancelledTheWorkIsCancelledAndStartsAgainNextTime() {
+        let pending = Pending<Int>()
+        let shared = pending.promise.share()
+        let handles = (0..<3).map { _ in shared.run { _ in Issue.record("cancelled") } }
+        for handle in handles { handle.cancel() }
+        #expect(pending.cancelled.value == 1)
+        let result = Delivery<Result<Int, TestError>>()
+        shared.run { result.send($0) }
+        #expect(pending.resolvers.all.count == 2)
+        pending.resolvers.all.last?.fulfill(2)
+        #expect(result.all == [.success(2)])
+    }
+
+    @Test func aPendingPromiseIsSettledFromOutside() {
+        let (promise, resolver) = Promise<Int, TestError>.pending()
+        let results = Delivery<Result<Int, TestError>>()
+        promise.run { results.send($0) }
+        promise.run { results.send($0) }
+        #expect(results.all.isEmpty)
+        resolver.fulfill(5)
+        resolver.fulfill(6)  // the first outcome counts
+        promise.run { results.send($0) }
+        #expect(results.all == Array(repeating: .success(5), count: 3))
+    }
+
+    @Test func aPendingPromiseWhoseResolverIsDroppedEndsItsRunsByCancellation() {
+        let reports = Log()
+        let ensured = Counter()
+        do {
+            let stopListening = RunHandle.Diagnostics.listen { reports.record($0) }
+            defer { stopListening() }
+            var pair: (promise: Promise<Int, TestError>, resolver: Resolver<Int, TestError>)? =
+                Promise<Int, TestError>.pending(line: 1_000_001)
+            let promise = pair!.promise.ensure { ensured.increment() }
+            let handle = promise.run { _ in Issue.record("nothing can settle it") }
+            pair = nil
+            #expect(handle.isCancelled)
+            #expect(promise.run { _ in }.isCancelled)  // and so is every later run
+        }
+        #expect(ensured.value == 2)
+        #expect(reports.reports(madeAt: 1_000_001).count == 1)
+    }
+}
+
+/// Stress tests: CI runs this suite again under ThreadSanitizer.
+@Suite struct SharingConcurrency {
+    @Test func aThousandRunsJoinOneWorkFromManyThreads() {
+        let pending = Pending<Int>()
+        let shared = pending.promise.share()
+        let results = Delivery<Result<Int, TestError>>()
+        let kept = Counter()
+        shared.run { results.send($0) }  // one run that stays, so the work is never abandoned
+        DispatchQueue.concurrentPerform(iterations: 1_000) { index in
+            let handle = shared.run { results.send($0) }
+            if index.isMultiple(of: 3) { handle.cancel() } else { kept.increment() }
+        }
+        pending.resolvers.wait()?.fulfill(42)
+        #expect(eventually { results.all.count == kept.value + 1 })
+        #expect(results.all.allSatisfy { $0 == .success(42) })
+        #expect(pending.resolvers.all.count == 1)
+        #expect(pending.cancelled.value == 0)
+    }
+
+    @Test func joiningAndCancellingRaceWithTheOutcome() {
+        for _ in 0..<200 {
+            let pending = Pending<Int>()
+            let shared = pending.promise.share()
+            let delivered = Counter()
+            let first = shared.run { _ in delivered.increment() }
+            DispatchQueue.concurrentPerform(iterations: 4) { index in
+                switch index {
+                case 0: pending.resolvers.wait()?.fulfill(1)
+                case 1: first.cancel()
+                default: shared.run { _ in delivered.increment() }
+                }
+            }
+            // If `first` left while it was alone, the work was cancelled and the joiners began it
+            // anew: settle that run of it too.
+            for resolver in pending.resolvers.all { resolver.fulfill(2) }
+            #expect(eventually { delivered.value == (first.isCancelled ? 2 : 3) })
+        }
+    }
+}
+
+@Suite struct Typing {
+    func cached(_ value: Int) -> Guarantee<String> { later("\(value)") }
+
+    @Test func aGuaranteeStepJoinsAChainThatCanFail() {
+        let chain: Promise<String, TestError> = Promise<Int, TestError>(value: 4).then {
+            cached($0)
+        }
+        #expect(outcome(of: chain) == .success("4"))
+        let guaranteed: Guarantee<String> = Guarantee(value: 5).then { cached($0) }
+        #expect(outcome(of: guaranteed) == .success("5"))
+    }
+
+    @Test func aPromiseMadeInAStepTakesTheChainsErrorType() {
+        let chain: Promise<Int, TestError> = Promise<Int, TestError>(value: 1)
+            .then { Promise(value: $0 * 10) }
+        #expect(outcome(of: chain) == .success(10))
+    }
+
+    @available(*, deprecated, message: "calls the `then` that warns")
+    @Test func aStepOfAnotherErrorTypeMakesTheChainFailWithAnyError() throws {
+        let chain: Promise<Int, any Error> = Promise<Int, TestError>(value: 1)
+            .then { _ -> Result<Int, PromiseError> in .failure(.missingValue) }
+        #expect(throws: PromiseError.missingValue) { try outcome(of: chain)?.get() }
+        let other: Promise<Int, any Error> = Promise<Int, TestError>(value: 1)
+            .then { Promise<Int, PromiseError>(value: $0 + 1) }
+        #expect(try outcome(of: other)?.get() == 2)
+    }
+}
+
+@Suite struct Lifetimes {
+    @Test func aHandlerThatTakesItsResolverDoesNotKeepTheRunAlive() {
+        let reports = Log()
+        let ensured = Counter()
+        let witness = WeakReference<Memory.Witness>()
+        do {
+            let stopListening = RunHandle.Diagnostics.listen { reports.record($0) }
+            defer { stopListening() }
+            let captured = Memory.Witness()
+            witness.value = captured
+            let handle = Promise<Int, Never>(line: 1_000_002) { resolver in
+                // The handler gets the resolver it needs, so it does not capture (and keep) it.
+                resolver.onCancel { resolver in resolver.fulfill(0) }
+            }.map { _ in captured }.ensure { ensured.increment() }.run()
+            #expect(handle.isCancelled)  // ended as an abandoned operation does
+        }
+        #expect(ensured.value == 1)
+        #expect(witness.value == nil)
+        #expect(reports.reports(madeAt: 1_000_002).count == 1)
+    }
+
+    @Test func aReportNamesWhereThePromiseWasMade() {
+        let reports = Log()
+        let stopListening = RunHandle.Diagnostics.listen { reports.record($0) }
+        let line = #line + 1
+        Promise<Int, TestError> { _ in }.run { _ in }
+        stopListening()
+        #expect(
+            reports.reports(madeAt: line) == [
+                "an operation of Promise<Int, TestError> made at FutureTests/SwiftConcurrencyTests.swift:"
+                    + "\(line) released its resolver without resolving it. Its run can never finish, "
+                    + "so it was cancelled."
+            ])
+    }
+}
