@@ -4,6 +4,8 @@
 // those names meaning the standard library's; and, at the end, types with the names of the
 // library's internals, which must therefore live inside the library's own types.
 
+import Synchronization
+
 // swift-format-ignore: AlwaysUseLowerCamelCase
 // The tutorial's own case names.
 enum Result<T, E> {
@@ -37,16 +39,22 @@ func describe(_ outcome: Result<Int, Error>) -> String {
     }
 }
 
+/// What the runs saw. Their completions may run on any thread, so it is guarded.
+final class Seen: Sendable {
+    let names = Mutex<[String]>([])
+    func record(_ outcome: Result<Int, Error>) { names.withLock { $0.append(describe(outcome)) } }
+}
+
 @main enum CopyIn {
     static func main() {
         Lock().lock()
-        var seen: [String] = []
+        let seen = Seen()
         lookUp(id: "41").then { $0 + 1 }.run(
-            some: { seen.append(describe(.Some($0))) }, none: { seen.append(describe(.None($0))) })
-        lookUp(id: "x").run(
-            some: { seen.append(describe(.Some($0))) }, none: { seen.append(describe(.None($0))) })
-        precondition(seen == ["some 42", "none NoUrl"], "unexpected: \(seen)")
-        print("copy-in: \(seen)")
+            some: { seen.record(.Some($0)) }, none: { seen.record(.None($0)) })
+        lookUp(id: "x").run(some: { seen.record(.Some($0)) }, none: { seen.record(.None($0)) })
+        let names = seen.names.withLock { $0 }
+        precondition(names == ["some 42", "none NoUrl"], "unexpected: \(names)")
+        print("copy-in: \(names)")
     }
 }
 

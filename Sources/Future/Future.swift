@@ -290,7 +290,9 @@ extension Promise {
     public func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> RunHandle {
-        start { outcome in if let outcome { completion(outcome) } }
+        let handle = RunHandle(last: last)
+        handle.start { slot in if let slot { completion(slot.take(Outcome.self)) } }
+        return handle
     }
 
     /// Starts the work and calls `some` with its value or `none` with its error.
@@ -735,8 +737,9 @@ public final class RunHandle: @unchecked Sendable {
 extension Promise where Value: Sendable {
     /// A promise whose work runs once, however many times it is run: an eager promise, opt-in.
     ///
-    /// The first run starts the work; runs that start while it is under way wait for it; runs
-    /// after it finished get its outcome at once, a failure as well as a value. Cancelling one run
+    /// The first run starts the work; runs that start while it is under way wait for it, and go on
+    /// in the order they started; runs after it finished get its outcome at once, a failure as
+    /// well as a value. Cancelling one run
     /// leaves the others waiting; when every waiting run has been cancelled, the work is cancelled
     /// too, and the next run starts it again. So does the next run after the work ended by
     /// cancellation (its operation dropped its resolver, or a step cancelled its run).
@@ -1270,7 +1273,7 @@ extension RunHandle {
                     (state, work) = (.done(outcome), nil)
                 }
                 defer { waiting = [:] }
-                return Array(waiting.values)
+                return waiting.sorted { $0.key < $1.key }.map(\.value)  // in the order they came
             }
             for resolver in settled {
                 if let outcome { resolver(outcome) } else { resolver.cancel() }

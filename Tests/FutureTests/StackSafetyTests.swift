@@ -50,4 +50,19 @@ let smallStack = 512 * 1024
         }
         #expect(delivered.wait() == .success(100_000))
     }
+
+    /// Nesting through closures is released recursively (see the README for the measured limit);
+    /// a thousand levels, half the limit on a small stack, are built, run and dropped there.
+    @Test func aThousandPromisesNestedThroughClosuresAreDroppedOnASmallStack() {
+        let delivered = Delivery<Result<Int, Never>>()
+        onThread(stackSize: smallStack) {
+            var promise = Promise<Int, TestError>(value: 1)
+            for _ in 0..<1_000 {
+                let previous = promise
+                promise = Promise(error: TestError("again")).recover { _ in previous }
+            }
+            promise.recover { _ in 0 }.run { delivered.send($0) }
+        }
+        #expect(delivered.all == [.success(1)])
+    }
 }

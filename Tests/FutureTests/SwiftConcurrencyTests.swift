@@ -121,10 +121,17 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
         let shared = pending.promise.share()
         let results = Delivery<Result<Int, TestError>>()
         #expect(pending.resolvers.all.isEmpty)  // still lazy
-        for _ in 0..<3 { shared.run { results.send($0) } }
+        let order = Log()
+        for index in 0..<3 {
+            shared.run {
+                order.record("\(index)")
+                results.send($0)
+            }
+        }
         #expect(pending.resolvers.all.count == 1)
         pending.resolvers.wait()?.fulfill(7)
         #expect(results.all == Array(repeating: .success(7), count: 3))
+        #expect(order.all == ["0", "1", "2"])  // waiting runs go on in the order they started
         shared.run { results.send($0) }  // later: at once, without running the work again
         #expect(results.all.count == 4)
         #expect(pending.resolvers.all.count == 1)
