@@ -185,7 +185,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // (a) The same chain, built once and run: what running costs apart from describing.
     // Callbacks and async functions have nothing to build, so they do what they do above.
-    nonisolated(unsafe) let futureBuilt = futureChain()
+    let futureBuilt = futureChain()
     nonisolated(unsafe) let seedBuilt = seedChain()
     nonisolated(unsafe) let combineBuilt = combineChain()
     Benchmark("chain run | Future") { _ in futureBuilt.run { blackHole($0) } }
@@ -196,6 +196,23 @@ let benchmarks: @Sendable () -> Void = {
         var value = 0
         for _ in 0..<links { value = await addOneAsync(value) }
         blackHole(value)
+    }
+
+    // (a) The built chain awaited from async code, against awaiting 1,000 async calls.
+    Benchmark("awaited chain | Future") { _ in blackHole(await futureBuilt.value) }
+    Benchmark("awaited chain | async/await") { _ in
+        var value = 0
+        for _ in 0..<links { value = await addOneAsync(value) }
+        blackHole(value)
+    }
+
+    // (f) Work written as async code, run 1,000 times: Future starts a Task per run.
+    let asyncWork = Guarantee<Int> { await addOneAsync(1) }
+    Benchmark("async work | Future") { _ in
+        for _ in 0..<links { blackHole(await asyncWork.value) }
+    }
+    Benchmark("async work | async/await") { _ in
+        for _ in 0..<links { blackHole(await Task { await addOneAsync(1) }.value) }
     }
 
     // (a) The same chain built alone: callbacks and async functions have nothing to build.
