@@ -5,6 +5,8 @@
 // engine that runs a chain. Copy this file into your project as it is; it needs only the Swift
 // standard library and the platform C library.
 
+import Dispatch
+
 #if canImport(Darwin)
     import Darwin
 #elseif canImport(Glibc)
@@ -57,6 +59,8 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
     case missingValue
     /// The transform given to ``Promise/compactMap(_:)`` returned `nil`.
     case compactMapReturnedNil
+    /// The promise did not settle within the interval given to ``Promise/timeout(_:)``.
+    case timedOut
 }
 
 // MARK: - Resolver
@@ -162,6 +166,21 @@ extension Resolver where Failure == any Swift.Error {
         } else {
             reject(PromiseError.missingValue)
         }
+    }
+}
+
+extension Resolver where Failure == any Swift.Error {
+    /// Like ``resolve(_:_:)``, but an error that `isCancellation` recognizes (say,
+    /// `URLError.cancelled`) ends the run as cancelled instead.
+    ///
+    /// ```swift
+    /// resolver.resolve(data, error, cancelledIf: { ($0 as? URLError)?.code == .cancelled })
+    /// ```
+    public func resolve(
+        _ value: sending Value?, _ error: (any Swift.Error)?,
+        cancelledIf isCancellation: (any Swift.Error) -> Bool
+    ) {
+        if let error, isCancellation(error) { cancel() } else { resolve(value, error) }
     }
 }
 
@@ -645,10 +664,21 @@ extension Promise {
 }
 
 extension Promise where Failure == Never {
+    /// Continues a chain that cannot fail with a promise that can: the chain takes its error type.
+    ///
+    /// ```swift
+    /// after(.seconds(1)).then { fetchStatus() }  // a Promise<Status, FetchError>
+    /// ```
+    @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
+        _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
+    ) -> Promise<NewValue, NewFailure> {
+        setFailureType(to: NewFailure.self).flatMap(next)
+    }
+
     /// Gives a promise that cannot fail the error type of the chain it joins.
     ///
     /// ```swift
-    /// let tick = after(.seconds(1)).setFailureType(to: LoginError.self).then { login() }
+    /// let cached: Promise<Feed, FeedError> = cachedFeed().setFailureType(to: FeedError.self)
     /// ```
     @inlinable public func setFailureType<NewFailure>(
         to _: NewFailure.Type
@@ -658,6 +688,255 @@ extension Promise where Failure == Never {
             case .success(let value): .success(value)
             }
         }
+    }
+}
+
+// MARK: - Combining
+
+/// Runs every promise at once and succeeds with their values, in the order given, whatever order
+/// they finish in. Fails with the first error to arrive, and then cancels the promises still
+/// running; no promises succeed with `[]` at once.
+///
+/// ```swift
+/// when(fulfilled: ids.map(fetchUser)).done { users in show(users) }
+/// ```
+public func when<Value, Failure>(
+    fulfilled promises: [Promise<Value, Failure>]
+) -> Promise<[Value], Failure> {
+    when(fulfilled: promises, concurrently: .max)
+}
+
+/// Like ``when(fulfilled:)-(Array)``, running at most `limit` promises at a time: the next starts
+/// as one finishes. A promise is a recipe, so plain promises will do: none starts before its turn.
+///
+/// A `limit` below 1 is a precondition failure.
+///
+/// ```swift
+/// when(fulfilled: urls.map(download), concurrently: 4)
+/// ```
+public func when<Value, Failure>(
+    fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int
+) -> Promise<[Value], Failure> {
+    precondition(limit > 0, "when(fulfilled:concurrently:) needs a limit of at least 1")
+    return RunHandle.join(promises, limit) { tally, ending in
+        switch ending {
+        case .outcome(_, .failure(let error)): .settle(.failure(error))
+        case .cancelled: .cancel
+        default: tally.isComplete ? .settle(.success(tally.values)) : .wait
+        }
+    }
+}
+
+/// Runs promises of different types at once and succeeds with a tuple of their values.
+///
+/// ```swift
+/// when(fulfilled: fetchUser(id), fetchAvatar(id), fetchFriends(id))
+///     .done { user, avatar, friends in show(user, avatar, friends) }
+/// ```
+public func when<each Value, Failure>(
+    fulfilled promise: repeat Promise<each Value, Failure>
+) -> Promise<(repeat each Value), Failure> {
+    var members: [Promise<Any, Failure>] = []
+    repeat members.append((each promise).map { $0 })
+    return when(fulfilled: members).map { values in
+        var index = -1
+        func next<Element>() -> Element {
+            index += 1
+            return values[index] as! Element
+        }
+        return (repeat next() as each Value)
+    }
+}
+
+/// Runs every promise of a dictionary at once and succeeds with their values under their keys.
+///
+/// ```swift
+/// when(fulfilled: ["avatar": avatar, "header": header]).done { images in show(images) }
+/// ```
+public func when<Key: Hashable & Sendable, Value, Failure>(
+    fulfilled promises: [Key: Promise<Value, Failure>]
+) -> Promise<[Key: Value], Failure> {
+    let (keys, members) = (Array(promises.keys), Array(promises.values))
+    return when(fulfilled: members).map { Dictionary(uniqueKeysWithValues: zip(keys, $0)) }
+}
+
+/// Runs every promise at once and succeeds, once all have finished, with every outcome in the
+/// order given. It never fails.
+public func when<Value, Failure>(
+    resolved promises: [Promise<Value, Failure>]
+) -> Guarantee<[Swift.Result<Value, Failure>]> {
+    RunHandle.join(promises) { tally, ending in
+        if case .cancelled = ending { return .cancel }
+        return tally.isComplete ? .settle(.success(tally.results)) : .wait
+    }
+}
+
+/// Runs every promise at once, waits for all, and succeeds with every outcome in the order given,
+/// unless every one failed: then it fails with all their errors. No promises succeed with `[]`.
+///
+/// ```swift
+/// any(mirrors.map(download)).done { outcomes in use(outcomes.compactMap { try? $0.get() }) }
+/// ```
+public func any<Value, Failure>(
+    _ promises: [Promise<Value, Failure>]
+) -> Promise<[Swift.Result<Value, Failure>], AllPromisesFailedError<Failure>> {
+    RunHandle.join(promises) { tally, ending in
+        if case .cancelled = ending { return .cancel }
+        guard tally.isComplete else { return .wait }
+        let errors = tally.errors
+        return errors.isEmpty || errors.count < tally.count
+            ? .settle(.success(tally.results)) : .settle(.failure(AllPromisesFailedError(errors)))
+    }
+}
+
+/// Runs every promise at once; the first to finish, with a value or an error, decides, and the
+/// others are cancelled.
+///
+/// A member whose run ends by cancellation drops out of the race; when every member has (and so
+/// when racing no promises at all), nothing can win and the race ends by cancellation.
+public func race<Value, Failure>(_ promises: [Promise<Value, Failure>]) -> Promise<Value, Failure> {
+    RunHandle.join(promises) { tally, ending in
+        if case .outcome(_, let outcome) = ending { return .settle(outcome) }
+        return tally.isComplete ? .cancel : .wait
+    }
+}
+
+/// Runs every promise at once; the first value wins and the others are cancelled. Errors drop out
+/// of the race, which fails only when every promise failed, with all their errors (racing no
+/// promises fails at once). If some ended by cancellation and the rest failed, the race ends by
+/// cancellation.
+///
+/// ```swift
+/// race(fulfilled: mirrors.map(download)).done { data in use(data) }
+/// ```
+public func race<Value, Failure>(
+    fulfilled promises: [Promise<Value, Failure>]
+) -> Promise<Value, AllPromisesFailedError<Failure>> {
+    RunHandle.join(promises) { tally, ending in
+        if case .outcome(_, .success(let value)) = ending { return .settle(.success(value)) }
+        guard tally.isComplete else { return .wait }
+        return tally.cancelled > 0
+            ? .cancel : .settle(.failure(AllPromisesFailedError(tally.errors)))
+    }
+}
+
+/// The error of a combination that needed a success and got none: every error, in input order.
+public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
+    /// The errors of the promises, in the order the promises were given.
+    public let errors: [Failure]
+
+    /// Makes the error from the members' errors, in input order.
+    public init(_ errors: [Failure]) { self.errors = errors }
+}
+
+extension AllPromisesFailedError: Equatable where Failure: Equatable {}
+
+extension Promise {
+    /// On a promise of an array: turns each element into a promise and joins them in order, like
+    /// ``when(fulfilled:)-(Array)``, at most `limit` at a time.
+    ///
+    /// ```swift
+    /// fetchFollowers(of: user).thenMap(concurrently: 4) { fetchAvatar(for: $0) }
+    /// ```
+    public func thenMap<Element, NewValue>(
+        concurrently limit: Int = .max,
+        _ transform: @escaping @Sendable (Element) -> Promise<NewValue, Failure>
+    ) -> Promise<[NewValue], Failure> where Value == [Element] {
+        precondition(limit > 0, "thenMap(concurrently:_:) needs a limit of at least 1")
+        return flatMap { when(fulfilled: $0.map(transform), concurrently: limit) }
+    }
+}
+
+// MARK: - Time
+
+/// A guarantee that succeeds after `interval`. Its run holds no thread while it waits, and
+/// cancelling the run cancels the timer.
+///
+/// ```swift
+/// after(.seconds(1)).then { fetchStatus() }
+/// ```
+public func after(_ interval: Duration) -> Guarantee<Void> {
+    Guarantee(value: ()).delay(interval)
+}
+
+extension Promise {
+    /// Passes the outcome on, a value or an error alike, `interval` later, on a global queue.
+    public func delay(_ interval: Duration) -> Promise {
+        let (seconds, attoseconds) = interval.components
+        let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let delay =
+            nanoseconds.overflow
+            ? Int64.max : nanoseconds.partialValue + attoseconds / 1_000_000_000
+        return appending(delay) { stage, _, _ in
+            .hop(.global(), .now() + .nanoseconds(Int(clamping: Node<Int64>.payload(of: stage))))
+        }
+    }
+
+    /// Fails with `error()` and cancels the work if the promise has not settled within `interval`;
+    /// settling in time cancels the timer.
+    ///
+    /// ```swift
+    /// download(url).timeout(.seconds(10), orFailWith: .timedOut)
+    /// ```
+    public func timeout(
+        _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
+    ) -> Promise {
+        let timer = after(interval).setFailureType(to: Failure.self).flatMap {
+            Promise(error: error())
+        }
+        return RunHandle.join([self, timer]) { _, ending in
+            if case .outcome(_, let outcome) = ending { .settle(outcome) } else { .cancel }
+        }
+    }
+
+    /// Runs the work again after a failure, at most `attempts` runs in all, waiting `delay`
+    /// before each new attempt, and only while `shouldRetry` accepts the error. An `attempts`
+    /// below 1 is a precondition failure.
+    ///
+    /// ```swift
+    /// fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })
+    /// ```
+    public func retry(
+        _ attempts: Int, delay: Duration = .zero,
+        while shouldRetry: @escaping @Sendable (Failure) -> Bool = { _ in true }
+    ) -> Promise {
+        precondition(attempts > 0, "retry(_:delay:while:) needs at least 1 attempt")
+        guard attempts > 1 else { return self }
+        return recover { error in
+            guard shouldRetry(error) else { return Promise(error: error) }
+            let pause = delay == .zero ? Guarantee(value: ()) : after(delay)
+            return pause.setFailureType(to: Failure.self).flatMap {
+                retry(attempts - 1, delay: delay, while: shouldRetry)
+            }
+        }
+    }
+}
+
+extension Promise where Failure == any Swift.Error {
+    /// Fails with ``PromiseError/timedOut`` and cancels the work if the promise has not settled
+    /// within `interval`.
+    public func timeout(_ interval: Duration) -> Promise {
+        timeout(interval, orFailWith: PromiseError.timedOut)
+    }
+}
+
+// MARK: - Where code runs
+
+// A step runs where the step before it finished: the thread that started the run, or the one
+// that resolved an operation. `on` is the one way to choose: a hop, made every time.
+
+/// A guarantee whose run goes on on `queue`: start the work there with `on(queue).then { … }`.
+public func on(_ queue: DispatchQueue) -> Guarantee<Void> { Guarantee(value: ()).on(queue) }
+
+extension Promise {
+    /// Runs the steps after this point on `queue`, every time, however the work before settled.
+    /// A run cancelled while it waits for the queue goes no further.
+    ///
+    /// ```swift
+    /// fetchFeed().on(.main).done { feed in show(feed) }.run()
+    /// ```
+    public func on(_ queue: DispatchQueue) -> Promise {
+        appending(queue) { stage, _, _ in .hop(Node<DispatchQueue>.payload(of: stage), nil) }
     }
 }
 
@@ -700,6 +979,11 @@ public final class RunHandle: @unchecked Sendable {
     private var resolved = 0
     private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
     private var driver = pthread_self()
+    /// Set while a canceller runs the handlers: it halts the run after them, so that `ensure`
+    /// steps run only once every handler has returned.
+    private var cancelling = false
+    /// What the run waits for while it hops to a queue, and the type of the outcome it holds.
+    private var hop: (work: DispatchWorkItem, held: any Outcome.Type)?
 
     private enum Phase { case driving, operating, waiting, finished }
 
@@ -719,17 +1003,56 @@ public final class RunHandle: @unchecked Sendable {
     public var isCancelled: Bool { locked { cancelRequested } }
 
     /// Cancels the run; see ``RunHandle`` for what that does.
-    public func cancel() {
-        let (handlers, takeOver) = locked { () -> ([@Sendable (RunHandle) -> Void], Bool) in
-            guard !cancelRequested, phase != .finished else { return ([], false) }
-            if phase == .driving, pthread_equal(driver, pthread_self()) != 0 {
-                cancelledByStep = true
-            }
-            return requestCancel()
-        }
-        for handler in handlers { handler(self) }
-        if takeOver { halt(plan) }
+    public func cancel() { _ = cancel(operation: nil) }
+}
+
+/// Runs collected to be cancelled together: at once with ``cancelAll()``, and when the bag goes
+/// away, like Combine's `AnyCancellable`s in a set, or Tomorrowland's invalidation tokens.
+///
+/// ```swift
+/// final class FeedModel {
+///     private let runs = RunBag()
+///     func refresh() { fetchFeed().run(some: show, none: report).store(in: runs) }
+/// }  // a model that goes away cancels its runs still going
+/// ```
+public final class RunBag: @unchecked Sendable {
+    private let lock = RunHandle.Lock()
+    private var runs: [RunHandle] = []
+
+    /// Makes an empty bag.
+    public init() {}
+
+    deinit {
+        cancelAll()
+        lock.free()
     }
+
+    /// Cancels every run in the bag and empties it.
+    public func cancelAll() {
+        let cancelled = lock.withLock { () -> [RunHandle] in
+            defer { runs = [] }
+            return runs
+        }
+        for run in cancelled { run.cancel() }
+    }
+
+    fileprivate func insert(_ run: RunHandle) {
+        lock.withLock {
+            if runs.count == runs.capacity { runs.removeAll { $0.isFinished } }  // forget the ended
+            runs.append(run)
+        }
+    }
+}
+
+extension RunHandle {
+    /// Puts the run in `bag`, to be cancelled with it.
+    @discardableResult public func store(in bag: RunBag) -> RunHandle {
+        bag.insert(self)
+        return self
+    }
+
+    /// Whether the run has ended, one way or another.
+    fileprivate var isFinished: Bool { locked { phase == .finished } }
 }
 
 // MARK: - Sharing one run
@@ -933,6 +1256,8 @@ extension RunHandle {
         case suspend
         /// The run was cancelled: stop.
         case halt
+        /// Go on on this queue (after this time), keeping the output in the slot.
+        case hop(DispatchQueue, DispatchTime?)
     }
 
     /// Where a step finds its input and leaves its output: raw memory sized for the largest outcome
@@ -1026,6 +1351,9 @@ extension RunHandle {
                 if isCancelled { return halt(plan) }
             case .suspend: return
             case .halt: return halt(plan)
+            case .hop(let queue, let deadline):
+                return hop(
+                    to: queue, at: deadline, holding: stage.takeUnretainedValue().output, plan)
             }
         }
         complete()
@@ -1100,38 +1428,71 @@ extension RunHandle {
     }
 
     /// Operation `id` ended its run as cancelled.
-    func cancel(_ id: Int) { _ = end(id) }
+    func cancel(_ id: Int) { _ = cancel(operation: id) }
 
     /// An operation's resolver went away: if it never resolved, nothing ever will.
     func resolverReleased(_ id: Int, _ promise: @autoclosure () -> String) {
-        guard end(id) else { return }
+        guard cancel(operation: id) else { return }
         assert(
             Diagnostics.report(
                 "an operation of \(promise()) released its resolver without resolving it. "
                     + "Its run can never finish, so it was cancelled."))
     }
 
-    /// Cancels the run for operation `id` if it is still pending; returns whether it was.
-    private func end(_ id: Int) -> Bool {
-        let ended = locked { () -> ([@Sendable (RunHandle) -> Void], Bool)? in
-            guard isPending(id), !cancelRequested else { return nil }
-            return requestCancel()
+    /// Cancels the run, if it is still going (and operation `id`, if given, still pending): runs
+    /// the handlers, then halts the run if it waits, or once the thread driving it stops.
+    private func cancel(operation id: Int?) -> Bool {
+        let handlers = locked { () -> [@Sendable (RunHandle) -> Void]? in
+            guard !cancelRequested, phase != .finished, id.map(isPending) ?? true else {
+                return nil
+            }
+            if id == nil, phase == .driving, pthread_equal(driver, pthread_self()) != 0 {
+                cancelledByStep = true
+            }
+            (cancelRequested, cancelling) = (true, true)
+            defer { cancelHandlers = [] }
+            return cancelHandlers
         }
-        guard let (handlers, takeOver) = ended else { return false }
+        guard let handlers else { return false }
         for handler in handlers { handler(self) }
+        let takeOver = locked { () -> Bool in
+            cancelling = false
+            guard phase == .waiting else { return false }
+            phase = .driving
+            return true
+        }
         if takeOver { halt(plan) }
         return true
     }
 
-    /// Marks the run cancelled (under the lock); the caller runs the handlers and, when the run
-    /// was waiting on an operation, takes it over to halt it.
-    private func requestCancel() -> ([@Sendable (RunHandle) -> Void], Bool) {
-        cancelRequested = true
-        let handlers = cancelHandlers
-        cancelHandlers = []
-        guard phase == .waiting else { return (handlers, false) }
-        phase = .driving
-        return (handlers, true)
+    /// Parks the run, the step's output in the slot, until `queue` carries it on.
+    private func hop(
+        to queue: DispatchQueue, at deadline: DispatchTime?, holding held: any Outcome.Type,
+        _ plan: Plan
+    ) {
+        let work = DispatchWorkItem { [self] in
+            let resume = locked { () -> Bool in
+                guard phase == .waiting, hop != nil else { return false }  // cancelled meanwhile
+                (phase, hop, driver) = (.driving, nil, pthread_self())
+                return true
+            }
+            if resume { drive() }
+        }
+        self.plan = plan
+        let parked = locked { () -> Bool in
+            guard !cancelRequested else { return false }
+            (phase, hop) = (.waiting, (work, held))
+            return true
+        }
+        guard parked else {
+            held.discard(from: slot)
+            return halt(self.plan)
+        }
+        if let deadline {
+            queue.asyncAfter(deadline: deadline, execute: work)
+        } else {
+            queue.async(execute: work)
+        }
     }
 
     private func complete() {
@@ -1148,11 +1509,26 @@ extension RunHandle {
         finish?(slot)
     }
 
-    /// Ends a cancelled run: runs the `ensure` steps still ahead, innermost chain first.
+    /// Ends a cancelled run: runs the `ensure` steps still ahead, innermost chain first. While a
+    /// canceller still runs handlers, it parks the run for the canceller to halt instead.
     private func halt(_ rest: Plan) {
+        self.plan = rest
+        let hop = locked { () -> (work: DispatchWorkItem, held: any Outcome.Type)?? in
+            if cancelling {
+                phase = .waiting
+                return .none
+            }
+            phase = .finished
+            defer { self.hop = nil }
+            return .some(self.hop)
+        }
+        guard let hop else { return }
+        if let hop {
+            hop.work.cancel()
+            hop.held.discard(from: slot)
+        }
         let finish = self.finish
         (plan, self.finish) = (Plan(), nil)
-        locked { phase = .finished }
         for stage in rest.stages.reversed() where stage.takeUnretainedValue().isEnsure {
             Node<@Sendable () -> Void>.payload(of: stage.takeUnretainedValue())()
         }
@@ -1169,6 +1545,160 @@ extension RunHandle {
     }
 
     private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
+}
+
+extension RunHandle {
+    /// How a member of a combination ended; `.start` asks about a combination of no members.
+    enum Ending<Member, Failure: Swift.Error> {
+        case start
+        case outcome(Int, Swift.Result<Member, Failure>)
+        case cancelled(Int)
+    }
+
+    /// What a combination does after a member ended: wait for more, or end its run.
+    enum Verdict<Output, Failure: Swift.Error> {
+        case wait
+        case settle(Swift.Result<Output, Failure>)
+        case cancel
+    }
+
+    /// The members' outcomes so far, in input order (`nil`: not ended, or ended by cancellation).
+    struct Tally<Member, Failure: Swift.Error> {
+        var outcomes: [Swift.Result<Member, Failure>?]
+        var ended = 0
+        var cancelled = 0
+
+        var count: Int { outcomes.count }
+        var isComplete: Bool { ended == count }
+        var results: [Swift.Result<Member, Failure>] { outcomes.map { $0! } }
+        var values: [Member] { outcomes.map { try! $0!.get() } }
+        var errors: [Failure] {
+            outcomes.compactMap { if case .failure(let error)? = $0 { error } else { nil } }
+        }
+    }
+
+    /// A promise whose every run runs `members` anew, at most `width` at once, and asks `decide`
+    /// how to go on each time one ends. The one mechanism behind every combinator.
+    static func join<Member, Failure, Output, OutFailure>(
+        _ members: [Promise<Member, Failure>], _ width: Int = .max,
+        _ decide:
+            @escaping @Sendable (Tally<Member, Failure>, Ending<Member, Failure>) -> Verdict<
+                Output, OutFailure
+            >
+    ) -> Promise<Output, OutFailure> {
+        Promise { Join(members, width, decide).start($0) }
+    }
+
+    /// One run of a combination.
+    final class Join<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error>:
+        @unchecked Sendable
+    {
+        typealias Decide =
+            @Sendable (Tally<Member, Failure>, Ending<Member, Failure>) -> Verdict<
+                Output, OutFailure
+            >
+        private enum State {
+            case waiting
+            case running(RunHandle)
+            case ended
+        }
+
+        private let lock = Lock()
+        private let members: [Promise<Member, Failure>]
+        private let width: Int
+        private let decide: Decide
+        private var tally: Tally<Member, Failure>
+        private var states: [State]
+        private var started = 0
+        private var launching = false
+        /// The combination's own resolver; `nil` once it has settled or been cancelled.
+        private var resolver: Resolver<Output, OutFailure>?
+
+        init(_ members: [Promise<Member, Failure>], _ width: Int, _ decide: @escaping Decide) {
+            (self.members, self.width, self.decide) = (members, width, decide)
+            tally = Tally(outcomes: Array(repeating: nil, count: members.count))
+            states = Array(repeating: .waiting, count: members.count)
+        }
+
+        deinit { lock.free() }
+
+        func start(_ resolver: Resolver<Output, OutFailure>) {
+            self.resolver = resolver
+            resolver.onCancel { [self] _ in stop() }
+            if members.isEmpty { settle(decide(tally, .start), resolver) } else { launch() }
+        }
+
+        /// Starts members while there is room, in a loop rather than by recursion: members that end
+        /// at once make room from inside `start`, and a hundred thousand of them must not nest.
+        private func launch() {
+            let mine = lock.withLock { () -> Bool in
+                defer { launching = true }
+                return !launching
+            }
+            guard mine else { return }
+            while let index = lock.withLock({ () -> Int? in
+                guard resolver != nil, started < members.count, started - tally.ended < width else {
+                    launching = false
+                    return nil
+                }
+                started += 1
+                return started - 1
+            }) {
+                let handle = members[index].start { [self] in end(index, $0) }
+                let kept = lock.withLock { () -> Bool in
+                    guard resolver != nil, case .waiting = states[index] else { return false }
+                    states[index] = .running(handle)
+                    return true
+                }
+                if !kept { handle.cancel() }  // settled meanwhile (a no-op if the member ended)
+            }
+        }
+
+        /// Member `index` ended, with `outcome` or (`nil`) by cancellation.
+        private func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) {
+            let settled = lock.withLock {
+                () -> (Verdict<Output, OutFailure>, Resolver<Output, OutFailure>)? in
+                guard let resolver else { return nil }
+                states[index] = .ended
+                tally.ended += 1
+                if outcome == nil { tally.cancelled += 1 }
+                tally.outcomes[index] = outcome
+                let verdict = decide(
+                    tally, outcome.map { .outcome(index, $0) } ?? .cancelled(index))
+                if case .wait = verdict { return nil }
+                (self.resolver, tally.outcomes) = (nil, [])
+                return (verdict, resolver)
+            }
+            if let (verdict, resolver) = settled { settle(verdict, resolver) } else { launch() }
+        }
+
+        /// Cancels the members still running, then settles the combination's run.
+        private func settle(
+            _ verdict: Verdict<Output, OutFailure>, _ resolver: Resolver<Output, OutFailure>
+        ) {
+            stop()
+            switch verdict {
+            case .settle(let outcome):
+                // Made of members' outcomes, which the join has let go of.
+                nonisolated(unsafe) let outcome = outcome
+                resolver(outcome)
+            case .cancel: resolver.cancel()
+            case .wait: break
+            }
+        }
+
+        /// Cancels every member still running: the combination settled or was cancelled.
+        private func stop() {
+            let running = lock.withLock { () -> [RunHandle] in
+                resolver = nil
+                defer { states = states.map { _ in .ended } }
+                return states.compactMap {
+                    if case .running(let handle) = $0 { handle } else { nil }
+                }
+            }
+            for handle in running { handle.cancel() }
+        }
+    }
 }
 
 extension RunHandle {

@@ -175,7 +175,10 @@ final class Pending<Value>: @unchecked Sendable {
 }
 
 @Suite struct Memory {
-    final class Witness: Sendable {}
+    final class Witness: Sendable {
+        /// Something for a step to read, so that it captures the witness.
+        let zero = 0
+    }
 
     @Test func aCompletedRunKeepsNothingAlive() {
         weak var witness: Witness?

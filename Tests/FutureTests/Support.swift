@@ -65,6 +65,16 @@ final class Counter: @unchecked Sendable {
             return count
         }
     }
+    @discardableResult func decrement() -> Int {
+        lock.withLock {
+            count -= 1
+            return count
+        }
+    }
+
+    /// Raises the count to `value` if it is lower: to keep a maximum.
+    func raise(to value: Int) { lock.withLock { count = max(count, value) } }
+
     var value: Int { lock.withLock { count } }
 }
 
@@ -142,6 +152,11 @@ func outcome<Value, Failure>(of promise: Promise<Value, Failure>) -> Result<Valu
     let delivery = Delivery<Result<Value, Failure>>()
     promise.run { delivery.send($0) }
     return delivery.wait()
+}
+
+/// Runs `guarantee` and waits for its value.
+func value<Value>(of guarantee: Guarantee<Value>) -> Value? {
+    if case .success(let value)? = outcome(of: guarantee) { value } else { nil }
 }
 
 /// An error with a name, for tests.

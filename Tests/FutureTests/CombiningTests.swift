@@ -1,0 +1,310 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A promise that settles with `outcome` after `delay` milliseconds, on a global queue.
+func settling<Value: Sendable, Failure>(
+    in delay: Int, _ outcome: Result<Value, Failure>
+) -> Promise<Value, Failure> {
+    Promise { resolver in
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(delay)) {
+            resolver(outcome)
+        }
+    }
+}
+
+/// Members a test can settle one by one, in any order, and whose cancellations it counts.
+final class Members: @unchecked Sendable {
+    let pending = (0..<4).map { _ in Pending<Int>() }
+    let ensured = (0..<4).map { _ in Counter() }
+
+    var promises: [Promise<Int, TestError>] {
+        pending.indices.map { index in
+            pending[index].promise.ensure { self.ensured[index].increment() }
+        }
+    }
+
+    /// The resolver of member `index`, once its run has started.
+    func resolver(_ index: Int) -> Resolver<Int, TestError>? {
+        pending[index].resolvers.all.first ?? pending[index].resolvers.wait()
+    }
+    var cancelled: [Int] { pending.map(\.cancelled.value) }
+    var started: [Int] { pending.map(\.resolvers.all.count) }
+}
+
+@Suite struct WhenFulfilled {
+    @Test func valuesComeInInputOrderWhateverOrderTheyFinishIn() {
+        let members = Members()
+        let result = Delivery<Result<[Int], TestError>>()
+        when(fulfilled: members.promises).run { result.send($0) }
+        for index in [2, 0, 3, 1] { members.resolver(index)?.fulfill(index * 10) }
+        #expect(result.wait() == .success([0, 10, 20, 30]))
+    }
+
+    @Test func theFirstFailureDecidesAndTheOthersAreCancelled() {
+        let members = Members()
+        let result = Delivery<Result<[Int], TestError>>()
+        when(fulfilled: members.promises).run { result.send($0) }
+        members.resolver(1)?.fulfill(1)
+        members.resolver(2)?.reject(TestError("two"))
+        members.resolver(3)?.reject(TestError("three"))  // too late: already decided
+        #expect(result.wait() == .failure(TestError("two")))
+        #expect(members.cancelled == [1, 0, 0, 1])  // those still running
+        #expect(members.ensured.map(\.value) == [1, 1, 1, 1])
+        #expect(result.all.count == 1)
+    }
+
+    @Test func noPromisesSucceedAtOnce() {
+        #expect(outcome(of: when(fulfilled: [Promise<Int, TestError>]())) == .success([]))
+    }
+
+    @Test func promisesOfDifferentTypesGiveATuple() {
+        let three = value(of: when(fulfilled: later(1), later("two"), later(3.0)))
+        #expect(three?.0 == 1)
+        #expect(three?.1 == "two")
+        #expect(three?.2 == 3.0)
+        let one = value(of: when(fulfilled: later(true)))
+        #expect(one == true)
+        let thirteen = when(
+            fulfilled: later(1), later(2), later(3), later(4), later(5), later(6), later(7),
+            later(8), later(9), later(10), later(11), later(12), later("thirteen"))
+        let values = value(of: thirteen)
+        #expect(values?.12 == "thirteen")
+        #expect(values.map { $0.0 + $0.11 } == 13)
+    }
+
+    @Test func aDictionaryKeepsItsKeys() {
+        let sizes = when(fulfilled: ["small": later(1), "large": later(100)])
+        #expect(outcome(of: sizes) == .success(["small": 1, "large": 100]))
+    }
+
+    @Test func atMostNRunAtOnceAndTheNextStartsAsOneFinishes() {
+        let members = Members()
+        let result = Delivery<Result<[Int], TestError>>()
+        when(fulfilled: members.promises, concurrently: 2).run { result.send($0) }
+        #expect(members.started == [1, 1, 0, 0])
+        members.resolver(1)?.fulfill(1)
+        #expect(members.started == [1, 1, 1, 0])
+        members.resolver(2)?.fulfill(2)
+        #expect(members.started == [1, 1, 1, 1])
+        members.resolver(3)?.fulfill(3)
+        members.resolver(0)?.fulfill(0)
+        #expect(result.wait() == .success([0, 1, 2, 3]))
+    }
+
+    @Test func aLimitBelowOneIsAPreconditionFailure() async {
+        await #expect(processExitsWith: .failure) {
+            _ = when(fulfilled: [Promise<Int, Never>](), concurrently: 0)
+        }
+    }
+
+    @Test func thenMapJoinsAPromiseForEachElement() {
+        let running = Counter()
+        let most = Counter()
+        let doubled = Promise<[Int], Never>(value: Array(1...20)).thenMap(concurrently: 3) {
+            value in
+            Promise { resolver in
+                most.raise(to: running.increment())
+                DispatchQueue.global().async {
+                    running.decrement()
+                    resolver.fulfill(value * 2)
+                }
+            }
+        }
+        #expect(outcome(of: doubled) == .success(Array(1...20).map { $0 * 2 }))
+        #expect(most.value <= 3)
+    }
+}
+
+@Suite struct EveryOutcome {
+    @Test func whenResolvedWaitsForEveryOutcomeAndNeverFails() {
+        let all = when(resolved: [
+            settling(in: 20, .success(1)), settling(in: 0, .failure(TestError("x"))),
+            settling(in: 10, .success(3)),
+        ])
+        #expect(outcome(of: all) == .success([.success(1), .failure(TestError("x")), .success(3)]))
+    }
+
+    @Test func anyGivesEveryOutcomeInInputOrderOnceAllHaveSettled() {
+        // Members resolve later, from several threads, in an order unlike the input's: a version
+        // that decided early, or collected in completion order, would fail here.
+        for _ in 0..<20 {
+            let delays = [30, 0, 20, 10].shuffled()
+            let outcomes: [Result<Int, TestError>] = [
+                .success(0), .failure(TestError("1")), .success(2), .failure(TestError("3")),
+            ]
+            let promise = any(zip(delays, outcomes).map { settling(in: $0, $1) })
+            #expect(outcome(of: promise) == .success(outcomes))
+        }
+    }
+
+    @Test func anyFailsOnlyWhenEveryMemberFailsWithAllTheirErrors() {
+        let promise = any([
+            settling(in: 10, Result<Int, TestError>.failure(TestError("a"))),
+            settling(in: 0, .failure(TestError("b"))),
+        ])
+        #expect(
+            outcome(of: promise)
+                == .failure(AllPromisesFailedError([TestError("a"), TestError("b")])))
+        #expect(outcome(of: any([Promise<Int, TestError>]())) == .success([]))
+    }
+}
+
+@Suite struct Racing {
+    @Test func theFirstToSettleWinsAndTheOthersAreCancelled() {
+        let members = Members()
+        let result = Delivery<Result<Int, TestError>>()
+        race(members.promises).run { result.send($0) }
+        members.resolver(2)?.reject(TestError("first"))
+        #expect(result.wait() == .failure(TestError("first")))
+        #expect(members.cancelled == [1, 1, 0, 1])
+        #expect(members.ensured.map(\.value) == [1, 1, 1, 1])
+    }
+
+    @Test func raceFulfilledSkipsFailuresAndFailsOnlyWhenAllFail() {
+        let members = Members()
+        let result = Delivery<Result<Int, AllPromisesFailedError<TestError>>>()
+        race(fulfilled: members.promises).run { result.send($0) }
+        members.resolver(0)?.reject(TestError("0"))
+        members.resolver(3)?.fulfill(3)
+        #expect(result.wait() == .success(3))
+        #expect(members.cancelled == [0, 1, 1, 0])
+
+        let failing = race(fulfilled: [
+            settling(in: 10, Result<Int, TestError>.failure(TestError("a"))),
+            settling(in: 0, .failure(TestError("b"))),
+        ])
+        #expect(
+            outcome(of: failing)
+                == .failure(AllPromisesFailedError([TestError("a"), TestError("b")])))
+    }
+
+    @Test func racingNothing() {
+        let ensured = Counter()
+        let handle = race([Promise<Int, TestError>]()).ensure { ensured.increment() }.run { _ in
+            Issue.record("nothing can win")
+        }
+        #expect(handle.isCancelled)  // nothing can win, so the race ends by cancellation
+        #expect(ensured.value == 1)
+        #expect(outcome(of: race(fulfilled: [Promise<Int, TestError>]())) == .failure(.init([])))
+    }
+}
+
+@Suite struct CombinedRuns {
+    @Test func buildingRunsNothingAndEveryRunRunsEveryMemberAnew() {
+        let runs = Counter()
+        let member = Promise<Int, Never> { $0.fulfill(runs.increment()) }
+        let combined = when(fulfilled: [member, member]).map { $0.reduce(0, +) }
+        #expect(runs.value == 0)
+        #expect(outcome(of: combined) == .success(3))
+        #expect(outcome(of: combined) == .success(7))
+    }
+
+    @Test func aCombinationChainsAndNestsLikeAnyPromise() {
+        let inner = when(fulfilled: [later(1), later(2)]).map { $0.reduce(0, +) }
+        let log = Log()
+        let outer = race([inner, later(10).then { later($0) }])
+            .then { value in when(fulfilled: later(value), later("x")) }
+            .map { "\($0.0)\($0.1)" }
+            .ensure { log.record("ensure") }
+        let result = outcome(of: outer)
+        #expect(result == .success("3x") || result == .success("10x"))
+        #expect(log.all == ["ensure"])
+    }
+
+    @Test func cancellingTheCombinationCancelsEveryMemberStillRunning() {
+        let members = Members()
+        let ensured = Counter()
+        let handle = when(fulfilled: members.promises).ensure { ensured.increment() }
+            .run { _ in Issue.record("cancelled: no completion") }
+        members.resolver(0)?.fulfill(0)
+        for index in 1..<4 { _ = members.resolver(index) }
+        handle.cancel()
+        #expect(members.cancelled == [0, 1, 1, 1])
+        #expect(members.ensured.map(\.value) == [1, 1, 1, 1])
+        #expect(ensured.value == 1)
+        members.resolver(1)?.fulfill(1)  // too late: ignored
+    }
+
+    @Test func aMemberEndingByCancellationEndsAWhenButNotARace() {
+        let abandoned = Promise<Int, TestError> { $0.cancel() }
+        let whenHandle = when(fulfilled: [abandoned, later(1).setFailureType(to: TestError.self)])
+            .run { _ in Issue.record("cancelled: no completion") }
+        #expect(whenHandle.isCancelled)
+        #expect(outcome(of: race([abandoned, settling(in: 5, .success(2))])) == .success(2))
+        let allCancelled = race([abandoned, abandoned]).run { _ in Issue.record("nothing won") }
+        #expect(allCancelled.isCancelled)
+    }
+}
+
+/// Stress tests: CI runs this suite again under ThreadSanitizer.
+@Suite struct CombiningConcurrency {
+    @Test func everyRunEndsOnceAndEveryMemberEnsuresOnceUnderRandomCancels() {
+        for round in 0..<1_000 {
+            let ensured = (0..<16).map { _ in Counter() }
+            let delivered = Counter()
+            let members = (0..<16).map { index in
+                Promise<Int, Never> { resolver in
+                    DispatchQueue.global().async { resolver.fulfill(index) }
+                }.ensure { ensured[index].increment() }
+            }
+            let handle = when(fulfilled: members).run { _ in delivered.increment() }
+            if round.isMultiple(of: 2) {
+                usleep(UInt32.random(in: 0...50))
+                handle.cancel()
+            }
+            #expect(eventually { ensured.allSatisfy { $0.value > 0 } })
+            #expect(ensured.allSatisfy { $0.value == 1 })
+            if handle.isCancelled {
+                #expect(delivered.value == 0)  // a cancel that took effect: nothing delivered
+            } else {
+                #expect(eventually { delivered.value == 1 })
+            }
+        }
+    }
+}
+
+@Suite struct CombiningStackAndMemory {
+    @Test func aHundredThousandMembersThatResolveAtOnceJoinOnASmallStack() {
+        let delivered = Delivery<Result<Int, Never>>()
+        onThread(stackSize: smallStack) {
+            let members = (0..<100_000).map { value in Guarantee { $0.fulfill(value) } }
+            when(fulfilled: members).map { $0.count }.run { delivered.send($0) }
+        }
+        #expect(delivered.all == [.success(100_000)])
+    }
+
+    static func loop(_ n: Int) -> Guarantee<Int> {
+        when(fulfilled: Guarantee(value: n), Guarantee { $0.fulfill(1) })
+            .then { pair in pair.0 == 0 ? .value(0) : loop(pair.0 - pair.1) }
+    }
+
+    @Test func aLoopWhoseEveryStepIsACombinationRunsOnASmallStack() {
+        let delivered = Delivery<Result<Int, Never>>()
+        onThread(stackSize: smallStack) { Self.loop(10_000).run { delivered.send($0) } }
+        #expect(delivered.all == [.success(0)])
+    }
+
+    @Test func nothingTheMembersCapturedStaysAliveAfterTheRun() {
+        let witness = WeakReference<Memory.Witness>()
+        let members = Members()
+        do {
+            let captured = Memory.Witness()
+            witness.value = captured
+            let settles = when(fulfilled: [later(1).map { _ in captured }, later(captured)])
+            _ = outcome(of: settles)
+            let cancelled = when(fulfilled: members.promises.map { $0.map { _ in captured } })
+                .run { _ in }
+            _ = members.resolver(0)
+            cancelled.cancel()
+        }
+        #expect(eventually { witness.value == nil })
+    }
+}

@@ -1,0 +1,272 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+/// The time since `start`, in milliseconds.
+func milliseconds(since start: DispatchTime) -> Double {
+    Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e6
+}
+
+@Suite struct Timing {
+    @Test func afterSucceedsNoSoonerThanItsInterval() {
+        let start = DispatchTime.now()
+        #expect(outcome(of: after(.milliseconds(30))) != nil)
+        #expect(milliseconds(since: start) >= 30)
+    }
+
+    @Test func cancellingAfterCancelsTheTimer() {
+        let fired = Counter()
+        let ensured = Counter()
+        let witness = WeakReference<Memory.Witness>()
+        do {
+            let captured = Memory.Witness()
+            witness.value = captured
+            let handle = after(.milliseconds(20)).map { _ = captured }.ensure {
+                ensured.increment()
+            }
+            .run { _ in fired.increment() }
+            handle.cancel()
+        }
+        #expect(ensured.value == 1)
+        #expect(witness.value == nil)
+        // A later timer firing proves the cancelled one's deadline has passed: it never fired.
+        #expect(outcome(of: after(.milliseconds(60))) != nil)
+        #expect(fired.value == 0)
+    }
+
+    @Test func delayPassesValuesAndErrorsOnLater() {
+        let start = DispatchTime.now()
+        #expect(
+            outcome(of: Promise<Int, TestError>(value: 1).delay(.milliseconds(20))) == .success(1))
+        #expect(milliseconds(since: start) >= 20)
+        let failed = Promise<Int, TestError>(error: TestError("late")).delay(.milliseconds(20))
+        #expect(outcome(of: failed) == .failure(TestError("late")))
+        #expect(milliseconds(since: start) >= 40)
+    }
+
+    @Test func aTimeoutFailsAndCancelsTheWork() {
+        let pending = Pending<Int>()
+        let ensured = Counter()
+        let promise = pending.promise.ensure { ensured.increment() }
+            .timeout(.milliseconds(20), orFailWith: TestError("timed out"))
+        #expect(outcome(of: promise) == .failure(TestError("timed out")))
+        #expect(pending.cancelled.value == 1)
+        #expect(ensured.value == 1)
+        let kept = Delivery<Resolver<Int, any Error>>()
+        let erased = Promise<Int, any Error> { kept.send($0) }.timeout(.milliseconds(10))
+        #expect(throws: PromiseError.timedOut) { try outcome(of: erased)?.get() }
+    }
+
+    @Test func workThatSettlesInTimeWins() {
+        let promise = later(5).setFailureType(to: TestError.self)
+            .timeout(.seconds(60), orFailWith: TestError("timed out"))
+        #expect(outcome(of: promise) == .success(5))
+    }
+
+    @Test func retryRunsTheWorkAgainUntilItSucceeds() {
+        let attempts = Counter()
+        let flaky = Promise<Int, TestError> { resolver in
+            let attempt = attempts.increment()
+            attempt == 3 ? resolver.fulfill(attempt) : resolver.reject(TestError("\(attempt)"))
+        }
+        let start = DispatchTime.now()
+        #expect(outcome(of: flaky.retry(5, delay: .milliseconds(10))) == .success(3))
+        #expect(attempts.value == 3)  // each attempt a fresh run of the work
+        #expect(milliseconds(since: start) >= 20)
+        #expect(outcome(of: flaky.retry(2)) == .failure(TestError("5")))  // attempts 4 and 5
+        let stops = flaky.retry(9, while: { $0 != TestError("6") })
+        #expect(outcome(of: stops) == .failure(TestError("6")))
+        #expect(attempts.value == 6)
+    }
+
+    @Test func cancellingBetweenAttemptsStopsTheRetries() {
+        let attempts = Counter()
+        let ensured = Counter()
+        let failed = Delivery<Void>()
+        let handle = Promise<Int, TestError> { resolver in
+            attempts.increment()
+            resolver.reject(TestError("no"))
+            failed.send(())
+        }.retry(3, delay: .seconds(60)).ensure { ensured.increment() }.run { _ in
+            Issue.record("cancelled: no completion")
+        }
+        #expect(failed.wait() != nil)
+        handle.cancel()  // during the 60-second wait before the second attempt
+        #expect(ensured.value == 1)
+        #expect(attempts.value == 1)
+    }
+
+    @Test func fewerThanOneAttemptIsAPreconditionFailure() async {
+        await #expect(processExitsWith: .failure) { _ = Guarantee(value: 1).retry(0) }
+    }
+}
+
+@Suite struct Queues {
+    static let key = DispatchSpecificKey<String>()
+
+    static func queue(_ name: String) -> DispatchQueue {
+        let queue = DispatchQueue(label: name)
+        queue.setSpecific(key: key, value: name)
+        return queue
+    }
+
+    @Test func aHopRunsTheNextStepOnItsQueueEveryTime() {
+        let target = Self.queue("target")
+        let wrong = Counter()
+        let ended = Counter()
+        for index in 0..<10_000 {
+            // Work that settles at once, and work that resolves from another queue, even before
+            // its operation returns.
+            let work =
+                index.isMultiple(of: 2)
+                ? Guarantee(value: index)
+                : Guarantee { resolver in DispatchQueue.global().async { resolver.fulfill(index) } }
+            work.on(target).map { _ in DispatchQueue.getSpecific(key: Self.key) }
+                .run { outcome in
+                    if case .success(let queue) = outcome, queue != "target" { wrong.increment() }
+                    ended.increment()
+                }
+        }
+        #expect(eventually { ended.value == 10_000 })
+        #expect(wrong.value == 0)
+    }
+
+    @Test func onStartsTheWorkOnAQueue() {
+        let worker = Self.queue("worker")
+        let ran = on(worker).then { Guarantee(value: DispatchQueue.getSpecific(key: Self.key)) }
+        #expect(outcome(of: ran) == .success("worker"))
+    }
+
+    @Test func aRunCancelledWhileWaitingForItsQueueGoesNoFurther() {
+        let paused = Self.queue("paused")
+        paused.suspend()
+        let log = Log()
+        let handle = Guarantee(value: 1).on(paused).map { _ in log.record("step") }
+            .ensure { log.record("ensure") }.run { _ in log.record("delivered") }
+        handle.cancel()
+        #expect(log.all == ["ensure"])
+        paused.resume()
+        paused.sync {}  // the hop's work item had its turn
+        #expect(log.all == ["ensure"])
+    }
+}
+
+@Suite struct CancellingMany {
+    @Test func aBagCancelsItsRunsAtOnceAndWhenItGoesAway() {
+        let members = Members()
+        var bag: RunBag? = RunBag()
+        let promises = members.promises
+        for promise in promises.prefix(2) { promise.run { _ in }.store(in: bag!) }
+        bag?.cancelAll()
+        #expect(members.cancelled == [1, 1, 0, 0])
+        for promise in promises.suffix(2) { promise.run { _ in }.store(in: bag!) }
+        bag = nil
+        #expect(members.cancelled == [1, 1, 1, 1])
+    }
+
+    @Test func droppingAHandleDoesNotCancel() {
+        let pending = Pending<Int>()
+        let result = Delivery<Result<Int, TestError>>()
+        _ = pending.promise.run { result.send($0) }
+        pending.resolvers.wait()?.fulfill(1)
+        #expect(result.all == [.success(1)])
+        #expect(pending.cancelled.value == 0)
+    }
+
+    @Test func aCompletionHandlerErrorCanMeanCancellation() {
+        struct Cancelled: Error {}
+        let ensured = Counter()
+        let handle = Promise<Int, any Error> { resolver in
+            resolver.resolve(nil, Cancelled(), cancelledIf: { $0 is Cancelled })
+        }.ensure { ensured.increment() }.run { _ in Issue.record("cancelled: no completion") }
+        #expect(handle.isCancelled)
+        #expect(ensured.value == 1)
+        let failed = Promise<Int, any Error> { resolver in
+            resolver.resolve(nil, TestError("other"), cancelledIf: { $0 is Cancelled })
+        }
+        #expect(throws: TestError("other")) { try outcome(of: failed)?.get() }
+    }
+
+    @Test func ensureRunsOnlyOnceTheHandlersHaveReturned() async {
+        for _ in 0..<200 {
+            let log = Log()
+            let entered = Delivery<Void>()
+            let handlerBegan = Delivery<Void>()
+            let returned = Delivery<Void>()
+            let promise = Promise<Int, Never> { resolver in
+                resolver.onCancel { _ in
+                    log.record("handler begins")
+                    handlerBegan.send(())
+                    _ = returned.wait()  // the operation returns while this handler runs
+                    log.record("handler ends")
+                }
+                defer { returned.send(()) }
+                entered.send(())
+                _ = handlerBegan.wait()
+            }.ensure { log.record("ensure") }
+            let task = Task { await promise.result }
+            _ = await entered.arrival()
+            task.cancel()
+            #expect(await bounded { await task.value } == .some(nil))
+            #expect(log.all == ["handler begins", "handler ends", "ensure"])
+        }
+    }
+}
+
+@Suite struct CancellingEverywhere {
+    /// Runs what `make` builds, cancels it once `reached` (if given) arrives, and checks that
+    /// nothing is delivered, `ensure` runs once, and nothing the run captured stays alive.
+    func cancel(
+        once reached: Delivery<Void>? = nil,
+        _ make: (Memory.Witness) -> Promise<Int, TestError>
+    ) {
+        let ensured = Counter()
+        let witness = WeakReference<Memory.Witness>()
+        let delivered = Counter()
+        do {
+            let captured = Memory.Witness()
+            witness.value = captured
+            let handle = make(captured).ensure { ensured.increment() }
+                .run { _ in delivered.increment() }
+            _ = reached?.wait()
+            handle.cancel()
+        }
+        #expect(ensured.value == 1)
+        #expect(delivered.value == 0)
+        #expect(eventually { witness.value == nil })
+    }
+
+    @Test func inEveryStateARunEndsCleanly() {
+        cancel { witness in  // waiting in `after`
+            after(.seconds(60)).setFailureType(to: TestError.self).map { _ in witness.zero }
+        }
+        cancel { witness in  // waiting in `delay`
+            Promise(value: 1).delay(.seconds(60)).map { $0 + witness.zero }
+        }
+        let slow = Pending<Int>()
+        cancel { witness in  // waiting in `timeout`
+            slow.promise.map { $0 + witness.zero }.timeout(.seconds(60), orFailWith: .init("t"))
+        }
+        #expect(slow.cancelled.value == 1)
+        let failed = Delivery<Void>()
+        cancel(once: failed) { witness in  // waiting between `retry` attempts
+            Promise<Int, TestError> { resolver in
+                resolver.reject(TestError("no"))
+                failed.send(())
+            }.map { $0 + witness.zero }.retry(2, delay: .seconds(60))
+        }
+        let paused = Queues.queue("paused")
+        paused.suspend()
+        cancel { witness in  // waiting for a queue
+            Promise(value: 1).on(paused).map { $0 + witness.zero }
+        }
+        paused.resume()
+        let members = Members()
+        cancel { witness in  // inside a combinator
+            when(fulfilled: members.promises).map { $0.count + witness.zero }
+        }
+        #expect(members.cancelled == [1, 1, 1, 1])
+        #expect(members.ensured.map(\.value) == [1, 1, 1, 1])
+    }
+}
