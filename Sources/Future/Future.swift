@@ -1,9 +1,8 @@
 // Future: a lazy, value-type promise in one file.
 //
-// Read it top to bottom: the type, how to make one, how to run it, how to chain steps, how to
-// handle errors, how to cancel, how to share one run, how to use it from async code, and last the
-// engine that runs a chain. Copy this file into your project as it is; it needs only the Swift
-// standard library and the platform C library.
+// Read it top to bottom: the type, how to make one, run it, chain steps, handle errors, combine
+// promises, wait, choose queues, cancel, share one run, use it from async code; last, the engine.
+// Copy this file into your project as it is: it needs only Dispatch and the platform C library.
 
 import Dispatch
 
@@ -19,25 +18,18 @@ import Dispatch
 
 // MARK: - Promise
 
-/// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
-///
-/// A promise is lazy. Making one, and chaining steps onto it, only describes work: nothing runs
-/// until a terminal such as ``run(some:none:)`` starts it, and every run starts the work anew.
+/// A description of asynchronous work that produces a `Value` or fails with a `Failure`. It is
+/// lazy: nothing runs until a terminal such as ``run(some:none:)`` starts it, and every run starts
+/// the work anew:
 ///
 /// ```swift
-/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }
-///     .then { $0 + 1 }
+/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }.then { $0 + 1 }
 /// answer.run(some: { print($0) })  // prints 42
 /// answer.run(some: { print($0) })  // runs the operation again, and prints 42 again
 /// ```
 ///
-/// Because a promise is a value, it is cheap to copy, to return from a function, to keep, and
-/// to run again. Errors are typed: a `Promise<Value, Never>` (``Guarantee``) cannot fail, so the
-/// compiler knows when error handling is still owed.
-///
-/// A promise is `Sendable`: keep one in a `static let`, hand it to another task or queue, run it
-/// from any thread. The compiler checks that this is safe: every closure a promise keeps is
-/// `@Sendable`, because two runs of one promise may call it at the same time, on two threads.
+/// Errors are typed: a `Promise<Value, Never>` (``Guarantee``) cannot fail. A promise is a
+/// `Sendable` value, to copy, keep and run from any thread, so the closures it keeps are too.
 public struct Promise<Value, Failure: Swift.Error>: Sendable {
     /// The last step of the chain; each step knows the one before it (see Internals).
     @usableFromInline let last: RunHandle.Stage
@@ -45,12 +37,7 @@ public struct Promise<Value, Failure: Swift.Error>: Sendable {
     @inlinable init(last: RunHandle.Stage) { self.last = last }
 }
 
-/// A promise that cannot fail.
-///
-/// ```swift
-/// let one: Guarantee<Int> = Guarantee(value: 1)
-/// one.run(some: { print($0) })  // no error handler needed
-/// ```
+/// A promise that cannot fail: `Guarantee(value: 1).run(some: { print($0) })`.
 public typealias Guarantee<Value> = Promise<Value, Never>
 
 /// The errors Future raises itself.
@@ -67,51 +54,43 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
 
 /// What an operation receives, to report its outcome and to learn that its run was cancelled.
 ///
-/// Call it with a `Result` (`resolver(.success(data))`), or use ``fulfill(_:)`` and
-/// ``reject(_:)``. Only the first outcome counts and later ones are ignored, so racing callbacks
-/// are harmless. A resolver may be called from any thread, while the operation runs or after it
-/// returned. The run goes on from the thread that is free to carry it: the resolving thread if the
-/// operation had returned, otherwise the operation's own thread once it returns. So resolving from
-/// `queue.async { … }` does not promise that the next step runs on `queue`.
+/// Call it with a `Result` (`resolver(.success(data))`), or use ``fulfill(_:)`` and ``reject(_:)``;
+/// the first outcome counts, later ones are ignored. Call it from any thread, during the
+/// operation or after. The run then goes on on the thread that is free to carry it: the resolving
+/// one if the operation had returned, else the operation's own once it returns (so to go on on a
+/// given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`).
 ///
 /// ```swift
-/// func download(_ url: URL) -> Promise<Data, any Error> {
-///     Promise { resolver in
-///         let task = URLSession.shared.dataTask(with: url) { data, _, error in
-///             resolver.resolve(data, error)
-///         }
-///         resolver.onCancel { _ in task.cancel() }
-///         task.resume()
-///     }
+/// Promise<Data, any Error> { resolver in
+///     let task = session.dataTask(with: url) { data, _, error in resolver.resolve(data, error) }
+///     resolver.onCancel { _ in task.cancel() }
+///     task.resume()
 /// }
 /// ```
 ///
-/// An operation must resolve, or end its run with ``cancel()``. One that lets its resolver go
-/// without doing either can never finish: its run is cancelled, and debug builds report the
-/// mistake, naming the file and line where the promise was made.
+/// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
+/// finish: its run is cancelled, and debug builds report where the promise was made.
 public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     @usableFromInline let run: RunHandle
     @usableFromInline let operation: Int
     #if DEBUG
-        let file: StaticString
-        let line: UInt
+        let origin: (file: StaticString, line: UInt)
     #endif
 
     @usableFromInline init(run: RunHandle, operation: Int, file: StaticString, line: UInt) {
-        self.run = run
-        self.operation = operation
+        (self.run, self.operation) = (run, operation)
         #if DEBUG
-            (self.file, self.line) = (file, line)
+            origin = (file, line)
         #endif
     }
 
     deinit {
         #if DEBUG
-            run.resolverReleased(
-                operation, "Promise<\(Value.self), \(Failure.self)> made at \(file):\(line)")
+            let origin = "\(origin.file):\(origin.line)"
         #else
-            run.resolverReleased(operation, "")
+            let origin = "?"
         #endif
+        run.resolverReleased(operation, "Promise<\(Value.self), \(Failure.self)> made at \(origin)")
     }
 
     /// Reports the outcome of the operation.
@@ -125,24 +104,20 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// Reports failure.
     @inlinable public func reject(_ error: Failure) { self(.failure(error)) }
 
-    /// Ends the run as cancelled, for work that learns it was cancelled elsewhere.
-    ///
-    /// The run then ends as if its handle's ``RunHandle/cancel()`` had been called.
+    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would: for work that
+    /// learns elsewhere that it was cancelled.
     public func cancel() { run.cancel(operation) }
 
     /// Whether the run was cancelled; a long operation can check it to stop early.
     public var isCancelled: Bool { run.isCancelled }
 
-    /// Registers work to do if the run is cancelled before this operation resolves.
-    ///
-    /// The handler runs at most once, on the thread that cancels, and at once if the run is already
-    /// cancelled; it is dropped unrun once the operation resolves. It receives this operation's
-    /// resolver, so it need not capture it: a handler that keeps its own resolver alive would keep
-    /// the whole run alive, even when the work that should resolve it is gone.
+    /// Registers work to do if the run is cancelled before this operation resolves: at most once,
+    /// on the thread that cancels (at once if the run already is). The handler gets the resolver:
+    /// one that captured its own resolver would keep its run alive forever.
     public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
-        let (operation, file, line) = (operation, StaticString("a cancel handler"), UInt(0))
-        run.onCancel(operation) { run in
-            handler(Resolver(run: run, operation: operation, file: file, line: line))
+        let (operation, file) = (operation, StaticString("a cancel handler"))
+        run.onCancel(operation) {
+            handler(Resolver(run: $0, operation: operation, file: file, line: 0))
         }
     }
 }
@@ -153,14 +128,21 @@ extension Resolver where Value == Void {
 }
 
 extension Resolver where Failure == any Swift.Error {
-    /// Reports the outcome a completion handler passes as an optional value and optional error.
-    ///
-    /// An error wins over a value; with neither, the operation fails with
-    /// ``PromiseError/missingValue``. Pass it where a callback is expected:
+    /// Reports what a completion handler passes: an error wins over a value, and with neither the
+    /// operation fails with ``PromiseError/missingValue``. Pass it as the callback:
     /// `fetch(completion: resolver.resolve)`.
     public func resolve(_ value: sending Value?, _ error: (any Swift.Error)?) {
+        resolve(value, error, cancelledIf: { _ in false })
+    }
+
+    /// Like ``resolve(_:_:)``, but an error that `isCancellation` recognizes ends the run as
+    /// cancelled: `resolver.resolve(data, error, cancelledIf: { $0 is CancellationError })`.
+    public func resolve(
+        _ value: sending Value?, _ error: (any Swift.Error)?,
+        cancelledIf isCancellation: (any Swift.Error) -> Bool
+    ) {
         if let error {
-            reject(error)
+            if isCancellation(error) { cancel() } else { reject(error) }
         } else if let value {
             fulfill(value)
         } else {
@@ -169,23 +151,8 @@ extension Resolver where Failure == any Swift.Error {
     }
 }
 
-extension Resolver where Failure == any Swift.Error {
-    /// Like ``resolve(_:_:)``, but an error that `isCancellation` recognizes (say,
-    /// `URLError.cancelled`) ends the run as cancelled instead.
-    ///
-    /// ```swift
-    /// resolver.resolve(data, error, cancelledIf: { ($0 as? URLError)?.code == .cancelled })
-    /// ```
-    public func resolve(
-        _ value: sending Value?, _ error: (any Swift.Error)?,
-        cancelledIf isCancellation: (any Swift.Error) -> Bool
-    ) {
-        if let error, isCancellation(error) { cancel() } else { resolve(value, error) }
-    }
-}
-
 extension Resolver where Value == Void, Failure == any Swift.Error {
-    /// Reports the outcome a completion handler passes as an optional error.
+    /// Reports what a completion handler that passes an optional error passes.
     public func resolve(_ error: (any Swift.Error)?) {
         if let error { reject(error) } else { fulfill() }
     }
@@ -194,22 +161,12 @@ extension Resolver where Value == Void, Failure == any Swift.Error {
 // MARK: - Making promises
 
 extension Promise {
-    /// The steps of a chain keep what they need in nodes (see Internals).
     @usableFromInline typealias Node<Payload: Sendable> = RunHandle.Node<Payload>
     @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
 
-    /// Makes a promise from an operation that reports its outcome through a ``Resolver``.
-    ///
-    /// The operation runs once per run, on the thread that starts the run (or that finished the
-    /// step before it), and may resolve at once or later from any thread:
-    ///
-    /// ```swift
-    /// let tick = Promise<Int, Never> { resolver in
-    ///     DispatchQueue.global().async { resolver.fulfill(1) }
-    /// }
-    /// ```
-    ///
-    /// `file` and `line` name the promise in debug reports; leave them to their defaults.
+    /// Makes a promise from an operation that reports its outcome through a ``Resolver``, at once
+    /// or later, from any thread: `Guarantee<Int> { r in queue.async { r.fulfill(1) } }`. `file`
+    /// and `line` name the promise in debug reports.
     @inlinable public init(
         file: StaticString = #fileID, line: UInt = #line,
         _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void
@@ -218,20 +175,14 @@ extension Promise {
     }
 
     /// Makes a promise from async code: each run starts a `Task` that calls `work`, and cancelling
-    /// the run cancels that task.
-    ///
-    /// ```swift
-    /// let page = Promise<Data, any Error> { try await URLSession.shared.data(from: url).0 }
-    /// ```
+    /// the run cancels it: `Promise<Data, any Error> { try await session.data(from: url).0 }`.
     @inlinable public init(
         file: StaticString = #fileID, line: UInt = #line,
         _ work: @escaping @Sendable () async throws(Failure) -> Value
     ) {
         self.init(file: file, line: line) { resolver in
             let task = Task {
-                do throws(Failure) {
-                    resolver.fulfill(try await work())
-                } catch {
+                do throws(Failure) { resolver.fulfill(try await work()) } catch {
                     resolver.reject(error)
                 }
             }
@@ -248,13 +199,8 @@ extension Promise {
             })
     }
 
-    /// Makes a promise that calls `body` on every run, failing with what it throws.
-    ///
-    /// ```swift
-    /// let config = Promise<Config, DecodingError>(catching: { () throws(DecodingError) in
-    ///     try loadConfig()
-    /// })
-    /// ```
+    /// Makes a promise that calls `body` on every run, failing with what it throws:
+    /// `Promise(catching: { () throws(DecodingError) in try loadConfig() })`.
     @inlinable public init(catching body: @escaping @Sendable () throws(Failure) -> Value) {
         self = Promise<Void, Failure>(value: ()).then { () -> Outcome in
             Swift.Result { () throws(Failure) in try body() }
@@ -263,9 +209,7 @@ extension Promise {
 }
 
 extension Promise where Value: Sendable {
-    /// Makes a promise that succeeds or fails with `result` every time it runs.
-    ///
-    /// The value must be `Sendable`, because every run hands the same value on, from any thread.
+    /// Makes a promise that settles with `result`; its value is `Sendable`, as every run has it.
     @inlinable public init(result: Swift.Result<Value, Failure>) {
         self.init(
             last: Node(result, after: nil, output: Outcome.self) { stage, slot, _ in
@@ -281,17 +225,8 @@ extension Promise where Value: Sendable {
     @inlinable public static func value(_ value: Value) -> Promise { Promise(value: value) }
 }
 
-/// Starts a chain with the promise `body` makes; `body` is called anew on every run.
-///
-/// Pure sugar that lines up the first step with the ones after it:
-///
-/// ```swift
-/// firstly {
-///     login()
-/// }.then { credentials in
-///     fetchAvatar(for: credentials.user)
-/// }.run(some: show, none: report)
-/// ```
+/// Starts a chain with the promise `body` makes anew on every run, to line the steps up:
+/// `firstly { login() }.then { fetchAvatar(for: $0.user) }.run(some: show, none: report)`.
 @inlinable public func firstly<Value, Failure>(
     _ body: @escaping @Sendable () -> Promise<Value, Failure>
 ) -> Promise<Value, Failure> {
@@ -301,9 +236,7 @@ extension Promise where Value: Sendable {
 // MARK: - Running
 
 extension Promise {
-    /// Starts the work and calls `completion` with its outcome.
-    ///
-    /// Each call starts a new, independent run. `completion` is called at most once, on the
+    /// Starts a new run of the work and calls `completion` with its outcome: at most once, on the
     /// thread where the last step finished, and never after the run is cancelled.
     @discardableResult
     public func run(
@@ -314,14 +247,8 @@ extension Promise {
         return handle
     }
 
-    /// Starts the work and calls `some` with its value or `none` with its error.
-    ///
-    /// ```swift
-    /// iTunesLookUp(id: "909253")
-    ///     .then(toDictionary)
-    ///     .then(toModel)
-    ///     .run(some: printName, none: report)
-    /// ```
+    /// Starts a run and calls `some` with its value or `none` with its error:
+    /// `lookUp(id).then(toModel).run(some: show, none: report)`.
     @discardableResult
     public func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
@@ -334,8 +261,8 @@ extension Promise {
         }
     }
 
-    /// Starts a run that reports how it ended: with its outcome, or `nil` if it was cancelled.
-    /// `end` is called exactly once, after the `ensure` steps of a cancelled run.
+    /// Starts a run that reports how it ended, exactly once: with its outcome, or `nil` if it
+    /// was cancelled (after the `ensure` steps).
     func start(
         _ end: @escaping @Sendable (sending Swift.Result<Value, Failure>?) -> Void
     ) -> RunHandle {
@@ -350,53 +277,35 @@ extension Promise where Failure == Never {
     @discardableResult
     public func run() -> RunHandle { run { (_: Swift.Result<Value, Never>) in } }
 
-    /// Starts work that cannot fail and calls `some` with its value.
-    ///
-    /// A trailing closure alone still means ``run(_:)``, which passes a `Result`, as it does for
-    /// every promise; write the label to get the value: `guarantee.run(some: { show($0) })`.
+    /// Starts work that cannot fail and calls `some` with its value (write the label: a bare
+    /// trailing closure means ``run(_:)``).
     @discardableResult @_disfavoredOverload
     public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        run { outcome in
-            switch outcome {
-            case .success(let value): some(value)
-            }
-        }
+        run { some($0.get()) }
     }
 }
 
 // MARK: - Transforming values
 
-// The builders below are `@inlinable` so that a chain built in your module is compiled for your
-// types: each step then costs one allocation to build and no dynamic casts to run.
+// The builders are `@inlinable`, so that a chain built in your module is compiled for your types:
+// each step costs one allocation to build, and no dynamic cast to run.
 
 extension Promise {
-    /// Transforms the value when the promise succeeds.
+    /// Transforms the value when the promise succeeds: `name.then { $0.count }`.
     ///
-    /// ```swift
-    /// let length = name.then { $0.count }
-    /// ```
-    ///
-    /// (This form is disfavored, so that a step returning a promise or a result chains instead of
-    /// becoming the next value; `map` says the same with one form, which type-checks faster.)
+    /// (Disfavored, so that a step returning a promise or a `Result` chains rather than becoming
+    /// the next value. `map` has this form only, and so type-checks faster in long chains.)
     @inlinable @_disfavoredOverload public func then<NewValue>(
         _ transform: @escaping @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> { map(transform) }
 
-    /// Continues with the promise that `next` makes from the value: the chain waits for it.
-    ///
-    /// ```swift
-    /// let avatar = login().then { credentials in fetchAvatar(for: credentials.user) }
-    /// ```
+    /// Continues with the promise `next` makes from the value, and waits for it:
+    /// `login().then { credentials in fetchAvatar(for: credentials.user) }`.
     @inlinable public func then<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> { flatMap(next) }
 
-    /// Continues with a step that succeeds or fails at once.
-    ///
-    /// ```swift
-    /// func toDictionary(from data: Data) -> Result<[String: Any], LookupError> { … }
-    /// let dictionary = download.then(toDictionary)
-    /// ```
+    /// Continues with a step that succeeds or fails at once: `download.then(toDictionary)`.
     @inlinable public func then<NewValue>(
         _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
@@ -407,21 +316,15 @@ extension Promise {
         }
     }
 
-    /// Continues with a promise that cannot fail: a ``Guarantee`` joins a chain of any error type.
-    ///
-    /// ```swift
-    /// let avatar = login().then { user in cachedAvatar(for: user) }  // cachedAvatar: Guarantee
-    /// ```
+    /// Continues with a promise that cannot fail: `login().then { cachedAvatar(for: $0) }`.
     @inlinable @_disfavoredOverload public func then<NewValue>(
         _ next: @escaping @Sendable (Value) -> Guarantee<NewValue>
     ) -> Promise<NewValue, Failure> {
         flatMap { next($0).setFailureType(to: Failure.self) }
     }
 
-    /// Continues with a promise of another error type, so the chain fails with `any Error` after.
-    ///
-    /// Swift cannot reject this call outright, so it warns instead: a step that fails with another
-    /// error type than its chain is more often a slip than a choice.
+    /// Continues with a promise of another error type: the chain fails with `any Error` after.
+    /// Swift cannot reject the call while the first `then` fits, so it warns, with the fix.
     // swift-format-ignore: LineLength
     @available(
         *, deprecated,
@@ -434,8 +337,8 @@ extension Promise {
         eraseToAnyError().flatMap { next($0).eraseToAnyError() }
     }
 
-    /// Continues with a step whose result has another error type, so the chain fails with
-    /// `any Error` after; Swift warns about it, as about the promise-returning form.
+    /// Continues with a result of another error type: the chain fails with `any Error` after,
+    /// and Swift warns, as for a promise of another error type.
     // swift-format-ignore: LineLength
     @available(
         *, deprecated,
@@ -445,15 +348,10 @@ extension Promise {
     @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
         _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
     ) -> Promise<NewValue, any Swift.Error> {
-        mapOutcome { outcome in
-            outcome.mapError { $0 as any Swift.Error }.flatMap {
-                transform($0).mapError { $0 as any Swift.Error }
-            }
-        }
+        eraseToAnyError().then { transform($0).mapError { $0 as any Swift.Error } }
     }
 
-    /// Transforms the value when the promise succeeds; unlike `then`, `map` has one form only, so
-    /// a long chain of `map` steps type-checks faster.
+    /// Transforms the value when the promise succeeds.
     @inlinable public func map<NewValue>(
         _ transform: @escaping @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> {
@@ -464,7 +362,7 @@ extension Promise {
         }
     }
 
-    /// Continues with the promise that `next` makes from the value; `then` with such a step.
+    /// Continues with the promise that `next` makes from the value.
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
@@ -479,11 +377,8 @@ extension Promise {
         }
     }
 
-    /// Transforms the value with a function that can throw `Failure`.
-    ///
-    /// ```swift
-    /// let user = data.tryMap { (data) throws(any Error) in try decoder.decode(User.self, from: data) }
-    /// ```
+    /// Transforms the value with a function that throws `Failure`:
+    /// `data.tryMap { (data) throws(any Error) in try decoder.decode(User.self, from: data) }`.
     @inlinable public func tryMap<NewValue>(
         _ transform: @escaping @Sendable (Value) throws(Failure) -> NewValue
     ) -> Promise<NewValue, Failure> {
@@ -492,11 +387,8 @@ extension Promise {
         }
     }
 
-    /// Transforms the value, failing with `error` when the transform returns `nil`.
-    ///
-    /// ```swift
-    /// let first = results.compactMap(orFailWith: .noResultFound) { $0.first }
-    /// ```
+    /// Transforms the value, failing with `error` when the transform returns `nil`:
+    /// `results.compactMap(orFailWith: .noResultFound) { $0.first }`.
     @inlinable public func compactMap<NewValue>(
         orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
         _ transform: @escaping @Sendable (Value) -> NewValue?
@@ -506,19 +398,13 @@ extension Promise {
         }
     }
 
-    /// Ends the success path with a side effect; the result is a `Promise<Void, Failure>`.
+    /// Ends the success path with a side effect; what is left is a `Promise<Void, Failure>`.
     @inlinable public func done(
         _ body: @escaping @Sendable (Value) -> Void
     ) -> Promise<Void, Failure> { map(body) }
 
-    /// Looks at the value without changing it.
-    ///
-    /// ```swift
-    /// fetchUser().get { cache.store($0) }.then { render($0) }
-    /// ```
-    @inlinable public func get(
-        _ body: @escaping @Sendable (Value) -> Void
-    ) -> Promise<Value, Failure> {
+    /// Looks at the value without changing it: `fetchUser().get { cache.store($0) }`.
+    @inlinable public func get(_ body: @escaping @Sendable (Value) -> Void) -> Promise {
         map { value -> Value in
             body(value)
             return value
@@ -528,7 +414,7 @@ extension Promise {
     /// Looks at the outcome, success or failure, without changing it: handy for logging.
     @inlinable public func tap(
         _ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
-    ) -> Promise<Value, Failure> {
+    ) -> Promise {
         mapOutcome { outcome in
             body(outcome)
             return outcome
@@ -538,14 +424,27 @@ extension Promise {
 
 extension Promise where Failure == any Swift.Error {
     /// Transforms the value, failing with ``PromiseError/compactMapReturnedNil`` on `nil`.
-    ///
-    /// ```swift
-    /// let names = data.compactMap { try? JSONSerialization.jsonObject(with: $0) as? [String] }
-    /// ```
     @inlinable public func compactMap<NewValue>(
         _ transform: @escaping @Sendable (Value) -> NewValue?
     ) -> Promise<NewValue, Failure> {
         compactMap(orFailWith: PromiseError.compactMapReturnedNil, transform)
+    }
+}
+
+extension Promise where Failure == Never {
+    /// Continues a chain that cannot fail with a promise that can, taking its error type:
+    /// `after(.seconds(1)).then { fetchStatus() }`.
+    @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
+        _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
+    ) -> Promise<NewValue, NewFailure> {
+        setFailureType(to: NewFailure.self).flatMap(next)
+    }
+
+    /// Gives a promise that cannot fail the error type of the chain it joins.
+    @inlinable public func setFailureType<NewFailure>(
+        to _: NewFailure.Type
+    ) -> Promise<Value, NewFailure> {
+        mapOutcome { .success($0.get()) }
     }
 }
 
@@ -559,26 +458,16 @@ extension Promise {
         mapOutcome { $0.mapError(transform) }
     }
 
-    /// Turns an error into a value or into another error, at once.
-    ///
-    /// ```swift
-    /// let page = fetch.flatMapError { error in
-    ///     error == .notFound ? .success(.empty) : .failure(.unavailable)
-    /// }
-    /// ```
+    /// Turns an error into a value or another error, at once:
+    /// `fetch.flatMapError { $0 == .notFound ? .success(.empty) : .failure(.unavailable) }`.
     @inlinable public func flatMapError<NewFailure>(
         _ transform: @escaping @Sendable (Failure) -> Swift.Result<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
         mapOutcome { $0.flatMapError(transform) }
     }
 
-    /// Continues with the promise `next` makes from the error; a success passes through.
-    ///
-    /// When `next` returns a ``Guarantee``, the result cannot fail:
-    ///
-    /// ```swift
-    /// let feed = fetchFeed().recover { _ in loadCachedFeed() }  // Guarantee<Feed>
-    /// ```
+    /// Continues with the promise `next` makes from the error; a success passes through. When
+    /// `next` gives a ``Guarantee``, so does this: `fetchFeed().recover { _ in cachedFeed() }`.
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
@@ -597,22 +486,11 @@ extension Promise {
     @inlinable public func recover(
         _ transform: @escaping @Sendable (Failure) -> Value
     ) -> Guarantee<Value> {
-        mapOutcome { outcome in
-            switch outcome {
-            case .success(let value): .success(value)
-            case .failure(let error): .success(transform(error))
-            }
-        }
+        mapOutcome { $0.flatMapError { .success(transform($0)) } }
     }
 
-    /// Handles the error and ends the success path; what is left is a ``Guarantee`` to run.
-    ///
-    /// ```swift
-    /// fetchFeed()
-    ///     .done { show($0) }
-    ///     .catch { showError($0) }
-    ///     .run()
-    /// ```
+    /// Handles the error and ends the success path, leaving a ``Guarantee`` to run:
+    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`.
     @inlinable public func `catch`(_ body: @escaping @Sendable (Failure) -> Void) -> Guarantee<Void>
     {
         mapOutcome { outcome in
@@ -621,16 +499,9 @@ extension Promise {
         }
     }
 
-    /// Runs `body` when the chain gets here, whether it succeeded or failed, and also when the
-    /// run is cancelled before getting here. The outcome passes through unchanged.
-    ///
-    /// ```swift
-    /// spinner.start()
-    /// fetchFeed().ensure { spinner.stop() }.run(some: show, none: report)
-    /// ```
-    @inlinable public func ensure(
-        _ body: @escaping @Sendable () -> Void
-    ) -> Promise<Value, Failure> {
+    /// Runs `body` when the chain gets here, succeeded or failed, and also when the run is
+    /// cancelled before: `spinner.start(); fetchFeed().ensure { spinner.stop() }.run()`.
+    @inlinable public func ensure(_ body: @escaping @Sendable () -> Void) -> Promise {
         appending(body, isEnsure: true) { stage, _, _ in
             Node<@Sendable () -> Void>.payload(of: stage)()
             return .proceed
@@ -663,76 +534,38 @@ extension Promise {
     }
 }
 
-extension Promise where Failure == Never {
-    /// Continues a chain that cannot fail with a promise that can: the chain takes its error type.
-    ///
-    /// ```swift
-    /// after(.seconds(1)).then { fetchStatus() }  // a Promise<Status, FetchError>
-    /// ```
-    @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
-        _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
-    ) -> Promise<NewValue, NewFailure> {
-        setFailureType(to: NewFailure.self).flatMap(next)
-    }
-
-    /// Gives a promise that cannot fail the error type of the chain it joins.
-    ///
-    /// ```swift
-    /// let cached: Promise<Feed, FeedError> = cachedFeed().setFailureType(to: FeedError.self)
-    /// ```
-    @inlinable public func setFailureType<NewFailure>(
-        to _: NewFailure.Type
-    ) -> Promise<Value, NewFailure> {
-        mapOutcome { outcome in
-            switch outcome {
-            case .success(let value): .success(value)
-            }
-        }
-    }
-}
-
 // MARK: - Combining
 
-/// Runs every promise at once and succeeds with their values, in the order given, whatever order
-/// they finish in. Fails with the first error to arrive, and then cancels the promises still
-/// running; no promises succeed with `[]` at once.
-///
-/// ```swift
-/// when(fulfilled: ids.map(fetchUser)).done { users in show(users) }
-/// ```
+// Every combinator runs its promises anew on each of its runs, all at once unless a limit says
+// otherwise, cancels those it no longer needs, and keeps input order. A member whose run ends by
+// cancellation ends a `when` or `any` as cancelled, and drops out of a race.
+
+/// Succeeds with every value, in the order given, or fails with the first error to arrive, and
+/// cancels the rest: `when(fulfilled: ids.map(fetchUser))`. No promises succeed with `[]`.
 public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<[Value], Failure> {
     when(fulfilled: promises, concurrently: .max)
 }
 
-/// Like ``when(fulfilled:)-(Array)``, running at most `limit` promises at a time: the next starts
-/// as one finishes. A promise is a recipe, so plain promises will do: none starts before its turn.
-///
-/// A `limit` below 1 is a precondition failure.
-///
-/// ```swift
-/// when(fulfilled: urls.map(download), concurrently: 4)
-/// ```
+/// Like ``when(fulfilled:)-(Array)``, running at most `limit` promises at a time (the next
+/// starts as one finishes): `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit`
+/// below 1 is a precondition failure.
 public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int
 ) -> Promise<[Value], Failure> {
     precondition(limit > 0, "when(fulfilled:concurrently:) needs a limit of at least 1")
-    return RunHandle.join(promises, limit) { tally, ending in
-        switch ending {
-        case .outcome(_, .failure(let error)): .settle(.failure(error))
-        case .cancelled: .cancel
+    return RunHandle.join(promises, limit) { tally, ended in
+        switch ended {
+        case .some((_, .failure(let error)?)): .settle(.failure(error))
+        case .some((_, nil)): .cancel
         default: tally.isComplete ? .settle(.success(tally.values)) : .wait
         }
     }
 }
 
-/// Runs promises of different types at once and succeeds with a tuple of their values.
-///
-/// ```swift
-/// when(fulfilled: fetchUser(id), fetchAvatar(id), fetchFriends(id))
-///     .done { user, avatar, friends in show(user, avatar, friends) }
-/// ```
+/// Succeeds with a tuple of the values of promises of any types:
+/// `when(fulfilled: fetchUser(id), fetchAvatar(id)).done { user, avatar in show(user, avatar) }`.
 public func when<each Value, Failure>(
     fulfilled promise: repeat Promise<each Value, Failure>
 ) -> Promise<(repeat each Value), Failure> {
@@ -748,11 +581,7 @@ public func when<each Value, Failure>(
     }
 }
 
-/// Runs every promise of a dictionary at once and succeeds with their values under their keys.
-///
-/// ```swift
-/// when(fulfilled: ["avatar": avatar, "header": header]).done { images in show(images) }
-/// ```
+/// Succeeds with the values of a dictionary's promises, under their keys.
 public func when<Key: Hashable & Sendable, Value, Failure>(
     fulfilled promises: [Key: Promise<Value, Failure>]
 ) -> Promise<[Key: Value], Failure> {
@@ -760,84 +589,67 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
     return when(fulfilled: members).map { Dictionary(uniqueKeysWithValues: zip(keys, $0)) }
 }
 
-/// Runs every promise at once and succeeds, once all have finished, with every outcome in the
-/// order given. It never fails.
+/// Waits for every promise and succeeds with every outcome, in the order given; never fails.
 public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>]
 ) -> Guarantee<[Swift.Result<Value, Failure>]> {
-    RunHandle.join(promises) { tally, ending in
-        if case .cancelled = ending { return .cancel }
+    RunHandle.join(promises) { tally, ended in
+        if case .some((_, nil)) = ended { return .cancel }
         return tally.isComplete ? .settle(.success(tally.results)) : .wait
     }
 }
 
-/// Runs every promise at once, waits for all, and succeeds with every outcome in the order given,
-/// unless every one failed: then it fails with all their errors. No promises succeed with `[]`.
-///
-/// ```swift
-/// any(mirrors.map(download)).done { outcomes in use(outcomes.compactMap { try? $0.get() }) }
-/// ```
+/// Waits for every promise and succeeds with every outcome, in the order given, unless all
+/// failed: then it fails with all their errors. No promises succeed with `[]`.
 public func any<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<[Swift.Result<Value, Failure>], AllPromisesFailedError<Failure>> {
-    RunHandle.join(promises) { tally, ending in
-        if case .cancelled = ending { return .cancel }
+    RunHandle.join(promises) { tally, ended in
+        if case .some((_, nil)) = ended { return .cancel }
         guard tally.isComplete else { return .wait }
         let errors = tally.errors
-        return errors.isEmpty || errors.count < tally.count
+        return errors.count < tally.outcomes.count || errors.isEmpty
             ? .settle(.success(tally.results)) : .settle(.failure(AllPromisesFailedError(errors)))
     }
 }
 
-/// Runs every promise at once; the first to finish, with a value or an error, decides, and the
-/// others are cancelled.
-///
-/// A member whose run ends by cancellation drops out of the race; when every member has (and so
-/// when racing no promises at all), nothing can win and the race ends by cancellation.
+/// The first promise to settle, with a value or an error, decides; the others are cancelled.
+/// When every member has ended by cancellation (or none was given), the race ends so too.
 public func race<Value, Failure>(_ promises: [Promise<Value, Failure>]) -> Promise<Value, Failure> {
-    RunHandle.join(promises) { tally, ending in
-        if case .outcome(_, let outcome) = ending { return .settle(outcome) }
+    RunHandle.join(promises) { tally, ended in
+        if case .some((_, let outcome?)) = ended { return .settle(outcome) }
         return tally.isComplete ? .cancel : .wait
     }
 }
 
-/// Runs every promise at once; the first value wins and the others are cancelled. Errors drop out
-/// of the race, which fails only when every promise failed, with all their errors (racing no
-/// promises fails at once). If some ended by cancellation and the rest failed, the race ends by
-/// cancellation.
-///
-/// ```swift
-/// race(fulfilled: mirrors.map(download)).done { data in use(data) }
-/// ```
+/// The first value wins and the others are cancelled: `race(fulfilled: mirrors.map(download))`.
+/// Errors drop out; it fails only when every promise failed (at once if none was given), with
+/// all their errors, or ends by cancellation if some ended so and the rest failed.
 public func race<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<Value, AllPromisesFailedError<Failure>> {
-    RunHandle.join(promises) { tally, ending in
-        if case .outcome(_, .success(let value)) = ending { return .settle(.success(value)) }
+    RunHandle.join(promises) { tally, ended in
+        if case .some((_, .success(let value)?)) = ended { return .settle(.success(value)) }
         guard tally.isComplete else { return .wait }
         return tally.cancelled > 0
             ? .cancel : .settle(.failure(AllPromisesFailedError(tally.errors)))
     }
 }
 
-/// The error of a combination that needed a success and got none: every error, in input order.
+/// The error of a combination that needed a value and got none: every error, in input order.
 public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
-    /// The errors of the promises, in the order the promises were given.
+    /// The errors, in the order the promises were given.
     public let errors: [Failure]
 
-    /// Makes the error from the members' errors, in input order.
+    /// Makes the error from every member's error.
     public init(_ errors: [Failure]) { self.errors = errors }
 }
 
 extension AllPromisesFailedError: Equatable where Failure: Equatable {}
 
 extension Promise {
-    /// On a promise of an array: turns each element into a promise and joins them in order, like
-    /// ``when(fulfilled:)-(Array)``, at most `limit` at a time.
-    ///
-    /// ```swift
-    /// fetchFollowers(of: user).thenMap(concurrently: 4) { fetchAvatar(for: $0) }
-    /// ```
+    /// On a promise of an array: makes a promise of each element and joins them in order, like
+    /// ``when(fulfilled:concurrently:)``: `followers.thenMap(concurrently: 4) { avatar(of: $0) }`.
     public func thenMap<Element, NewValue>(
         concurrently limit: Int = .max,
         _ transform: @escaping @Sendable (Element) -> Promise<NewValue, Failure>
@@ -849,53 +661,33 @@ extension Promise {
 
 // MARK: - Time
 
-/// A guarantee that succeeds after `interval`. Its run holds no thread while it waits, and
-/// cancelling the run cancels the timer.
-///
-/// ```swift
-/// after(.seconds(1)).then { fetchStatus() }
-/// ```
-public func after(_ interval: Duration) -> Guarantee<Void> {
-    Guarantee(value: ()).delay(interval)
-}
+/// A guarantee that succeeds after `interval`, holding no thread: `after(.seconds(1)).then { … }`.
+public func after(_ interval: Duration) -> Guarantee<Void> { Guarantee(value: ()).delay(interval) }
 
 extension Promise {
-    /// Passes the outcome on, a value or an error alike, `interval` later, on a global queue.
+    /// Passes the outcome, value or error, on after `interval`, on a global queue. Cancelling the
+    /// run meanwhile cancels the timer.
     public func delay(_ interval: Duration) -> Promise {
-        let (seconds, attoseconds) = interval.components
-        let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        let delay =
-            nanoseconds.overflow
-            ? Int64.max : nanoseconds.partialValue + attoseconds / 1_000_000_000
-        return appending(delay) { stage, _, _ in
-            .hop(.global(), .now() + .nanoseconds(Int(clamping: Node<Int64>.payload(of: stage))))
+        let nanoseconds = Int(max(0, min(interval / .nanoseconds(1), 9e18)))
+        return appending(nanoseconds) { stage, _, _ in
+            .hop(.global(), .now() + .nanoseconds(Node<Int>.payload(of: stage)))
         }
     }
 
-    /// Fails with `error()` and cancels the work if the promise has not settled within `interval`;
-    /// settling in time cancels the timer.
-    ///
-    /// ```swift
-    /// download(url).timeout(.seconds(10), orFailWith: .timedOut)
-    /// ```
+    /// Fails with `error()`, and cancels the work, if the promise has not settled within
+    /// `interval`; settling in time cancels the timer: `download.timeout(.seconds(9), orFailWith: .slow)`.
     public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
-        let timer = after(interval).setFailureType(to: Failure.self).flatMap {
-            Promise(error: error())
-        }
-        return RunHandle.join([self, timer]) { _, ending in
-            if case .outcome(_, let outcome) = ending { .settle(outcome) } else { .cancel }
+        let timer = after(interval).then { Promise(error: error()) }
+        return RunHandle.join([self, timer]) { _, ended in
+            if case .some((_, let outcome?)) = ended { .settle(outcome) } else { .cancel }
         }
     }
 
-    /// Runs the work again after a failure, at most `attempts` runs in all, waiting `delay`
-    /// before each new attempt, and only while `shouldRetry` accepts the error. An `attempts`
-    /// below 1 is a precondition failure.
-    ///
-    /// ```swift
-    /// fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })
-    /// ```
+    /// Runs the work again after a failure, `attempts` times at most in all, waiting `delay` before
+    /// each new attempt, while `shouldRetry` accepts the error. `attempts` below 1 is a
+    /// precondition failure: `fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })`.
     public func retry(
         _ attempts: Int, delay: Duration = .zero,
         while shouldRetry: @escaping @Sendable (Failure) -> Bool = { _ in true }
@@ -905,16 +697,13 @@ extension Promise {
         return recover { error in
             guard shouldRetry(error) else { return Promise(error: error) }
             let pause = delay == .zero ? Guarantee(value: ()) : after(delay)
-            return pause.setFailureType(to: Failure.self).flatMap {
-                retry(attempts - 1, delay: delay, while: shouldRetry)
-            }
+            return pause.then { retry(attempts - 1, delay: delay, while: shouldRetry) }
         }
     }
 }
 
 extension Promise where Failure == any Swift.Error {
-    /// Fails with ``PromiseError/timedOut`` and cancels the work if the promise has not settled
-    /// within `interval`.
+    /// Fails with ``PromiseError/timedOut``, cancelling the work, if it has not settled in time.
     public func timeout(_ interval: Duration) -> Promise {
         timeout(interval, orFailWith: PromiseError.timedOut)
     }
@@ -922,19 +711,15 @@ extension Promise where Failure == any Swift.Error {
 
 // MARK: - Where code runs
 
-// A step runs where the step before it finished: the thread that started the run, or the one
-// that resolved an operation. `on` is the one way to choose: a hop, made every time.
+// A step runs where the step before it finished: on the thread that started the run, or the one
+// that resolved an operation. `on` is the one way to choose a queue: a hop, made every time.
 
-/// A guarantee whose run goes on on `queue`: start the work there with `on(queue).then { … }`.
+/// A guarantee whose run goes on on `queue`, to start work there: `on(.global()).then { … }`.
 public func on(_ queue: DispatchQueue) -> Guarantee<Void> { Guarantee(value: ()).on(queue) }
 
 extension Promise {
-    /// Runs the steps after this point on `queue`, every time, however the work before settled.
-    /// A run cancelled while it waits for the queue goes no further.
-    ///
-    /// ```swift
-    /// fetchFeed().on(.main).done { feed in show(feed) }.run()
-    /// ```
+    /// Runs the steps after this one on `queue`, every time, however the work before settled; a
+    /// run cancelled while it waits for the queue goes no further: `fetch().on(.main).done(show)`.
     public func on(_ queue: DispatchQueue) -> Promise {
         appending(queue) { stage, _, _ in .hop(Node<DispatchQueue>.payload(of: stage), nil) }
     }
@@ -942,22 +727,12 @@ extension Promise {
 
 // MARK: - Cancelling a run
 
-/// A run of a promise, returned by every terminal: use it to cancel the run.
-///
-/// After ``cancel()`` no completion is delivered, every operation still waiting gets its
-/// ``Resolver/onCancel(_:)`` handlers called once, no later step starts, and every
-/// ``Promise/ensure(_:)`` still ahead runs. Cancelling is idempotent and safe from any thread.
-/// Dropping the handle does not cancel: a run you do not keep goes on to its end.
-///
-/// A step that cancels its own run stops it before the next step. Cancelled from another thread
-/// while steps are running one after the other, the run stops at the next operation, the next
-/// promise a step returns, or its end: steps take no lock, so that a chain stays cheap.
-///
-/// ```swift
-/// let search = lookUp(query).run(some: show, none: report)
-/// // the user typed again:
-/// search.cancel()
-/// ```
+/// A run of a promise, returned by every terminal, to cancel it. After ``cancel()`` no completion
+/// is delivered, the operation waiting gets its ``Resolver/onCancel(_:)`` handlers called once,
+/// no later step starts, and the ``Promise/ensure(_:)`` steps still ahead run once those handlers
+/// have returned. Cancelling is idempotent and safe from any thread; dropping a handle does not
+/// cancel. A step that cancels its own run stops it before the next step; from another thread,
+/// the run stops at its next operation, hop, entered promise or end (steps take no lock).
 public final class RunHandle: @unchecked Sendable {
     private var slot: Slot
     private var slotSize: Int
@@ -979,18 +754,16 @@ public final class RunHandle: @unchecked Sendable {
     private var resolved = 0
     private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
     private var driver = pthread_self()
-    /// Set while a canceller runs the handlers: it halts the run after them, so that `ensure`
-    /// steps run only once every handler has returned.
+    /// Set while a canceller calls the handlers; it then halts the run itself.
     private var cancelling = false
-    /// What the run waits for while it hops to a queue, and the type of the outcome it holds.
+    /// What a run hopping to a queue waits for, and the type of the outcome it holds meanwhile.
     private var hop: (work: DispatchWorkItem, held: any Outcome.Type)?
 
     private enum Phase { case driving, operating, waiting, finished }
 
     init(last: Stage) {
-        (slotSize, slotAlignment) = (last.slotSize, last.slotAlignment)
+        (slotSize, slotAlignment, output) = (last.slotSize, last.slotAlignment, last.output)
         slot = Slot(size: slotSize, alignment: slotAlignment)
-        output = last.output
         plan = Plan(last)
     }
 
@@ -1004,20 +777,22 @@ public final class RunHandle: @unchecked Sendable {
 
     /// Cancels the run; see ``RunHandle`` for what that does.
     public func cancel() { _ = cancel(operation: nil) }
+
+    /// Puts the run in `bag`, to be cancelled with it.
+    @discardableResult public func store(in bag: RunBag) -> RunHandle {
+        bag.lock.withLock {
+            if bag.runs.count == bag.runs.capacity { bag.runs.removeAll { $0.isFinished } }
+            bag.runs.append(self)  // the ended ones forgotten, every time the bag would grow
+        }
+        return self
+    }
 }
 
-/// Runs collected to be cancelled together: at once with ``cancelAll()``, and when the bag goes
-/// away, like Combine's `AnyCancellable`s in a set, or Tomorrowland's invalidation tokens.
-///
-/// ```swift
-/// final class FeedModel {
-///     private let runs = RunBag()
-///     func refresh() { fetchFeed().run(some: show, none: report).store(in: runs) }
-/// }  // a model that goes away cancels its runs still going
-/// ```
+/// Runs to cancel together, with ``cancelAll()`` and when the bag goes away (as Combine's
+/// `AnyCancellable`s in a set): `fetch().run(some: show, none: report).store(in: model.runs)`.
 public final class RunBag: @unchecked Sendable {
-    private let lock = RunHandle.Lock()
-    private var runs: [RunHandle] = []
+    fileprivate let lock = RunHandle.Lock()
+    fileprivate var runs: [RunHandle] = []
 
     /// Makes an empty bag.
     public init() {}
@@ -1035,85 +810,42 @@ public final class RunBag: @unchecked Sendable {
         }
         for run in cancelled { run.cancel() }
     }
-
-    fileprivate func insert(_ run: RunHandle) {
-        lock.withLock {
-            if runs.count == runs.capacity { runs.removeAll { $0.isFinished } }  // forget the ended
-            runs.append(run)
-        }
-    }
-}
-
-extension RunHandle {
-    /// Puts the run in `bag`, to be cancelled with it.
-    @discardableResult public func store(in bag: RunBag) -> RunHandle {
-        bag.insert(self)
-        return self
-    }
-
-    /// Whether the run has ended, one way or another.
-    fileprivate var isFinished: Bool { locked { phase == .finished } }
 }
 
 // MARK: - Sharing one run
 
 extension Promise where Value: Sendable {
-    /// A promise whose work runs once, however many times it is run: an eager promise, opt-in.
-    ///
-    /// The first run starts the work; runs that start while it is under way wait for it, and go on
-    /// in the order they started; runs after it finished get its outcome at once, a failure as
-    /// well as a value. Cancelling one run
-    /// leaves the others waiting; when every waiting run has been cancelled, the work is cancelled
-    /// too, and the next run starts it again. So does the next run after the work ended by
-    /// cancellation (its operation dropped its resolver, or a step cancelled its run).
-    ///
-    /// ```swift
-    /// let profile = fetchProfile().share()  // seed 002's cache-then-fetch
-    /// profile.run(some: showHeader)         // starts the request
-    /// profile.run(some: showAvatar)         // waits for the same request
-    /// ```
+    /// A promise whose work runs once for many runs (an eager promise, opt-in): the first run
+    /// starts it, runs that come while it is under way wait and go on in turn, later runs get its
+    /// outcome, value or error, at once. Cancelling a run leaves the others waiting; once every
+    /// waiting run is cancelled, so is the work, and the next run starts it again, as after work
+    /// that ended by cancellation. `let profile = fetchProfile().share()`
     public func share() -> Promise {
         let shared = RunHandle.Shared(self)
         return Promise { shared.join($0) }
     }
 
-    /// Makes a promise together with the resolver that settles it, from outside the promise.
-    ///
-    /// For work that is not started by running a promise, such as a delegate's callbacks. Every run
-    /// waits for the resolver, or gets its outcome at once once it has been called; if the resolver
-    /// is released without being called, every run ends by cancellation.
-    ///
-    /// ```swift
-    /// let (location, resolver) = Promise<Location, LocationError>.pending()
-    /// delegate.onUpdate = { resolver.fulfill($0) }
-    /// location.run(some: show, none: report)
-    /// ```
+    /// A promise and the resolver that settles it from outside, for work no run starts, such as a
+    /// delegate's callbacks: `let (location, resolver) = Promise<Place, Failure>.pending()`. Its
+    /// runs wait for the resolver or get its outcome; if it goes unused, they end by cancellation.
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
         let shared = RunHandle.Shared<Value, Failure>(nil)
-        _ = Promise(file: file, line: line) { shared.handOut($0) }.start {
-            shared.settle($0, generation: 0)
-        }
-        return (Promise { shared.join($0) }, shared.takeHandedOut())
+        _ = Promise(file: file, line: line) { shared.outside = $0 }.start { shared.settle($0, 0) }
+        return (Promise { shared.join($0) }, shared.outside.take()!)
     }
 }
 
 // MARK: - Swift concurrency
 
 extension Promise {
-    /// Runs the promise and waits for its outcome, or for `nil` if the run ended by cancellation.
-    ///
-    /// Cancelling the awaiting task cancels the run: the `onCancel` handlers of its operation and
-    /// the `ensure` steps still ahead run before the await returns `nil`. A run also ends by
-    /// cancellation when its operation drops its resolver or cancels, or a step cancels the run.
+    /// Runs the promise on the awaiting task's executor and waits for its outcome, or `nil` if the
+    /// run ended by cancellation: if the task was cancelled (after its `onCancel` handlers and
+    /// `ensure` steps), or an operation dropped or cancelled its resolver.
     ///
     /// ```swift
-    /// switch await fetchUser(id).result {
-    /// case .success(let user)?: show(user)
-    /// case .failure(let error)?: report(error)
-    /// case nil: break  // cancelled
-    /// }
+    /// if case .success(let user)? = await fetchUser(id).result { show(user) }
     /// ```
     nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
@@ -1128,39 +860,28 @@ extension Promise {
         }
     }
 
-    /// Runs the promise and waits for its value: throws its error, and gives `nil` if the run
-    /// ended by cancellation (see ``result``).
-    ///
-    /// ```swift
-    /// guard let user = try await fetchUser(id).value else { return }  // cancelled
-    /// ```
+    /// Runs the promise and waits for its value; throws its error, and gives `nil` if the run
+    /// ended by cancellation: `guard let user = try await fetchUser(id).value else { return }`.
     nonisolated(nonsending) public var value: Value? {
         get async throws(Failure) { try await result?.get() }
     }
 }
 
 extension Promise where Failure == Never {
-    /// Runs the guarantee and waits for its value, or for `nil` if the run ended by cancellation.
+    /// Runs the guarantee and waits for its value, or `nil` if the run ended by cancellation.
     nonisolated(nonsending) public var value: Value? {
-        get async {
-            switch await result {
-            case .success(let value)?: value
-            case nil: nil
-            }
-        }
+        get async { await result?.get() }
     }
 }
 
 // MARK: - Internals: how a chain is stored
 
-// A chain is a list of stages linked from the last to the first, so that two promises built on
-// the same one share it. Running it pushes its stages onto a stack and loops, popping one at a
-// time; a step that returns a promise pushes that promise's stages instead of running it nested.
-// So no step grows the call stack, however long the chain or deep the recursion.
+// A chain is a list of stages linked from the last to the first, so that promises built on the
+// same one share it. A run pushes the stages on a stack and pops them one at a time; a step that
+// returns a promise pushes its stages instead of running it nested: so no step grows the stack.
 
 extension RunHandle {
-    /// One step of a chain; `Node` adds what the step keeps (usually the user's closure), which
-    /// must be `Sendable`: two runs of a promise may take the same step at once.
+    /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
     @usableFromInline class Stage: @unchecked Sendable {
         /// Runs the step: it takes its input from the slot and leaves its output there.
         @usableFromInline typealias Step = @Sendable (Stage, Slot, RunHandle) -> Next
@@ -1177,17 +898,15 @@ extension RunHandle {
         @inlinable init<Output>(
             after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
         ) {
-            self.parent = parent
-            self.step = step
-            self.isEnsure = isEnsure
+            (self.parent, self.step, self.isEnsure) = (parent, step, isEnsure)
             self.output = Box<Output>.self
             depth = (parent?.depth ?? 0) + 1
             slotSize = max(parent?.slotSize ?? 1, MemoryLayout<Output>.size)
             slotAlignment = max(parent?.slotAlignment ?? 1, MemoryLayout<Output>.alignment)
         }
 
-        // Releasing a long chain one link at a time, instead of each link releasing the one before
-        // it from its own deinit, keeps dropping a 100,000-link chain off the stack.
+        // Releasing a chain one link at a time, rather than each link releasing the one before it
+        // from its own deinit, keeps dropping a 100,000-link chain off the stack.
         deinit {
             guard var stage = parent.take() else { return }
             while isKnownUniquelyReferenced(&stage), let before = stage.parent.take() {
@@ -1213,12 +932,11 @@ extension RunHandle {
     }
 
     /// The first step of a chain made from an operation. (A `Node` would keep the operation behind
-    /// a reabstraction thunk, one more allocation for every promise made this way.)
+    /// a reabstraction thunk: one more allocation for every promise made this way.)
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
         @usableFromInline let operation: @Sendable (Resolver<Value, Failure>) -> Void
         #if DEBUG
-            @usableFromInline let file: StaticString
-            @usableFromInline let line: UInt
+            @usableFromInline let origin: (file: StaticString, line: UInt)
         #endif
 
         @inlinable init(
@@ -1227,36 +945,28 @@ extension RunHandle {
         ) {
             self.operation = operation
             #if DEBUG
-                (self.file, self.line) = (file, line)
+                origin = (file, line)
             #endif
             super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
-                stage, _, run in
-                run.perform(unsafeDowncast(stage, to: Source.self))
+                stage, _, run in run.perform(unsafeDowncast(stage, to: Source.self))
             }
         }
     }
 
-    /// A type whose values a slot can hold; `Box<T>` stands for `T`. (A protocol, not `Any.Type`:
-    /// Swift 5 mode does not open `Any` to call a generic function.)
-    @usableFromInline protocol Outcome {
-        static func discard(from slot: Slot)
-    }
+    /// A type whose values a slot can hold; `Box<T>` stands for `T`.
+    @usableFromInline protocol Outcome { static func discard(from slot: Slot) }
 
     @usableFromInline enum Box<Output>: Outcome {
         @usableFromInline static func discard(from slot: Slot) { _ = slot.take(Output.self) }
     }
 
-    /// What the loop does after a step.
+    /// What the loop does after a step: go on (the output is in the slot), run a chain whose
+    /// outcome is the output, wait for an operation's resolver, stop (the run was cancelled), or
+    /// go on on a queue (after a time), the output waiting in the slot.
     @usableFromInline enum Next {
-        /// The output is in the slot: go on.
         case proceed
-        /// Run this chain; its outcome is the step's output.
         case enter(Stage)
-        /// An operation is under way; its resolver resumes the run.
-        case suspend
-        /// The run was cancelled: stop.
-        case halt
-        /// Go on on this queue (after this time), keeping the output in the slot.
+        case suspend, halt
         case hop(DispatchQueue, DispatchTime?)
     }
 
@@ -1273,19 +983,17 @@ extension RunHandle {
             memory.initializeMemory(as: Output.self, to: output)
         }
 
-        /// Moves the value out. It is `sending`: what is put in a slot has no other owner (an
-        /// operation's outcome arrives `sending`, a constant is `Sendable`, a step's is its own).
+        /// Moves the value out; `sending`, as what a slot holds has no other owner (an operation's
+        /// outcome comes `sending`, a constant is `Sendable`, a step's output is its own).
         @inlinable func take<Input>(_: Input.Type) -> sending Input {
             nonisolated(unsafe) let input = memory.assumingMemoryBound(to: Input.self).move()
             return input
         }
     }
 
-    /// The steps a run has still to take, the next one on top, and the chains they belong to.
-    ///
-    /// Entering a chain pushes its stages, so what follows it is simply what lies below: a chain
-    /// that ends by entering another leaves nothing behind, and a loop that recurses through `then`
-    /// runs in constant memory.
+    /// The steps a run has still to take, the next on top, and the chains they belong to. Entering
+    /// a chain pushes its stages, so a chain that ends by entering another leaves nothing behind,
+    /// and a loop that recurses through `then` runs in constant memory.
     fileprivate struct Plan {
         /// Unretained, so that walking a chain costs no reference counting; `chains` keeps them alive.
         private(set) var stages: [Unmanaged<Stage>] = []
@@ -1320,8 +1028,8 @@ extension RunHandle {
 // MARK: - Internals: the engine
 
 extension RunHandle {
-    /// Starts driving the run; `finish` gets the slot with the outcome, or `nil` if the run ended
-    /// by cancellation (after its `ensure` steps), exactly once.
+    /// Drives the run; `finish` gets the slot with the outcome, or `nil` if the run ended by
+    /// cancellation (after its `ensure` steps), exactly once.
     func start(_ finish: @escaping (Slot?) -> Void) {
         self.finish = finish
         if isCancelled { return halt(plan) }  // e.g. an awaiting task cancelled before the start
@@ -1329,7 +1037,7 @@ extension RunHandle {
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
-    /// return, until the end, an operation that has not resolved yet, or cancellation.
+    /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
     private func drive() {
         // Locals, not properties, in the loop: a property access costs an exclusivity check.
         var plan = Plan()
@@ -1363,7 +1071,7 @@ extension RunHandle {
     @inlinable func perform<Value, Failure>(_ source: Source<Value, Failure>) -> Next {
         guard let id = beginOperation() else { return .halt }
         #if DEBUG
-            let (file, line) = (source.file, source.line)
+            let (file, line) = source.origin
         #else
             let (file, line) = (StaticString(""), UInt(0))
         #endif
@@ -1375,8 +1083,7 @@ extension RunHandle {
     @usableFromInline func beginOperation() -> Int? {
         locked { () -> Int? in
             guard !cancelRequested else { return nil }
-            phase = .operating
-            operation += 1
+            (phase, operation) = (.operating, operation + 1)
             return operation
         }
     }
@@ -1386,12 +1093,8 @@ extension RunHandle {
         swap(&plan, &self.plan)  // handed over before the lock may hand the run to a resolver
         let next = locked { () -> Next in
             if phase == .driving { return .proceed }
-            if cancelRequested {
-                phase = .driving
-                return .halt
-            }
-            phase = .waiting
-            return .suspend
+            phase = cancelRequested ? .driving : .waiting
+            return cancelRequested ? .halt : .suspend
         }
         if case .suspend = next { return next }
         swap(&plan, &self.plan)  // still ours: take it back
@@ -1419,8 +1122,7 @@ extension RunHandle {
 
     func onCancel(_ id: Int, _ handler: @escaping @Sendable (RunHandle) -> Void) {
         let callNow = locked { () -> Bool in
-            guard isPending(id) else { return false }
-            if cancelRequested { return true }
+            guard isPending(id), !cancelRequested else { return isPending(id) }
             cancelHandlers.append(handler)
             return false
         }
@@ -1439,7 +1141,7 @@ extension RunHandle {
                     + "Its run can never finish, so it was cancelled."))
     }
 
-    /// Cancels the run, if it is still going (and operation `id`, if given, still pending): runs
+    /// Cancels the run, if it is still going (and operation `id`, if given, still pending): calls
     /// the handlers, then halts the run if it waits, or once the thread driving it stops.
     private func cancel(operation id: Int?) -> Bool {
         let handlers = locked { () -> [@Sendable (RunHandle) -> Void]? in
@@ -1465,7 +1167,7 @@ extension RunHandle {
         return true
     }
 
-    /// Parks the run, the step's output in the slot, until `queue` carries it on.
+    /// Parks the run, the step's output in the slot, until a work item on `queue` carries it on.
     private func hop(
         to queue: DispatchQueue, at deadline: DispatchTime?, holding held: any Outcome.Type,
         _ plan: Plan
@@ -1480,9 +1182,8 @@ extension RunHandle {
         }
         self.plan = plan
         let parked = locked { () -> Bool in
-            guard !cancelRequested else { return false }
-            (phase, hop) = (.waiting, (work, held))
-            return true
+            if !cancelRequested { (phase, hop) = (.waiting, (work, held)) }
+            return !cancelRequested
         }
         guard parked else {
             held.discard(from: slot)
@@ -1510,16 +1211,15 @@ extension RunHandle {
     }
 
     /// Ends a cancelled run: runs the `ensure` steps still ahead, innermost chain first. While a
-    /// canceller still runs handlers, it parks the run for the canceller to halt instead.
+    /// canceller still calls handlers, it parks the run instead, for the canceller to halt.
     private func halt(_ rest: Plan) {
         self.plan = rest
         let hop = locked { () -> (work: DispatchWorkItem, held: any Outcome.Type)?? in
-            if cancelling {
+            guard !cancelling else {
                 phase = .waiting
                 return .none
             }
-            phase = .finished
-            defer { self.hop = nil }
+            defer { (phase, self.hop) = (.finished, nil) }
             return .some(self.hop)
         }
         guard let hop else { return }
@@ -1544,17 +1244,13 @@ extension RunHandle {
         return slot
     }
 
+    /// Whether the run has ended, one way or another.
+    fileprivate var isFinished: Bool { locked { phase == .finished } }
+
     private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
 }
 
 extension RunHandle {
-    /// How a member of a combination ended; `.start` asks about a combination of no members.
-    enum Ending<Member, Failure: Swift.Error> {
-        case start
-        case outcome(Int, Swift.Result<Member, Failure>)
-        case cancelled(Int)
-    }
-
     /// What a combination does after a member ended: wait for more, or end its run.
     enum Verdict<Output, Failure: Swift.Error> {
         case wait
@@ -1562,14 +1258,12 @@ extension RunHandle {
         case cancel
     }
 
-    /// The members' outcomes so far, in input order (`nil`: not ended, or ended by cancellation).
+    /// The members' outcomes so far, in input order: `nil` while running, or if cancelled.
     struct Tally<Member, Failure: Swift.Error> {
         var outcomes: [Swift.Result<Member, Failure>?]
         var ended = 0
         var cancelled = 0
-
-        var count: Int { outcomes.count }
-        var isComplete: Bool { ended == count }
+        var isComplete: Bool { ended == outcomes.count }
         var results: [Swift.Result<Member, Failure>] { outcomes.map { $0! } }
         var values: [Member] { outcomes.map { try! $0!.get() } }
         var errors: [Failure] {
@@ -1577,14 +1271,17 @@ extension RunHandle {
         }
     }
 
+    typealias Policy<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error> =
+        @Sendable (
+            Tally<Member, Failure>, (Int, Swift.Result<Member, Failure>?)?
+        ) -> Verdict<Output, OutFailure>
+
     /// A promise whose every run runs `members` anew, at most `width` at once, and asks `decide`
-    /// how to go on each time one ends. The one mechanism behind every combinator.
+    /// what to do each time one ends (with its index and outcome, `nil` if it was cancelled), or
+    /// at once (with `nil`) if there are none: the one mechanism behind every combinator.
     static func join<Member, Failure, Output, OutFailure>(
         _ members: [Promise<Member, Failure>], _ width: Int = .max,
-        _ decide:
-            @escaping @Sendable (Tally<Member, Failure>, Ending<Member, Failure>) -> Verdict<
-                Output, OutFailure
-            >
+        _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
     ) -> Promise<Output, OutFailure> {
         Promise { Join(members, width, decide).start($0) }
     }
@@ -1593,31 +1290,25 @@ extension RunHandle {
     final class Join<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error>:
         @unchecked Sendable
     {
-        typealias Decide =
-            @Sendable (Tally<Member, Failure>, Ending<Member, Failure>) -> Verdict<
-                Output, OutFailure
-            >
-        private enum State {
-            case waiting
-            case running(RunHandle)
-            case ended
-        }
-
         private let lock = Lock()
         private let members: [Promise<Member, Failure>]
         private let width: Int
-        private let decide: Decide
+        private let decide: Policy<Member, Failure, Output, OutFailure>
         private var tally: Tally<Member, Failure>
-        private var states: [State]
+        private var hasEnded: [Bool]
+        private var running: [Int: RunHandle] = [:]
         private var started = 0
         private var launching = false
         /// The combination's own resolver; `nil` once it has settled or been cancelled.
         private var resolver: Resolver<Output, OutFailure>?
 
-        init(_ members: [Promise<Member, Failure>], _ width: Int, _ decide: @escaping Decide) {
+        init(
+            _ members: [Promise<Member, Failure>], _ width: Int,
+            _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
+        ) {
             (self.members, self.width, self.decide) = (members, width, decide)
             tally = Tally(outcomes: Array(repeating: nil, count: members.count))
-            states = Array(repeating: .waiting, count: members.count)
+            hasEnded = Array(repeating: false, count: members.count)
         }
 
         deinit { lock.free() }
@@ -1625,17 +1316,17 @@ extension RunHandle {
         func start(_ resolver: Resolver<Output, OutFailure>) {
             self.resolver = resolver
             resolver.onCancel { [self] _ in stop() }
-            if members.isEmpty { settle(decide(tally, .start), resolver) } else { launch() }
+            if members.isEmpty { settle(decide(tally, nil), resolver) } else { launch() }
         }
 
-        /// Starts members while there is room, in a loop rather than by recursion: members that end
-        /// at once make room from inside `start`, and a hundred thousand of them must not nest.
+        /// Starts members while there is room, in a loop rather than by recursion: members that
+        /// end at once make room from inside `start`, and a hundred thousand must not nest.
         private func launch() {
-            let mine = lock.withLock { () -> Bool in
+            let claimed = lock.withLock { () -> Bool in
                 defer { launching = true }
                 return !launching
             }
-            guard mine else { return }
+            guard claimed else { return }
             while let index = lock.withLock({ () -> Int? in
                 guard resolver != nil, started < members.count, started - tally.ended < width else {
                     launching = false
@@ -1646,9 +1337,8 @@ extension RunHandle {
             }) {
                 let handle = members[index].start { [self] in end(index, $0) }
                 let kept = lock.withLock { () -> Bool in
-                    guard resolver != nil, case .waiting = states[index] else { return false }
-                    states[index] = .running(handle)
-                    return true
+                    if resolver != nil, !hasEnded[index] { running[index] = handle }
+                    return resolver != nil
                 }
                 if !kept { handle.cancel() }  // settled meanwhile (a no-op if the member ended)
             }
@@ -1659,12 +1349,10 @@ extension RunHandle {
             let settled = lock.withLock {
                 () -> (Verdict<Output, OutFailure>, Resolver<Output, OutFailure>)? in
                 guard let resolver else { return nil }
-                states[index] = .ended
-                tally.ended += 1
+                (hasEnded[index], running[index]) = (true, nil)
+                (tally.ended, tally.outcomes[index]) = (tally.ended + 1, outcome)
                 if outcome == nil { tally.cancelled += 1 }
-                tally.outcomes[index] = outcome
-                let verdict = decide(
-                    tally, outcome.map { .outcome(index, $0) } ?? .cancelled(index))
+                let verdict = decide(tally, (index, outcome))
                 if case .wait = verdict { return nil }
                 (self.resolver, tally.outcomes) = (nil, [])
                 return (verdict, resolver)
@@ -1677,33 +1365,93 @@ extension RunHandle {
             _ verdict: Verdict<Output, OutFailure>, _ resolver: Resolver<Output, OutFailure>
         ) {
             stop()
-            switch verdict {
-            case .settle(let outcome):
-                // Made of members' outcomes, which the join has let go of.
-                nonisolated(unsafe) let outcome = outcome
-                resolver(outcome)
-            case .cancel: resolver.cancel()
-            case .wait: break
-            }
+            guard case .settle(let settled) = verdict else { return resolver.cancel() }
+            nonisolated(unsafe) let outcome = settled  // members' outcomes, which it let go of
+            resolver(outcome)
         }
 
-        /// Cancels every member still running: the combination settled or was cancelled.
+        /// Cancels every member still running: the combination settled, or was cancelled.
         private func stop() {
             let running = lock.withLock { () -> [RunHandle] in
-                resolver = nil
-                defer { states = states.map { _ in .ended } }
-                return states.compactMap {
-                    if case .running(let handle) = $0 { handle } else { nil }
-                }
+                defer { (resolver, self.running) = (nil, [:]) }
+                return Array(self.running.values)
             }
             for handle in running { handle.cancel() }
         }
     }
-}
 
-extension RunHandle {
-    /// A mutex for an object that frees it in its `deinit`. (A class would cost every run one more
-    /// allocation.)
+    /// What `share()` and `pending()` keep: the one run of the work, the runs waiting for it, and
+    /// its outcome once it has one (`.some(nil)` if the resolver of `pending()` went away).
+    final class Shared<Value: Sendable, Failure: Swift.Error>: @unchecked Sendable {
+        private let lock = Lock()
+        /// The work to run: `nil` once done, and for `pending()`, which has none.
+        private var work: Promise<Value, Failure>?
+        private var outcome: Swift.Result<Value, Failure>??
+        /// The run of the work under way, numbered by the waiting run that started it.
+        private var run: (number: Int, handle: RunHandle?)?
+        private var waiting: [(number: Int, resolver: Resolver<Value, Failure>)] = []
+        private var lastNumber = 0
+        /// The resolver that `pending()` hands out.
+        var outside: Resolver<Value, Failure>?
+
+        init(_ work: Promise<Value, Failure>?) {
+            self.work = work
+            if work == nil { run = (0, nil) }
+        }
+
+        deinit { lock.free() }
+
+        /// The operation of every run of the shared promise.
+        func join(_ resolver: Resolver<Value, Failure>) {
+            let (number, known, start) = lock.withLock {
+                () -> (Int, Swift.Result<Value, Failure>??, Promise<Value, Failure>?) in
+                lastNumber += 1
+                if let outcome { return (lastNumber, outcome, nil) }
+                waiting.append((lastNumber, resolver))
+                guard run == nil, let work else { return (lastNumber, nil, nil) }
+                run = (lastNumber, nil)
+                return (lastNumber, nil, work)
+            }
+            if let known { return known.map { resolver($0) } ?? resolver.cancel() }
+            resolver.onCancel { [weak self] _ in self?.leave(number) }
+            guard let start else { return }
+            let handle = start.start { [weak self] in self?.settle($0, number) }
+            let kept = lock.withLock { () -> Bool in
+                guard run?.number == number else { return false }
+                run?.handle = handle
+                return true
+            }
+            if !kept { handle.cancel() }  // everyone left already, or it is over: no-op then
+        }
+
+        /// A waiting run was cancelled; when none is left, the work is cancelled.
+        private func leave(_ number: Int) {
+            let abandoned = lock.withLock { () -> RunHandle? in
+                waiting.removeAll { $0.number == number }
+                guard waiting.isEmpty, work != nil, let run else { return nil }
+                self.run = nil
+                return run.handle
+            }
+            abandoned?.cancel()
+        }
+
+        /// The run of the work numbered `number` ended, with `outcome` or (`nil`) by cancellation:
+        /// the waiting runs go on in the order they came.
+        func settle(_ outcome: sending Swift.Result<Value, Failure>?, _ number: Int) {
+            let waiting = lock.withLock { () -> [Resolver<Value, Failure>] in
+                guard run?.number == number else { return [] }
+                run = nil
+                if outcome != nil || work == nil { (self.outcome, work) = (.some(outcome), nil) }
+                defer { self.waiting = [] }
+                return self.waiting.map(\.resolver)
+            }
+            for resolver in waiting {
+                if let outcome { resolver(outcome) } else { resolver.cancel() }
+            }
+        }
+    }
+
+    /// A mutex for an object that frees it in its `deinit` (a class: one more allocation a run).
     struct Lock {
         private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
@@ -1721,117 +1469,17 @@ extension RunHandle {
         }
     }
 
-    /// What `share()` and `pending()` keep: the one run of the work, the runs waiting for it, and
-    /// its outcome once it has one.
-    final class Shared<Value: Sendable, Failure: Swift.Error>: @unchecked Sendable {
-        private enum State {
-            case idle
-            case running(generation: Int, handle: RunHandle?)
-            /// `nil` when the outcome will never come: the resolver of `pending()` was dropped.
-            case done(Swift.Result<Value, Failure>?)
-        }
-
-        private let lock = Lock()
-        /// The work to run; `nil` once it is done, and for `pending()`, which has none to run.
-        private var work: Promise<Value, Failure>?
-        private var state: State
-        private var waiting: [Int: Resolver<Value, Failure>] = [:]
-        private var lastWaiter = 0
-        private var generation = 0
-        private var handedOut: Resolver<Value, Failure>?
-
-        init(_ work: Promise<Value, Failure>?) {
-            self.work = work
-            state = work == nil ? .running(generation: 0, handle: nil) : .idle
-        }
-
-        deinit { lock.free() }
-
-        private enum Then {
-            case settle(Swift.Result<Value, Failure>?)
-            case wait(Int)
-            case start(Int, Int)
-        }
-
-        /// Called as the operation of every run of the shared promise.
-        func join(_ resolver: Resolver<Value, Failure>) {
-            let then = lock.withLock { () -> Then in
-                if case .done(let outcome) = state { return .settle(outcome) }
-                lastWaiter += 1
-                waiting[lastWaiter] = resolver
-                guard case .idle = state else { return .wait(lastWaiter) }
-                generation += 1
-                state = .running(generation: generation, handle: nil)
-                return .start(lastWaiter, generation)
-            }
-            switch then {
-            case .settle(let outcome?): resolver(outcome)
-            case .settle(nil): resolver.cancel()
-            case .wait(let id): resolver.onCancel { [weak self] _ in self?.leave(id) }
-            case .start(let id, let generation):
-                resolver.onCancel { [weak self] _ in self?.leave(id) }
-                guard let work = lock.withLock({ work }) else { return }
-                let handle = work.start { [weak self] in self?.settle($0, generation: generation) }
-                let keep = lock.withLock { () -> Bool in
-                    guard case .running(generation, nil) = state else { return false }
-                    state = .running(generation: generation, handle: handle)
-                    return true
-                }
-                if !keep { handle.cancel() }  // everyone left already, or it is over: no-op then
-            }
-        }
-
-        /// A waiting run was cancelled; when none is left, the work is cancelled.
-        private func leave(_ id: Int) {
-            let cancel = lock.withLock { () -> RunHandle? in
-                guard waiting.removeValue(forKey: id) != nil, waiting.isEmpty, work != nil,
-                    case .running(_, let handle) = state
-                else { return nil }
-                state = .idle
-                return handle
-            }
-            cancel?.cancel()
-        }
-
-        /// The work of `generation` ended, with `outcome` or (`nil`) by cancellation.
-        func settle(_ outcome: sending Swift.Result<Value, Failure>?, generation: Int) {
-            let settled = lock.withLock { () -> [Resolver<Value, Failure>] in
-                guard case .running(generation, _) = state else { return [] }
-                if outcome == nil, work != nil {
-                    state = .idle  // the next run tries again
-                } else {
-                    (state, work) = (.done(outcome), nil)
-                }
-                defer { waiting = [:] }
-                return waiting.sorted { $0.key < $1.key }.map(\.value)  // in the order they came
-            }
-            for resolver in settled {
-                if let outcome { resolver(outcome) } else { resolver.cancel() }
-            }
-        }
-
-        /// `pending()` keeps its operation's resolver here until it hands it to the caller.
-        func handOut(_ resolver: Resolver<Value, Failure>) {
-            lock.withLock { handedOut = resolver }
-        }
-
-        func takeHandedOut() -> Resolver<Value, Failure> {
-            lock.withLock { handedOut.take()! }
-        }
-    }
-
     /// Where debug builds report misuse: standard error, unless tests are listening.
     enum Diagnostics {
         nonisolated(unsafe) private static var listeners: [Int: (String) -> Void] = [:]
         nonisolated(unsafe) private static var lastListener = 0
         nonisolated(unsafe) private static let lock = Lock()
 
-        /// Reports `message`; returns `true` so that `assert` can call it in debug builds only.
+        /// Reports `message`; returns `true`, so that `assert` can call it in debug builds only.
         static func report(_ message: String) -> Bool {
             lock.withLock {
                 if listeners.isEmpty {
-                    let line = "Future: \(message)\n"
-                    _ = line.withCString { write(2, $0, strlen($0)) }
+                    _ = "Future: \(message)\n".withCString { write(2, $0, strlen($0)) }
                 }
                 for listener in listeners.values { listener(message) }
             }
