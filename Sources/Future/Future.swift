@@ -238,7 +238,7 @@ extension Promise where Value: Sendable {
 extension Promise {
     /// Starts a new run of the work and calls `completion` with its outcome: at most once, on the
     /// thread where the last step finished, and never after the run is cancelled.
-    @discardableResult
+    @inlinable @discardableResult
     public func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> RunHandle {
@@ -249,7 +249,7 @@ extension Promise {
 
     /// Starts a run and calls `some` with its value or `none` with its error:
     /// `lookUp(id).then(toModel).run(some: show, none: report)`.
-    @discardableResult
+    @inlinable @discardableResult
     public func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
     ) -> RunHandle {
@@ -263,7 +263,7 @@ extension Promise {
 
     /// Starts a run that reports how it ended, exactly once: with its outcome, or `nil` if it
     /// was cancelled (after the `ensure` steps).
-    func start(
+    @inlinable func start(
         _ end: @escaping @Sendable (sending Swift.Result<Value, Failure>?) -> Void
     ) -> RunHandle {
         let handle = RunHandle(last: last)
@@ -274,12 +274,12 @@ extension Promise {
 
 extension Promise where Failure == Never {
     /// Starts work that cannot fail, for its effects alone.
-    @discardableResult
+    @inlinable @discardableResult
     public func run() -> RunHandle { run { (_: Swift.Result<Value, Never>) in } }
 
     /// Starts work that cannot fail and calls `some` with its value (write the label: a bare
     /// trailing closure means ``run(_:)``).
-    @discardableResult @_disfavoredOverload
+    @inlinable @discardableResult @_disfavoredOverload
     public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
         run { some($0.get()) }
     }
@@ -542,7 +542,7 @@ extension Promise {
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive, and
 /// cancels the rest: `when(fulfilled: ids.map(fetchUser))`. No promises succeed with `[]`.
-public func when<Value, Failure>(
+@inlinable public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<[Value], Failure> {
     when(fulfilled: promises, concurrently: .max)
@@ -551,7 +551,7 @@ public func when<Value, Failure>(
 /// Like ``when(fulfilled:)-(Array)``, running at most `limit` promises at a time (the next
 /// starts as one finishes): `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit`
 /// below 1 is a precondition failure.
-public func when<Value, Failure>(
+@inlinable public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int
 ) -> Promise<[Value], Failure> {
     precondition(limit > 0, "when(fulfilled:concurrently:) needs a limit of at least 1")
@@ -590,7 +590,7 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 }
 
 /// Waits for every promise and succeeds with every outcome, in the order given; never fails.
-public func when<Value, Failure>(
+@inlinable public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>]
 ) -> Guarantee<[Swift.Result<Value, Failure>]> {
     RunHandle.join(promises) { tally, ended in
@@ -601,7 +601,7 @@ public func when<Value, Failure>(
 
 /// Waits for every promise and succeeds with every outcome, in the order given, unless all
 /// failed: then it fails with all their errors. No promises succeed with `[]`.
-public func any<Value, Failure>(
+@inlinable public func any<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<[Swift.Result<Value, Failure>], AllPromisesFailedError<Failure>> {
     RunHandle.join(promises) { tally, ended in
@@ -615,7 +615,9 @@ public func any<Value, Failure>(
 
 /// The first promise to settle, with a value or an error, decides; the others are cancelled.
 /// When every member has ended by cancellation (or none was given), the race ends so too.
-public func race<Value, Failure>(_ promises: [Promise<Value, Failure>]) -> Promise<Value, Failure> {
+@inlinable public func race<Value, Failure>(_ promises: [Promise<Value, Failure>]) -> Promise<
+    Value, Failure
+> {
     RunHandle.join(promises) { tally, ended in
         if case .some((_, let outcome?)) = ended { return .settle(outcome) }
         return tally.isComplete ? .cancel : .wait
@@ -625,7 +627,7 @@ public func race<Value, Failure>(_ promises: [Promise<Value, Failure>]) -> Promi
 /// The first value wins and the others are cancelled: `race(fulfilled: mirrors.map(download))`.
 /// Errors drop out; it fails only when every promise failed (at once if none was given), with
 /// all their errors, or ends by cancellation if some ended so and the rest failed.
-public func race<Value, Failure>(
+@inlinable public func race<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<Value, AllPromisesFailedError<Failure>> {
     RunHandle.join(promises) { tally, ended in
@@ -676,7 +678,7 @@ extension Promise {
 
     /// Fails with `error()`, and cancels the work, if the promise has not settled within
     /// `interval`; settling in time cancels the timer: `download.timeout(.seconds(9), orFailWith: .slow)`.
-    public func timeout(
+    @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
         let timer = after(interval).then { Promise(error: error()) }
@@ -704,7 +706,7 @@ extension Promise {
 
 extension Promise where Failure == any Swift.Error {
     /// Fails with ``PromiseError/timedOut``, cancelling the work, if it has not settled in time.
-    public func timeout(_ interval: Duration) -> Promise {
+    @inlinable public func timeout(_ interval: Duration) -> Promise {
         timeout(interval, orFailWith: PromiseError.timedOut)
     }
 }
@@ -761,7 +763,7 @@ public final class RunHandle: @unchecked Sendable {
 
     private enum Phase { case driving, operating, waiting, finished }
 
-    init(last: Stage) {
+    @usableFromInline init(last: Stage) {
         (slotSize, slotAlignment, output) = (last.slotSize, last.slotAlignment, last.output)
         slot = Slot(size: slotSize, alignment: slotAlignment)
         plan = Plan(last)
@@ -847,7 +849,7 @@ extension Promise {
     /// ```swift
     /// if case .success(let user)? = await fetchUser(id).result { show(user) }
     /// ```
-    nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
+    @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
             let handle = RunHandle(last: last)
             return await withTaskCancellationHandler {
@@ -862,14 +864,14 @@ extension Promise {
 
     /// Runs the promise and waits for its value; throws its error, and gives `nil` if the run
     /// ended by cancellation: `guard let user = try await fetchUser(id).value else { return }`.
-    nonisolated(nonsending) public var value: Value? {
+    @inlinable nonisolated(nonsending) public var value: Value? {
         get async throws(Failure) { try await result?.get() }
     }
 }
 
 extension Promise where Failure == Never {
     /// Runs the guarantee and waits for its value, or `nil` if the run ended by cancellation.
-    nonisolated(nonsending) public var value: Value? {
+    @inlinable nonisolated(nonsending) public var value: Value? {
         get async { await result?.get() }
     }
 }
@@ -995,22 +997,26 @@ extension RunHandle {
     /// a chain pushes its stages, so a chain that ends by entering another leaves nothing behind,
     /// and a loop that recurses through `then` runs in constant memory.
     fileprivate struct Plan {
-        /// Unretained, so that walking a chain costs no reference counting; `chains` keeps them alive.
+        /// Unretained, so that walking a chain costs no reference counting; `root` and `chains`
+        /// keep them alive.
         private(set) var stages: [Unmanaged<Stage>] = []
-        /// The last stage of each chain on the stack, and the height of the stack below it.
+        /// The run's own chain; and the last stage of each chain entered since that is still on
+        /// the stack, with the height of the stack below it.
+        private var root: Stage?
         private var chains: [(last: Stage, base: Int)] = []
 
         init() {}
 
         init(_ last: Stage) {
             stages.reserveCapacity(last.depth)
-            push(last)
+            root = last
+            push(last, isRoot: true)
         }
 
-        mutating func push(_ last: Stage) {
+        mutating func push(_ last: Stage, isRoot: Bool = false) {
             // Chains whose stages have all run are released here, not while their last step runs.
             while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
-            chains.append((last, stages.count))
+            if !isRoot { chains.append((last, stages.count)) }
             var stage = Unmanaged.passUnretained(last)
             for _ in 0..<last.depth {
                 stages.append(stage)
@@ -1030,7 +1036,7 @@ extension RunHandle {
 extension RunHandle {
     /// Drives the run; `finish` gets the slot with the outcome, or `nil` if the run ended by
     /// cancellation (after its `ensure` steps), exactly once.
-    func start(_ finish: @escaping (Slot?) -> Void) {
+    @usableFromInline func start(_ finish: @escaping (Slot?) -> Void) {
         self.finish = finish
         if isCancelled { return halt(plan) }  // e.g. an awaiting task cancelled before the start
         drive()
@@ -1252,26 +1258,28 @@ extension RunHandle {
 
 extension RunHandle {
     /// What a combination does after a member ended: wait for more, or end its run.
-    enum Verdict<Output, Failure: Swift.Error> {
+    @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait
         case settle(Swift.Result<Output, Failure>)
         case cancel
     }
 
     /// The members' outcomes so far, in input order: `nil` while running, or if cancelled.
-    struct Tally<Member, Failure: Swift.Error> {
-        var outcomes: [Swift.Result<Member, Failure>?]
-        var ended = 0
-        var cancelled = 0
-        var isComplete: Bool { ended == outcomes.count }
-        var results: [Swift.Result<Member, Failure>] { outcomes.map { $0! } }
-        var values: [Member] { outcomes.map { try! $0!.get() } }
-        var errors: [Failure] {
+    @usableFromInline struct Tally<Member, Failure: Swift.Error> {
+        @usableFromInline var outcomes: [Swift.Result<Member, Failure>?]
+        @usableFromInline var ended = 0, cancelled = 0
+        @inlinable init(_ count: Int) { outcomes = Array(repeating: nil, count: count) }
+        @inlinable var isComplete: Bool { ended == outcomes.count }
+        @inlinable var results: [Swift.Result<Member, Failure>] { outcomes.map { $0! } }
+        @inlinable var values: [Member] { outcomes.map { try! $0!.get() } }
+        @inlinable var errors: [Failure] {
             outcomes.compactMap { if case .failure(let error)? = $0 { error } else { nil } }
         }
     }
 
-    typealias Policy<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error> =
+    @usableFromInline typealias Policy<
+        Member, Failure: Swift.Error, Output, OutFailure: Swift.Error
+    > =
         @Sendable (
             Tally<Member, Failure>, (Int, Swift.Result<Member, Failure>?)?
         ) -> Verdict<Output, OutFailure>
@@ -1279,7 +1287,7 @@ extension RunHandle {
     /// A promise whose every run runs `members` anew, at most `width` at once, and asks `decide`
     /// what to do each time one ends (with its index and outcome, `nil` if it was cancelled), or
     /// at once (with `nil`) if there are none: the one mechanism behind every combinator.
-    static func join<Member, Failure, Output, OutFailure>(
+    @inlinable static func join<Member, Failure, Output, OutFailure>(
         _ members: [Promise<Member, Failure>], _ width: Int = .max,
         _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
     ) -> Promise<Output, OutFailure> {
@@ -1287,33 +1295,34 @@ extension RunHandle {
     }
 
     /// One run of a combination.
+    @usableFromInline
     final class Join<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error>:
         @unchecked Sendable
     {
-        private let lock = Lock()
-        private let members: [Promise<Member, Failure>]
-        private let width: Int
-        private let decide: Policy<Member, Failure, Output, OutFailure>
-        private var tally: Tally<Member, Failure>
-        private var hasEnded: [Bool]
-        private var running: [Int: RunHandle] = [:]
-        private var started = 0
-        private var launching = false
+        @usableFromInline let lock = Lock()
+        @usableFromInline let members: [Promise<Member, Failure>]
+        @usableFromInline let width: Int
+        @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
+        @usableFromInline var tally: Tally<Member, Failure>
+        @usableFromInline var hasEnded: [Bool]
+        @usableFromInline var running: [Int: RunHandle] = [:]
+        @usableFromInline var started = 0, launching = false
         /// The combination's own resolver; `nil` once it has settled or been cancelled.
-        private var resolver: Resolver<Output, OutFailure>?
+        @usableFromInline var resolver: Resolver<Output, OutFailure>?
 
-        init(
+        @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
             _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
         ) {
             (self.members, self.width, self.decide) = (members, width, decide)
-            tally = Tally(outcomes: Array(repeating: nil, count: members.count))
-            hasEnded = Array(repeating: false, count: members.count)
+            (tally, hasEnded) = (
+                Tally(members.count), Array(repeating: false, count: members.count)
+            )
         }
 
         deinit { lock.free() }
 
-        func start(_ resolver: Resolver<Output, OutFailure>) {
+        @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
             self.resolver = resolver
             resolver.onCancel { [self] _ in stop() }
             if members.isEmpty { settle(decide(tally, nil), resolver) } else { launch() }
@@ -1321,7 +1330,7 @@ extension RunHandle {
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest.
-        private func launch() {
+        @inlinable func launch() {
             let claimed = lock.withLock { () -> Bool in
                 defer { launching = true }
                 return !launching
@@ -1335,7 +1344,8 @@ extension RunHandle {
                 started += 1
                 return started - 1
             }) {
-                let handle = members[index].start { [self] in end(index, $0) }
+                let handle = RunHandle(last: members[index].last)
+                handle.start { [self] in end(index, $0?.take(Swift.Result<Member, Failure>.self)) }
                 let kept = lock.withLock { () -> Bool in
                     if resolver != nil, !hasEnded[index] { running[index] = handle }
                     return resolver != nil
@@ -1345,7 +1355,7 @@ extension RunHandle {
         }
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation.
-        private func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) {
+        @inlinable func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) {
             let settled = lock.withLock {
                 () -> (Verdict<Output, OutFailure>, Resolver<Output, OutFailure>)? in
                 guard let resolver else { return nil }
@@ -1361,7 +1371,7 @@ extension RunHandle {
         }
 
         /// Cancels the members still running, then settles the combination's run.
-        private func settle(
+        @inlinable func settle(
             _ verdict: Verdict<Output, OutFailure>, _ resolver: Resolver<Output, OutFailure>
         ) {
             stop()
@@ -1371,7 +1381,7 @@ extension RunHandle {
         }
 
         /// Cancels every member still running: the combination settled, or was cancelled.
-        private func stop() {
+        @inlinable func stop() {
             let running = lock.withLock { () -> [RunHandle] in
                 defer { (resolver, self.running) = (nil, [:]) }
                 return Array(self.running.values)
@@ -1452,48 +1462,35 @@ extension RunHandle {
     }
 
     /// A mutex for an object that frees it in its `deinit` (a class: one more allocation a run).
-    struct Lock {
-        private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    @usableFromInline struct Lock {
+        @usableFromInline let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
-        init() { pthread_mutex_init(mutex, nil) }
+        @inlinable init() { pthread_mutex_init(mutex, nil) }
 
-        func free() {
+        @usableFromInline func free() {
             pthread_mutex_destroy(mutex)
             mutex.deallocate()
         }
 
-        func withLock<T>(_ body: () -> T) -> T {
+        @inlinable func withLock<T>(_ body: () -> T) -> T {
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }
             return body()
         }
     }
 
-    /// Where debug builds report misuse: standard error, unless tests are listening.
+    /// Where debug builds report misuse: standard error, unless a listener is set (for tests).
     enum Diagnostics {
-        nonisolated(unsafe) private static var listeners: [Int: (String) -> Void] = [:]
-        nonisolated(unsafe) private static var lastListener = 0
+        nonisolated(unsafe) static var listener: ((String) -> Void)?
         nonisolated(unsafe) private static let lock = Lock()
 
         /// Reports `message`; returns `true`, so that `assert` can call it in debug builds only.
         static func report(_ message: String) -> Bool {
             lock.withLock {
-                if listeners.isEmpty {
-                    _ = "Future: \(message)\n".withCString { write(2, $0, strlen($0)) }
-                }
-                for listener in listeners.values { listener(message) }
+                if let listener { return listener(message) }
+                _ = "Future: \(message)\n".withCString { write(2, $0, strlen($0)) }
             }
             return true
-        }
-
-        /// Sends every report to `listener` instead of standard error; returns how to stop.
-        static func listen(_ listener: @escaping (String) -> Void) -> () -> Void {
-            let id = lock.withLock { () -> Int in
-                lastListener += 1
-                listeners[lastListener] = listener
-                return lastListener
-            }
-            return { lock.withLock { listeners[id] = nil } }
         }
     }
 }

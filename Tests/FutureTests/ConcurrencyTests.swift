@@ -66,8 +66,7 @@ import Testing
     }
 
     @Test func aResolverDroppedWhileCancellingEndsTheRunOnce() {
-        let stopListening = RunHandle.Diagnostics.listen { _ in }
-        defer { stopListening() }
+        _ = reports  // the thousand reports this test causes go there
         final class Holder: @unchecked Sendable { var resolver: Resolver<Int, Never>? }
         for _ in 0..<1_000 {
             let holder = Holder()

@@ -1,6 +1,7 @@
 import Dispatch
-import Future
 import Testing
+
+@testable import Future
 
 #if canImport(Glibc)
     import Glibc
@@ -77,6 +78,14 @@ final class Counter: @unchecked Sendable {
 
     var value: Int { lock.withLock { count } }
 }
+
+/// Every debug report of the test process, from the first test that reads it on: tests that
+/// drop resolvers on purpose read their own reports here, and standard error stays quiet.
+let reports: Log = {
+    let log = Log()
+    RunHandle.Diagnostics.listener = { log.record($0) }
+    return log
+}()
 
 /// A log of events, in the order they happened, from any thread.
 final class Log: @unchecked Sendable {

@@ -65,9 +65,7 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
     }
 
     @Test func anAbandonedOperationEndsTheAwait() async {
-        let reports = Log()
-        let stopListening = RunHandle.Diagnostics.listen { reports.record($0) }
-        defer { stopListening() }
+        _ = reports  // listening from now on
         let line = #line + 1
         #expect(await bounded { await Promise<Int, TestError> { _ in }.result } == .some(nil))
         #expect(reports.reports(madeAt: line).count == 1)
@@ -186,11 +184,9 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
     }
 
     @Test func aPendingPromiseWhoseResolverIsDroppedEndsItsRunsByCancellation() {
-        let reports = Log()
         let ensured = Counter()
         do {
-            let stopListening = RunHandle.Diagnostics.listen { reports.record($0) }
-            defer { stopListening() }
+            _ = reports  // listening from now on
             var pair: (promise: Promise<Int, TestError>, resolver: Resolver<Int, TestError>)? =
                 Promise<Int, TestError>.pending(line: 1_000_001)
             let promise = pair!.promise.ensure { ensured.increment() }
@@ -275,12 +271,10 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
 
 @Suite struct Lifetimes {
     @Test func aHandlerThatTakesItsResolverDoesNotKeepTheRunAlive() {
-        let reports = Log()
         let ensured = Counter()
         let witness = WeakReference<Memory.Witness>()
         do {
-            let stopListening = RunHandle.Diagnostics.listen { reports.record($0) }
-            defer { stopListening() }
+            _ = reports  // listening from now on
             let captured = Memory.Witness()
             witness.value = captured
             let handle = Promise<Int, Never>(line: 1_000_002) { resolver in
@@ -295,11 +289,9 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
     }
 
     @Test func aReportNamesWhereThePromiseWasMade() {
-        let reports = Log()
-        let stopListening = RunHandle.Diagnostics.listen { reports.record($0) }
+        _ = reports  // listening from now on
         let line = #line + 1
         Promise<Int, TestError> { _ in }.run { _ in }
-        stopListening()
         #expect(
             reports.reports(madeAt: line) == [
                 "an operation of Promise<Int, TestError> made at FutureTests/SwiftConcurrencyTests.swift:"
