@@ -16,16 +16,23 @@ let package = Package(
     targets: [
         // The nested-closure design of the tutorial Future grew from (seed 004), as a baseline.
         .target(name: "SeedPromise"),
-        .executableTarget(
-            name: "FutureBenchmarks",
+        // Each scenario, for each system: what both executables below measure.
+        .target(
+            name: "Scenarios",
             dependencies: [
                 .product(name: "Future", package: "Future"),
                 "SeedPromise",
-                .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "OpenCombine", package: "OpenCombine"),
-            ],
+            ]
+        ),
+        // Time and mallocs of every scenario, with package-benchmark.
+        .executableTarget(
+            name: "FutureBenchmarks",
+            dependencies: ["Scenarios", .product(name: "Benchmark", package: "benchmark")],
             path: "Benchmarks/FutureBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // Future's ratio to each peer, from runs of the two interleaved in pairs.
+        .executableTarget(name: "Ratios", dependencies: ["Scenarios"]),
     ]
 )

@@ -1,82 +1,162 @@
 #!/usr/bin/env bash
-# Runs every benchmark in one process and prints one Markdown table: for each scenario (rows) and
-# system (columns), the median (p50) wall-clock nanoseconds and mallocs per unit of work, then how
-# many times faster Future is than each peer (below 1× means Future is slower).
+# Runs every benchmark and prints, from that one run: the time and mallocs per unit of work for
+# each scenario (rows) and system (columns); Future's ratio to each peer; and the scaling series
+# (cost per link against a chain's length). It writes the figures to .build/compare.json too,
+# for plot.py.
 #
-#   ./compare.sh                     # all benchmarks, release build
-#   BENCHMARK_SMOKE=1 ./compare.sh   # each benchmark once: checks they run, not what they cost
+# Times and ratios come from the Ratios executable (Sources/Ratios/main.swift), which runs an
+# iteration of Future's scenario and one of the peer's back to back, in pairs: a shared machine's
+# speed drifts between benchmarks run a minute apart, much less within a pair. It runs ROUNDS
+# times, each in a process of its own, because some systems run at one of two speeds for a whole
+# process; a figure is the geometric mean over the processes, printed with its range. Mallocs
+# come from one run of package-benchmark (they do not vary), whose malloc interposer would slow
+# the timings.
+#
+#   ./compare.sh                     # 5 processes of 0.6 s a pair of scenarios (about 5 minutes)
+#   ./compare.sh --save              # also keeps the figures in results/, dated, for the README
+#   ROUNDS=9 ./compare.sh            # more processes, steadier figures
+#   BENCHMARK_SMOKE=1 ./compare.sh   # everything once: proves it runs, says nothing of cost
 set -euo pipefail
 cd "$(dirname "$0")"
-raw=.build/benchmark-output.txt
 mkdir -p .build
-swift package benchmark --no-progress >"$raw" 2>&1 || { cat "$raw"; exit 1; }
-python3 - "$raw" <<'PY'
-import re, sys
+rounds=${ROUNDS:-5}
+[ -n "${BENCHMARK_SMOKE:-}" ] && rounds=1
+BENCHMARK_MILLISECONDS=${BENCHMARK_MILLISECONDS:-50} swift package benchmark --no-progress \
+    >.build/benchmark.txt 2>&1 || { cat .build/benchmark.txt; exit 1; }
+swift build -c release --product Ratios >.build/ratios-build.txt 2>&1 ||
+    { cat .build/ratios-build.txt; exit 1; }
+rm -f .build/ratios-*.txt
+for process in $(seq "$rounds"); do
+    ROUNDS=1 RATIO_MILLISECONDS=600 .build/release/Ratios >".build/ratios-$process.txt"
+done
+python3 - "$rounds" "${1:-}" <<'PY'
+import datetime, json, re, shutil, statistics, sys
 
-units = {  # scenario: (units of work in one iteration, what a unit is)
-    "chain build+run": (1_000, "link"),
-    "chain run": (1_000, "link"),
-    "chain build": (1_000, "link"),
-    "awaited chain": (1_000, "link"),
-    "promise steps": (1_000, "step"),
-    "fan-out": (10_000, "element"),
-    "recursive loop": (100_000, "step"),
-    "error at first": (1_000, "link"),
-    "async work": (1_000, "run"),
+rounds, save = int(sys.argv[1]), sys.argv[2] == "--save"
+# scenario: (units of work in one iteration, what a unit is)
+units = {
+    "chain build+run": (10_000, "link"), "chain run": (10_000, "link"),
+    "chain build": (10_000, "link"), "awaited chain": (10_000, "link"),
+    "promise steps": (1_000, "step"), "fan-out": (10_000, "element"),
+    "fan-out on a queue": (10_000, "element"), "fan-out 4 at once": (10_000, "element"),
+    "recursive loop": (100_000, "step"), "error at first": (1_000, "link"),
+    "async work": (1_000, "run"), "timeout unfired": (1_000, "run"), "after zero": (1_000, "run"),
 }
-# Scenarios that only some systems take part in.
-only = {"awaited chain": ("Future", "async/await"), "async work": ("Future", "async/await")}
-systems = ["Future", "Callbacks", "Seed 004", "OpenCombine", "async/await"]
-scale = {"K": 1e3, "M": 1e6, "G": 1e9, "ns": 1, "us": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9}
+systems = ["Future", "Callbacks", "Seed 004", "OpenCombine", "OpenCombine erased",
+           "async/await", "async nonsending", "Dispatch"]
+floors = {"Callbacks"}  # the optimizer inlines them away: no ratio to them
+main_rows = [("chain build+run", 1000), ("chain run", 1000), ("chain build", 1000),
+             ("awaited chain", 1000), ("promise steps", 1000), ("fan-out", 10000),
+             ("fan-out on a queue", 10000), ("fan-out 4 at once", 10000),
+             ("recursive loop", 100000), ("error at first", 1000), ("async work", 1000),
+             ("timeout unfired", 1000), ("after zero", 1000)]
+series = [("chain build+run", [10, 100, 1000]), ("chain run", [10, 100, 1000]),
+          ("recursive loop", [1000, 100000])]
 
-results, name = {}, None
-for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+def key_of(name):
+    match = re.match(r"^(.+?) ×(\d+) \| (.+)$", name)
+    return (match[1], int(match[2]), match[3]) if match else None
+
+# Mallocs per unit: package-benchmark's p50 of "Malloc (total)".
+mallocs, name = {}, None
+scale = {"K": 1e3, "M": 1e6, "G": 1e9}
+for line in open(".build/benchmark.txt", encoding="utf-8", errors="replace"):
     line = line.rstrip("\n")
-    if " | " in line and not line.startswith(("│", "╒", "╞", "├", "╘")):
-        name = tuple(part.strip() for part in line.split(" | ", 1))
-        continue
-    if name and line.startswith("│") and ("Malloc (total)" in line or "Time (wall clock)" in line):
+    name = key_of(line) or name
+    if name and line.startswith("│") and "Malloc (total)" in line:
         cells = [cell.strip() for cell in line.strip("│").split("│")]
-        label, p50 = cells[0], float(cells[3])
         factor = 1.0
-        for token in re.findall(r"\(([^)]*)\)", label):
+        for token in re.findall(r"\(([^)]*)\)", cells[0]):
             factor *= scale.get(token, 1)
-        metric = "mallocs" if label.startswith("Malloc") else "ns"
-        results.setdefault(name, {})[metric] = p50 * factor
+        mallocs[name] = float(cells[3]) * factor / units[name[0]][0]
 
-def cell(scenario, system):
-    if system == "Future" and scenario == "fan-out":
-        return "pending (no combinator yet)"
-    if (system in ("Callbacks", "async/await")) and scenario == "chain build":
-        return "nothing to build"
-    if scenario in only and system not in only[scenario]:
-        return "—"
-    found = results.get((scenario, system))
-    if not found or "ns" not in found:
-        return "—"
-    count = units[scenario][0]
-    ns = found["ns"] / count
-    return f"{ns:,.{1 if ns < 100 else 0}f} ns · {found.get('mallocs', 0) / count:.2f} mallocs"
+# From each process: each pair's median ratio, and the median times of both halves.
+ratios, times, pairs = {}, {}, {}
+for process in range(1, rounds + 1):
+    future_times = {}
+    for line in open(f".build/ratios-{process}.txt", encoding="utf-8"):
+        name, ratio, count, peer_ns, future_ns = line.rstrip("\n").split("\t")
+        key = key_of(name)
+        ratios.setdefault(key, []).append(float(ratio))
+        pairs[key] = pairs.get(key, 0) + int(count)
+        times.setdefault(key, []).append(float(peer_ns) / units[key[0]][0])
+        future_times.setdefault((key[0], key[1], "Future"), []).append(
+            float(future_ns) / units[key[0]][0])
+    for key, values in future_times.items():  # Future's time: the median over its pairings
+        times.setdefault(key, []).append(statistics.median(values))
 
-def ratio(scenario, peer):
-    mine, theirs = results.get((scenario, "Future")), results.get((scenario, peer))
-    if not mine or not theirs or "ns" not in mine or "ns" not in theirs:
-        return "—"
-    value = theirs["ns"] / mine["ns"]
-    return f"{value:.2f}×" + ("" if value >= 1 else " (slower)")
+def figure(values):
+    return statistics.geometric_mean(values), min(values), max(values)
 
-peers = systems[1:]
-print("| scenario (per unit) | " + " | ".join(systems) + " | " + " | ".join(f"Future vs {p}" for p in peers) + " |")
-print("|---" * (1 + len(systems) + len(peers)) + "|")
-for scenario, (count, unit) in units.items():
-    row = [f"{scenario} (per {unit}, {count:,} per run)"]
-    row += [cell(scenario, system) for system in systems]
-    row += [ratio(scenario, peer) for peer in peers]
-    print("| " + " | ".join(row) + " |")
-missing = [f"{s} | {y}" for s in units for y in systems if (s, y) not in results
-           and not (y == "Future" and s == "fan-out")
-           and not (y in ("Callbacks", "async/await") and s == "chain build")
-           and not (s in only and y not in only[s])]
+results = {key: {"ns": figure(values)[0], "mallocs": mallocs.get(key, 0.0)}
+           for key, values in times.items()}
+
+def number(ns):
+    return f"{ns:,.{1 if ns < 100 else 0}f}"
+
+def ratio_text(value):
+    return f"{value:.{0 if value >= 100 else 1 if value >= 10 else 2 if value >= 0.1 else 3}f}"
+
+def ratio_cell(scenario, length, peer):
+    key = (scenario, length, peer)
+    if key not in ratios or peer in floors:
+        return "—"
+    value, low, high = figure(ratios[key])
+    if rounds == 1:
+        return f"{ratio_text(value)}×"
+    return f"{ratio_text(value)}× ({ratio_text(low)}–{ratio_text(high)})"
+
+today = datetime.date.today()
+present = [s for s in systems if any(key[2] == s for key in results)]
+print(f"Time (ns) and mallocs per unit, {today}; the time is the geometric mean over {rounds}"
+      " processes of the median iteration:\n")
+print("| scenario (per unit) | " + " | ".join(present) + " |")
+print("|---" * (1 + len(present)) + "|")
+for scenario, length in main_rows:
+    cells = [f"{number(results[k]['ns'])} · {results[k]['mallocs']:.2f}" if k in results else "—"
+             for k in ((scenario, length, s) for s in present)]
+    print(f"| {scenario} ×{length:,} (per {units[scenario][1]}) | " + " | ".join(cells) + " |")
+
+peers = [s for s in present if s != "Future" and s not in floors]
+counts = list(pairs.values())
+print(f"\nFuture's ratio to each peer: the peer's time over Future's (above 1×, Future is faster),"
+      f" {today}; the geometric mean over {rounds} processes (and their range) of the median"
+      f" over {min(counts):,} to {max(counts):,} interleaved pairs:\n")
+print("| scenario | " + " | ".join(peers) + " |")
+print("|---" * (1 + len(peers)) + "|")
+for scenario, length in main_rows:
+    row = [ratio_cell(scenario, length, peer) for peer in peers]
+    print(f"| {scenario} ×{length:,} | " + " | ".join(row) + " |")
+
+print("\nScaling: ns per link (per step for the loop) against length:\n")
+print("| scenario | length | " + " | ".join(present) + " |")
+print("|---" * (2 + len(present)) + "|")
+for scenario, lengths in series:
+    for length in lengths:
+        values = [results.get((scenario, length, s), {}).get("ns") for s in present]
+        print(f"| {scenario} | {length:,} | "
+              + " | ".join("—" if v is None else number(v) for v in values) + " |")
+
+print("\nScaling of the ratios: Future's ratio to each peer against length:\n")
+print("| scenario | length | " + " | ".join(peers) + " |")
+print("|---" * (2 + len(peers)) + "|")
+for scenario, lengths in series:
+    for length in lengths:
+        print(f"| {scenario} | {length:,} | "
+              + " | ".join(ratio_cell(scenario, length, peer) for peer in peers) + " |")
+
+data = {"date": today.isoformat(), "processes": rounds,
+        "results": [{"scenario": k[0], "length": k[1], "system": k[2], **v}
+                    for k, v in sorted(results.items())],
+        "ratios": {f"{s} ×{l} vs {p}": dict(zip(("ratio", "low", "high"), figure(values)),
+                                            pairs=pairs[(s, l, p)])
+                   for (s, l, p), values in sorted(ratios.items()) if p not in floors}}
+with open(".build/compare.json", "w") as out:
+    json.dump(data, out, indent=1)
+if save:
+    shutil.copy(".build/compare.json", f"results/compare-{data['date']}.json")
+expected = {(s, l) for s, l in main_rows} | {(s, l) for s, ls in series for l in ls}
+missing = [f"{s} ×{l}" for s, l in sorted(expected) if (s, l, "Future") not in results]
 if missing:
-    sys.exit("no result for: " + ", ".join(missing))
+    sys.exit("no result for Future in: " + ", ".join(missing))
 PY
