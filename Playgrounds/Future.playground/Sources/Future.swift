@@ -1,0 +1,1496 @@
+// Future: a lazy, value-type promise in one file.
+//
+// Read it top to bottom: the type, how to make one, run it, chain steps, handle errors, combine
+// promises, wait, choose queues, cancel, share one run, use it from async code; last, the engine.
+// Copy this file into your project as it is: it needs only Dispatch and the platform C library.
+
+import Dispatch
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Bionic)
+    import Bionic
+#endif
+
+// MARK: - Promise
+
+/// A description of asynchronous work that produces a `Value` or fails with a `Failure`. It is
+/// lazy: nothing runs until a terminal such as ``run(some:none:)`` starts it, and every run starts
+/// the work anew:
+///
+/// ```swift
+/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }.then { $0 + 1 }
+/// answer.run(some: { print($0) })  // prints 42
+/// answer.run(some: { print($0) })  // runs the operation again, and prints 42 again
+/// ```
+///
+/// Errors are typed: a `Promise<Value, Never>` (``Guarantee``) cannot fail. A promise is a
+/// `Sendable` value, to copy, keep and run from any thread, so the closures it keeps are too.
+public struct Promise<Value, Failure: Swift.Error>: Sendable {
+    /// The last step of the chain; each step knows the one before it (see Internals).
+    @usableFromInline let last: RunHandle.Stage
+
+    @inlinable init(last: RunHandle.Stage) { self.last = last }
+}
+
+/// A promise that cannot fail: `Guarantee(value: 1).run(some: { print($0) })`.
+public typealias Guarantee<Value> = Promise<Value, Never>
+
+/// The errors Future raises itself.
+public enum PromiseError: Swift.Error, Equatable, Sendable {
+    /// A completion handler passed neither a value nor an error to ``Resolver/resolve(_:_:)``.
+    case missingValue
+    /// The transform given to ``Promise/compactMap(_:)`` returned `nil`.
+    case compactMapReturnedNil
+    /// The promise did not settle within the interval given to ``Promise/timeout(_:)``.
+    case timedOut
+}
+
+// MARK: - Resolver
+
+/// What an operation receives, to report its outcome and to learn that its run was cancelled.
+///
+/// Call it with a `Result` (`resolver(.success(data))`), or use ``fulfill(_:)`` and ``reject(_:)``;
+/// the first outcome counts, later ones are ignored. Call it from any thread, during the
+/// operation or after. The run then goes on on the thread that is free to carry it: the resolving
+/// one if the operation had returned, else the operation's own once it returns (so to go on on a
+/// given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`).
+///
+/// ```swift
+/// Promise<Data, any Error> { resolver in
+///     let task = session.dataTask(with: url) { data, _, error in resolver.resolve(data, error) }
+///     resolver.onCancel { _ in task.cancel() }
+///     task.resume()
+/// }
+/// ```
+///
+/// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
+/// finish: its run is cancelled, and debug builds report where the promise was made.
+public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
+    @usableFromInline let run: RunHandle
+    @usableFromInline let operation: Int
+    #if DEBUG
+        let origin: (file: StaticString, line: UInt)
+    #endif
+
+    @usableFromInline init(run: RunHandle, operation: Int, file: StaticString, line: UInt) {
+        (self.run, self.operation) = (run, operation)
+        #if DEBUG
+            origin = (file, line)
+        #endif
+    }
+
+    deinit {
+        #if DEBUG
+            let origin = "\(origin.file):\(origin.line)"
+        #else
+            let origin = "?"
+        #endif
+        run.resolverReleased(operation, "Promise<\(Value.self), \(Failure.self)> made at \(origin)")
+    }
+
+    /// Reports the outcome of the operation.
+    @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
+        run.resolve(operation) { slot in slot.put(result) }
+    }
+
+    /// Reports success.
+    @inlinable public func fulfill(_ value: sending Value) { self(.success(value)) }
+
+    /// Reports failure.
+    @inlinable public func reject(_ error: Failure) { self(.failure(error)) }
+
+    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would: for work that
+    /// learns elsewhere that it was cancelled.
+    public func cancel() { run.cancel(operation) }
+
+    /// Whether the run was cancelled; a long operation can check it to stop early.
+    public var isCancelled: Bool { run.isCancelled }
+
+    /// Registers work to do if the run is cancelled before this operation resolves: at most once,
+    /// on the thread that cancels (at once if the run already is). The handler gets the resolver:
+    /// one that captured its own resolver would keep its run alive forever.
+    public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
+        let (operation, file) = (operation, StaticString("a cancel handler"))
+        run.onCancel(operation) {
+            handler(Resolver(run: $0, operation: operation, file: file, line: 0))
+        }
+    }
+}
+
+extension Resolver where Value == Void {
+    /// Reports success for an operation that produces no value.
+    @inlinable public func fulfill() { self(.success(())) }
+}
+
+extension Resolver where Failure == any Swift.Error {
+    /// Reports what a completion handler passes: an error wins over a value, and with neither the
+    /// operation fails with ``PromiseError/missingValue``. Pass it as the callback:
+    /// `fetch(completion: resolver.resolve)`.
+    public func resolve(_ value: sending Value?, _ error: (any Swift.Error)?) {
+        resolve(value, error, cancelledIf: { _ in false })
+    }
+
+    /// Like ``resolve(_:_:)``, but an error that `isCancellation` recognizes ends the run as
+    /// cancelled: `resolver.resolve(data, error, cancelledIf: { $0 is CancellationError })`.
+    public func resolve(
+        _ value: sending Value?, _ error: (any Swift.Error)?,
+        cancelledIf isCancellation: (any Swift.Error) -> Bool
+    ) {
+        if let error {
+            if isCancellation(error) { cancel() } else { reject(error) }
+        } else if let value {
+            fulfill(value)
+        } else {
+            reject(PromiseError.missingValue)
+        }
+    }
+}
+
+extension Resolver where Value == Void, Failure == any Swift.Error {
+    /// Reports what a completion handler that passes an optional error passes.
+    public func resolve(_ error: (any Swift.Error)?) {
+        if let error { reject(error) } else { fulfill() }
+    }
+}
+
+// MARK: - Making promises
+
+extension Promise {
+    @usableFromInline typealias Node<Payload: Sendable> = RunHandle.Node<Payload>
+    @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
+
+    /// Makes a promise from an operation that reports its outcome through a ``Resolver``, at once
+    /// or later, from any thread: `Guarantee<Int> { r in queue.async { r.fulfill(1) } }`. `file`
+    /// and `line` name the promise in debug reports.
+    @inlinable public init(
+        file: StaticString = #fileID, line: UInt = #line,
+        _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void
+    ) {
+        self.init(last: RunHandle.Source(operation, file: file, line: line))
+    }
+
+    /// Makes a promise from async code: each run starts a `Task` that calls `work`, and cancelling
+    /// the run cancels it: `Promise<Data, any Error> { try await session.data(from: url).0 }`.
+    @inlinable public init(
+        file: StaticString = #fileID, line: UInt = #line,
+        _ work: @escaping @Sendable () async throws(Failure) -> Value
+    ) {
+        self.init(file: file, line: line) { resolver in
+            let task = Task {
+                do throws(Failure) { resolver.fulfill(try await work()) } catch {
+                    resolver.reject(error)
+                }
+            }
+            resolver.onCancel { _ in task.cancel() }
+        }
+    }
+
+    /// Makes a promise that fails with `error`.
+    @inlinable public init(error: Failure) {
+        self.init(
+            last: Node(error, after: nil, output: Outcome.self) { stage, slot, _ in
+                slot.put(Outcome.failure(Node<Failure>.payload(of: stage)))
+                return .proceed
+            })
+    }
+
+    /// Makes a promise that calls `body` on every run, failing with what it throws:
+    /// `Promise(catching: { () throws(DecodingError) in try loadConfig() })`.
+    @inlinable public init(catching body: @escaping @Sendable () throws(Failure) -> Value) {
+        self = Promise<Void, Failure>(value: ()).then { () -> Outcome in
+            Swift.Result { () throws(Failure) in try body() }
+        }
+    }
+}
+
+extension Promise where Value: Sendable {
+    /// Makes a promise that settles with `result`; its value is `Sendable`, as every run has it.
+    @inlinable public init(result: Swift.Result<Value, Failure>) {
+        self.init(
+            last: Node(result, after: nil, output: Outcome.self) { stage, slot, _ in
+                slot.put(Node<Outcome>.payload(of: stage))
+                return .proceed
+            })
+    }
+
+    /// Makes a promise that succeeds with `value`.
+    @inlinable public init(value: Value) { self.init(result: .success(value)) }
+
+    /// Makes a promise that succeeds with `value`: `return .value(cached)`.
+    @inlinable public static func value(_ value: Value) -> Promise { Promise(value: value) }
+}
+
+/// Starts a chain with the promise `body` makes anew on every run, to line the steps up:
+/// `firstly { login() }.then { fetchAvatar(for: $0.user) }.run(some: show, none: report)`.
+@inlinable public func firstly<Value, Failure>(
+    _ body: @escaping @Sendable () -> Promise<Value, Failure>
+) -> Promise<Value, Failure> {
+    Promise<Void, Failure>(value: ()).flatMap { body() }
+}
+
+// MARK: - Running
+
+extension Promise {
+    /// Starts a new run of the work and calls `completion` with its outcome: at most once, on the
+    /// thread where the last step finished, and never after the run is cancelled.
+    @inlinable @discardableResult
+    public func run(
+        _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
+    ) -> RunHandle {
+        let handle = RunHandle(last: last)
+        handle.start { slot in if let slot { completion(slot.take(Outcome.self)) } }
+        return handle
+    }
+
+    /// Starts a run and calls `some` with its value or `none` with its error:
+    /// `lookUp(id).then(toModel).run(some: show, none: report)`.
+    @inlinable @discardableResult
+    public func run(
+        some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
+    ) -> RunHandle {
+        run { outcome in
+            switch outcome {
+            case .success(let value): some(value)
+            case .failure(let error): none(error)
+            }
+        }
+    }
+
+    /// Starts a run that reports how it ended, exactly once: with its outcome, or `nil` if it
+    /// was cancelled (after the `ensure` steps).
+    @inlinable func start(
+        _ end: @escaping @Sendable (sending Swift.Result<Value, Failure>?) -> Void
+    ) -> RunHandle {
+        let handle = RunHandle(last: last)
+        handle.start { slot in end(slot?.take(Outcome.self)) }
+        return handle
+    }
+}
+
+extension Promise where Failure == Never {
+    /// Starts work that cannot fail, for its effects alone.
+    @inlinable @discardableResult
+    public func run() -> RunHandle { run { (_: Swift.Result<Value, Never>) in } }
+
+    /// Starts work that cannot fail and calls `some` with its value (write the label: a bare
+    /// trailing closure means ``run(_:)``).
+    @inlinable @discardableResult @_disfavoredOverload
+    public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
+        run { some($0.get()) }
+    }
+}
+
+// MARK: - Transforming values
+
+// The builders are `@inlinable`, so that a chain built in your module is compiled for your types:
+// each step costs one allocation to build, and no dynamic cast to run.
+
+extension Promise {
+    /// Transforms the value when the promise succeeds: `name.then { $0.count }`.
+    ///
+    /// (Disfavored, so that a step returning a promise or a `Result` chains rather than becoming
+    /// the next value. `map` has this form only, and so type-checks faster in long chains.)
+    @inlinable @_disfavoredOverload public func then<NewValue>(
+        _ transform: @escaping @Sendable (Value) -> NewValue
+    ) -> Promise<NewValue, Failure> { map(transform) }
+
+    /// Continues with the promise `next` makes from the value, and waits for it:
+    /// `login().then { credentials in fetchAvatar(for: credentials.user) }`.
+    @inlinable public func then<NewValue>(
+        _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
+    ) -> Promise<NewValue, Failure> { flatMap(next) }
+
+    /// Continues with a step that succeeds or fails at once: `download.then(toDictionary)`.
+    @inlinable public func then<NewValue>(
+        _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, Failure>
+    ) -> Promise<NewValue, Failure> {
+        typealias Transform = @Sendable (Value) -> Swift.Result<NewValue, Failure>
+        return appending(transform) { stage, slot, _ in
+            slot.put(slot.take(Outcome.self).flatMap(Node<Transform>.payload(of: stage)))
+            return .proceed
+        }
+    }
+
+    /// Continues with a promise that cannot fail: `login().then { cachedAvatar(for: $0) }`.
+    @inlinable @_disfavoredOverload public func then<NewValue>(
+        _ next: @escaping @Sendable (Value) -> Guarantee<NewValue>
+    ) -> Promise<NewValue, Failure> {
+        flatMap { next($0).setFailureType(to: Failure.self) }
+    }
+
+    /// Continues with a promise of another error type: the chain fails with `any Error` after.
+    /// Swift cannot reject the call while the first `then` fits, so it warns, with the fix.
+    // swift-format-ignore: LineLength
+    @available(
+        *, deprecated,
+        message:
+            "the step's promise fails with another error type, so the chain's error becomes `any Error`; convert it with mapError(_:) (or setFailureType(to:) on a Guarantee), or call eraseToAnyError() to say so"
+    )
+    @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
+        _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
+    ) -> Promise<NewValue, any Swift.Error> {
+        eraseToAnyError().flatMap { next($0).eraseToAnyError() }
+    }
+
+    /// Continues with a result of another error type: the chain fails with `any Error` after,
+    /// and Swift warns, as for a promise of another error type.
+    // swift-format-ignore: LineLength
+    @available(
+        *, deprecated,
+        message:
+            "the step's result fails with another error type, so the chain's error becomes `any Error`; convert it with mapError(_:), or call eraseToAnyError() on the chain to say so"
+    )
+    @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
+        _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
+    ) -> Promise<NewValue, any Swift.Error> {
+        eraseToAnyError().then { transform($0).mapError { $0 as any Swift.Error } }
+    }
+
+    /// Transforms the value when the promise succeeds.
+    @inlinable public func map<NewValue>(
+        _ transform: @escaping @Sendable (Value) -> NewValue
+    ) -> Promise<NewValue, Failure> {
+        typealias Transform = @Sendable (Value) -> NewValue
+        return appending(transform) { stage, slot, _ in
+            slot.put(slot.take(Outcome.self).map(Node<Transform>.payload(of: stage)))
+            return .proceed
+        }
+    }
+
+    /// Continues with the promise that `next` makes from the value.
+    @inlinable public func flatMap<NewValue>(
+        _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
+    ) -> Promise<NewValue, Failure> {
+        typealias Next = @Sendable (Value) -> Promise<NewValue, Failure>
+        return appending(next) { stage, slot, _ in
+            switch slot.take(Outcome.self) {
+            case .success(let value): return .enter(Node<Next>.payload(of: stage)(value).last)
+            case .failure(let error):
+                slot.put(Swift.Result<NewValue, Failure>.failure(error))
+                return .proceed
+            }
+        }
+    }
+
+    /// Transforms the value with a function that throws `Failure`:
+    /// `data.tryMap { (data) throws(any Error) in try decoder.decode(User.self, from: data) }`.
+    @inlinable public func tryMap<NewValue>(
+        _ transform: @escaping @Sendable (Value) throws(Failure) -> NewValue
+    ) -> Promise<NewValue, Failure> {
+        then { value -> Swift.Result<NewValue, Failure> in
+            Swift.Result { () throws(Failure) in try transform(value) }
+        }
+    }
+
+    /// Transforms the value, failing with `error` when the transform returns `nil`:
+    /// `results.compactMap(orFailWith: .noResultFound) { $0.first }`.
+    @inlinable public func compactMap<NewValue>(
+        orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
+        _ transform: @escaping @Sendable (Value) -> NewValue?
+    ) -> Promise<NewValue, Failure> {
+        then { value -> Swift.Result<NewValue, Failure> in
+            transform(value).map { .success($0) } ?? .failure(error())
+        }
+    }
+
+    /// Ends the success path with a side effect; what is left is a `Promise<Void, Failure>`.
+    @inlinable public func done(
+        _ body: @escaping @Sendable (Value) -> Void
+    ) -> Promise<Void, Failure> { map(body) }
+
+    /// Looks at the value without changing it: `fetchUser().get { cache.store($0) }`.
+    @inlinable public func get(_ body: @escaping @Sendable (Value) -> Void) -> Promise {
+        map { value -> Value in
+            body(value)
+            return value
+        }
+    }
+
+    /// Looks at the outcome, success or failure, without changing it: handy for logging.
+    @inlinable public func tap(
+        _ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
+    ) -> Promise {
+        mapOutcome { outcome in
+            body(outcome)
+            return outcome
+        }
+    }
+}
+
+extension Promise where Failure == any Swift.Error {
+    /// Transforms the value, failing with ``PromiseError/compactMapReturnedNil`` on `nil`.
+    @inlinable public func compactMap<NewValue>(
+        _ transform: @escaping @Sendable (Value) -> NewValue?
+    ) -> Promise<NewValue, Failure> {
+        compactMap(orFailWith: PromiseError.compactMapReturnedNil, transform)
+    }
+}
+
+extension Promise where Failure == Never {
+    /// Continues a chain that cannot fail with a promise that can, taking its error type:
+    /// `after(.seconds(1)).then { fetchStatus() }`.
+    @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
+        _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
+    ) -> Promise<NewValue, NewFailure> {
+        setFailureType(to: NewFailure.self).flatMap(next)
+    }
+
+    /// Gives a promise that cannot fail the error type of the chain it joins.
+    @inlinable public func setFailureType<NewFailure>(
+        to _: NewFailure.Type
+    ) -> Promise<Value, NewFailure> {
+        mapOutcome { .success($0.get()) }
+    }
+}
+
+// MARK: - Handling errors
+
+extension Promise {
+    /// Transforms the error when the promise fails.
+    @inlinable public func mapError<NewFailure>(
+        _ transform: @escaping @Sendable (Failure) -> NewFailure
+    ) -> Promise<Value, NewFailure> {
+        mapOutcome { $0.mapError(transform) }
+    }
+
+    /// Turns an error into a value or another error, at once:
+    /// `fetch.flatMapError { $0 == .notFound ? .success(.empty) : .failure(.unavailable) }`.
+    @inlinable public func flatMapError<NewFailure>(
+        _ transform: @escaping @Sendable (Failure) -> Swift.Result<Value, NewFailure>
+    ) -> Promise<Value, NewFailure> {
+        mapOutcome { $0.flatMapError(transform) }
+    }
+
+    /// Continues with the promise `next` makes from the error; a success passes through. When
+    /// `next` gives a ``Guarantee``, so does this: `fetchFeed().recover { _ in cachedFeed() }`.
+    @inlinable public func recover<NewFailure>(
+        _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
+    ) -> Promise<Value, NewFailure> {
+        typealias Next = @Sendable (Failure) -> Promise<Value, NewFailure>
+        return appending(next) { stage, slot, _ in
+            switch slot.take(Outcome.self) {
+            case .success(let value):
+                slot.put(Swift.Result<Value, NewFailure>.success(value))
+                return .proceed
+            case .failure(let error): return .enter(Node<Next>.payload(of: stage)(error).last)
+            }
+        }
+    }
+
+    /// Replaces an error with a value, so the result cannot fail.
+    @inlinable public func recover(
+        _ transform: @escaping @Sendable (Failure) -> Value
+    ) -> Guarantee<Value> {
+        mapOutcome { $0.flatMapError { .success(transform($0)) } }
+    }
+
+    /// Handles the error and ends the success path, leaving a ``Guarantee`` to run:
+    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`.
+    @inlinable public func `catch`(_ body: @escaping @Sendable (Failure) -> Void) -> Guarantee<Void>
+    {
+        mapOutcome { outcome in
+            if case .failure(let error) = outcome { body(error) }
+            return .success(())
+        }
+    }
+
+    /// Runs `body` when the chain gets here, succeeded or failed, and also when the run is
+    /// cancelled before: `spinner.start(); fetchFeed().ensure { spinner.stop() }.run()`.
+    @inlinable public func ensure(_ body: @escaping @Sendable () -> Void) -> Promise {
+        appending(body, isEnsure: true) { stage, _, _ in
+            Node<@Sendable () -> Void>.payload(of: stage)()
+            return .proceed
+        }
+    }
+
+    /// Forgets the error's type, to chain with promises that fail with `any Error`.
+    @inlinable public func eraseToAnyError() -> Promise<Value, any Swift.Error> {
+        mapOutcome { $0.mapError { $0 } }
+    }
+
+    /// Adds a step that sees the whole outcome and returns the next one at once.
+    @inlinable func mapOutcome<NewValue, NewFailure>(
+        _ transform: @escaping @Sendable (Outcome) -> Swift.Result<NewValue, NewFailure>
+    ) -> Promise<NewValue, NewFailure> {
+        typealias Transform = @Sendable (Outcome) -> Swift.Result<NewValue, NewFailure>
+        return appending(transform) { stage, slot, _ in
+            slot.put(Node<Transform>.payload(of: stage)(slot.take(Outcome.self)))
+            return .proceed
+        }
+    }
+
+    /// Adds a step that keeps `payload` and runs `step` with it.
+    @inlinable func appending<Payload: Sendable, NewValue, NewFailure>(
+        _ payload: Payload, isEnsure: Bool = false, _ step: @escaping RunHandle.Stage.Step
+    ) -> Promise<NewValue, NewFailure> {
+        typealias Output = Swift.Result<NewValue, NewFailure>
+        return Promise<NewValue, NewFailure>(
+            last: Node(payload, after: last, output: Output.self, isEnsure: isEnsure, step))
+    }
+}
+
+// MARK: - Combining
+
+// Every combinator runs its promises anew on each of its runs, all at once unless a limit says
+// otherwise, cancels those it no longer needs, and keeps input order. A member whose run ends by
+// cancellation ends a `when` or `any` as cancelled, and drops out of a race.
+
+/// Succeeds with every value, in the order given, or fails with the first error to arrive, and
+/// cancels the rest: `when(fulfilled: ids.map(fetchUser))`. No promises succeed with `[]`.
+@inlinable public func when<Value, Failure>(
+    fulfilled promises: [Promise<Value, Failure>]
+) -> Promise<[Value], Failure> {
+    when(fulfilled: promises, concurrently: .max)
+}
+
+/// Like ``when(fulfilled:)-(Array)``, running at most `limit` promises at a time (the next
+/// starts as one finishes): `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit`
+/// below 1 is a precondition failure.
+@inlinable public func when<Value, Failure>(
+    fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int
+) -> Promise<[Value], Failure> {
+    precondition(limit > 0, "when(fulfilled:concurrently:) needs a limit of at least 1")
+    return RunHandle.join(promises, limit) { tally, ended in
+        switch ended {
+        case .some((_, .failure(let error)?)): .settle(.failure(error))
+        case .some((_, nil)): .cancel
+        default: tally.isComplete ? .settle(.success(tally.values)) : .wait
+        }
+    }
+}
+
+/// Succeeds with a tuple of the values of promises of any types:
+/// `when(fulfilled: fetchUser(id), fetchAvatar(id)).done { user, avatar in show(user, avatar) }`.
+public func when<each Value, Failure>(
+    fulfilled promise: repeat Promise<each Value, Failure>
+) -> Promise<(repeat each Value), Failure> {
+    var members: [Promise<Any, Failure>] = []
+    repeat members.append((each promise).map { $0 })
+    return when(fulfilled: members).map { values in
+        var index = -1
+        func next<Element>() -> Element {
+            index += 1
+            return values[index] as! Element
+        }
+        return (repeat next() as each Value)
+    }
+}
+
+/// Succeeds with the values of a dictionary's promises, under their keys.
+public func when<Key: Hashable & Sendable, Value, Failure>(
+    fulfilled promises: [Key: Promise<Value, Failure>]
+) -> Promise<[Key: Value], Failure> {
+    let (keys, members) = (Array(promises.keys), Array(promises.values))
+    return when(fulfilled: members).map { Dictionary(uniqueKeysWithValues: zip(keys, $0)) }
+}
+
+/// Waits for every promise and succeeds with every outcome, in the order given; never fails.
+@inlinable public func when<Value, Failure>(
+    resolved promises: [Promise<Value, Failure>]
+) -> Guarantee<[Swift.Result<Value, Failure>]> {
+    RunHandle.join(promises) { tally, ended in
+        if case .some((_, nil)) = ended { return .cancel }
+        return tally.isComplete ? .settle(.success(tally.results)) : .wait
+    }
+}
+
+/// Waits for every promise and succeeds with every outcome, in the order given, unless all
+/// failed: then it fails with all their errors. No promises succeed with `[]`.
+@inlinable public func any<Value, Failure>(
+    _ promises: [Promise<Value, Failure>]
+) -> Promise<[Swift.Result<Value, Failure>], AllPromisesFailedError<Failure>> {
+    RunHandle.join(promises) { tally, ended in
+        if case .some((_, nil)) = ended { return .cancel }
+        guard tally.isComplete else { return .wait }
+        let errors = tally.errors
+        return errors.count < tally.outcomes.count || errors.isEmpty
+            ? .settle(.success(tally.results)) : .settle(.failure(AllPromisesFailedError(errors)))
+    }
+}
+
+/// The first promise to settle, with a value or an error, decides; the others are cancelled.
+/// When every member has ended by cancellation (or none was given), the race ends so too.
+@inlinable public func race<Value, Failure>(_ promises: [Promise<Value, Failure>]) -> Promise<
+    Value, Failure
+> {
+    RunHandle.join(promises) { tally, ended in
+        if case .some((_, let outcome?)) = ended { return .settle(outcome) }
+        return tally.isComplete ? .cancel : .wait
+    }
+}
+
+/// The first value wins and the others are cancelled: `race(fulfilled: mirrors.map(download))`.
+/// Errors drop out; it fails only when every promise failed (at once if none was given), with
+/// all their errors, or ends by cancellation if some ended so and the rest failed.
+@inlinable public func race<Value, Failure>(
+    fulfilled promises: [Promise<Value, Failure>]
+) -> Promise<Value, AllPromisesFailedError<Failure>> {
+    RunHandle.join(promises) { tally, ended in
+        if case .some((_, .success(let value)?)) = ended { return .settle(.success(value)) }
+        guard tally.isComplete else { return .wait }
+        return tally.cancelled > 0
+            ? .cancel : .settle(.failure(AllPromisesFailedError(tally.errors)))
+    }
+}
+
+/// The error of a combination that needed a value and got none: every error, in input order.
+public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
+    /// The errors, in the order the promises were given.
+    public let errors: [Failure]
+
+    /// Makes the error from every member's error.
+    public init(_ errors: [Failure]) { self.errors = errors }
+}
+
+extension AllPromisesFailedError: Equatable where Failure: Equatable {}
+
+extension Promise {
+    /// On a promise of an array: makes a promise of each element and joins them in order, like
+    /// ``when(fulfilled:concurrently:)``: `followers.thenMap(concurrently: 4) { avatar(of: $0) }`.
+    public func thenMap<Element, NewValue>(
+        concurrently limit: Int = .max,
+        _ transform: @escaping @Sendable (Element) -> Promise<NewValue, Failure>
+    ) -> Promise<[NewValue], Failure> where Value == [Element] {
+        precondition(limit > 0, "thenMap(concurrently:_:) needs a limit of at least 1")
+        return flatMap { when(fulfilled: $0.map(transform), concurrently: limit) }
+    }
+}
+
+// MARK: - Time
+
+/// A guarantee that succeeds after `interval`, holding no thread: `after(.seconds(1)).then { … }`.
+public func after(_ interval: Duration) -> Guarantee<Void> { Guarantee(value: ()).delay(interval) }
+
+extension Promise {
+    /// Passes the outcome, value or error, on after `interval`, on a global queue. Cancelling the
+    /// run meanwhile cancels the timer.
+    public func delay(_ interval: Duration) -> Promise {
+        let nanoseconds = Int(max(0, min(interval / .nanoseconds(1), 9e18)))
+        return appending(nanoseconds) { stage, _, _ in
+            .hop(.global(), .now() + .nanoseconds(Node<Int>.payload(of: stage)))
+        }
+    }
+
+    /// Fails with `error()`, and cancels the work, if the promise has not settled within
+    /// `interval`; settling in time cancels the timer: `download.timeout(.seconds(9), orFailWith: .slow)`.
+    @inlinable public func timeout(
+        _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
+    ) -> Promise {
+        let timer = after(interval).then { Promise(error: error()) }
+        return RunHandle.join([self, timer]) { _, ended in
+            if case .some((_, let outcome?)) = ended { .settle(outcome) } else { .cancel }
+        }
+    }
+
+    /// Runs the work again after a failure, `attempts` times at most in all, waiting `delay` before
+    /// each new attempt, while `shouldRetry` accepts the error. `attempts` below 1 is a
+    /// precondition failure: `fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })`.
+    public func retry(
+        _ attempts: Int, delay: Duration = .zero,
+        while shouldRetry: @escaping @Sendable (Failure) -> Bool = { _ in true }
+    ) -> Promise {
+        precondition(attempts > 0, "retry(_:delay:while:) needs at least 1 attempt")
+        guard attempts > 1 else { return self }
+        return recover { error in
+            guard shouldRetry(error) else { return Promise(error: error) }
+            let pause = delay == .zero ? Guarantee(value: ()) : after(delay)
+            return pause.then { retry(attempts - 1, delay: delay, while: shouldRetry) }
+        }
+    }
+}
+
+extension Promise where Failure == any Swift.Error {
+    /// Fails with ``PromiseError/timedOut``, cancelling the work, if it has not settled in time.
+    @inlinable public func timeout(_ interval: Duration) -> Promise {
+        timeout(interval, orFailWith: PromiseError.timedOut)
+    }
+}
+
+// MARK: - Where code runs
+
+// A step runs where the step before it finished: on the thread that started the run, or the one
+// that resolved an operation. `on` is the one way to choose a queue: a hop, made every time.
+
+/// A guarantee whose run goes on on `queue`, to start work there: `on(.global()).then { … }`.
+public func on(_ queue: DispatchQueue) -> Guarantee<Void> { Guarantee(value: ()).on(queue) }
+
+extension Promise {
+    /// Runs the steps after this one on `queue`, every time, however the work before settled; a
+    /// run cancelled while it waits for the queue goes no further: `fetch().on(.main).done(show)`.
+    public func on(_ queue: DispatchQueue) -> Promise {
+        appending(queue) { stage, _, _ in .hop(Node<DispatchQueue>.payload(of: stage), nil) }
+    }
+}
+
+// MARK: - Cancelling a run
+
+/// A run of a promise, returned by every terminal, to cancel it. After ``cancel()`` no completion
+/// is delivered, the operation waiting gets its ``Resolver/onCancel(_:)`` handlers called once,
+/// no later step starts, and the ``Promise/ensure(_:)`` steps still ahead run once those handlers
+/// have returned. Cancelling is idempotent and safe from any thread; dropping a handle does not
+/// cancel. A step that cancels its own run stops it before the next step; from another thread,
+/// the run stops at its next operation, hop, entered promise or end (steps take no lock).
+public final class RunHandle: @unchecked Sendable {
+    private var slot: Slot
+    private var slotSize: Int
+    private var slotAlignment: Int
+    /// The type of the run's outcome, to destroy one that arrives after the run was cancelled.
+    private let output: any Outcome.Type
+
+    // Owned by the one thread that drives the run; ownership passes under `lock`.
+    private var plan: Plan
+    private var finish: ((Slot?) -> Void)?
+    /// Set when a step cancels its own run, so that the very next step does not start.
+    @exclusivity(unchecked) private var cancelledByStep = false
+
+    // Guarded by `lock`.
+    private let lock = Lock()
+    private var phase = Phase.driving
+    private var cancelRequested = false
+    private var operation = 0
+    private var resolved = 0
+    private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
+    private var driver = pthread_self()
+    /// Set while a canceller calls the handlers; it then halts the run itself.
+    private var cancelling = false
+    /// What a run hopping to a queue waits for, and the type of the outcome it holds meanwhile.
+    private var hop: (work: DispatchWorkItem, held: any Outcome.Type)?
+
+    private enum Phase { case driving, operating, waiting, finished }
+
+    @usableFromInline init(last: Stage) {
+        (slotSize, slotAlignment, output) = (last.slotSize, last.slotAlignment, last.output)
+        slot = Slot(size: slotSize, alignment: slotAlignment)
+        plan = Plan(last)
+    }
+
+    deinit {
+        slot.memory.deallocate()
+        lock.free()
+    }
+
+    /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
+    public var isCancelled: Bool { locked { cancelRequested } }
+
+    /// Cancels the run; see ``RunHandle`` for what that does.
+    public func cancel() { _ = cancel(operation: nil) }
+
+    /// Puts the run in `bag`, to be cancelled with it.
+    @discardableResult public func store(in bag: RunBag) -> RunHandle {
+        bag.lock.withLock {
+            if bag.runs.count == bag.runs.capacity { bag.runs.removeAll { $0.isFinished } }
+            bag.runs.append(self)  // the ended ones forgotten, every time the bag would grow
+        }
+        return self
+    }
+}
+
+/// Runs to cancel together, with ``cancelAll()`` and when the bag goes away (as Combine's
+/// `AnyCancellable`s in a set): `fetch().run(some: show, none: report).store(in: model.runs)`.
+public final class RunBag: @unchecked Sendable {
+    fileprivate let lock = RunHandle.Lock()
+    fileprivate var runs: [RunHandle] = []
+
+    /// Makes an empty bag.
+    public init() {}
+
+    deinit {
+        cancelAll()
+        lock.free()
+    }
+
+    /// Cancels every run in the bag and empties it.
+    public func cancelAll() {
+        let cancelled = lock.withLock { () -> [RunHandle] in
+            defer { runs = [] }
+            return runs
+        }
+        for run in cancelled { run.cancel() }
+    }
+}
+
+// MARK: - Sharing one run
+
+extension Promise where Value: Sendable {
+    /// A promise whose work runs once for many runs (an eager promise, opt-in): the first run
+    /// starts it, runs that come while it is under way wait and go on in turn, later runs get its
+    /// outcome, value or error, at once. Cancelling a run leaves the others waiting; once every
+    /// waiting run is cancelled, so is the work, and the next run starts it again, as after work
+    /// that ended by cancellation. `let profile = fetchProfile().share()`
+    public func share() -> Promise {
+        let shared = RunHandle.Shared(self)
+        return Promise { shared.join($0) }
+    }
+
+    /// A promise and the resolver that settles it from outside, for work no run starts, such as a
+    /// delegate's callbacks: `let (location, resolver) = Promise<Place, Failure>.pending()`. Its
+    /// runs wait for the resolver or get its outcome; if it goes unused, they end by cancellation.
+    public static func pending(
+        file: StaticString = #fileID, line: UInt = #line
+    ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
+        let shared = RunHandle.Shared<Value, Failure>(nil)
+        _ = Promise(file: file, line: line) { shared.outside = $0 }.start { shared.settle($0, 0) }
+        return (Promise { shared.join($0) }, shared.outside.take()!)
+    }
+}
+
+// MARK: - Swift concurrency
+
+extension Promise {
+    /// Runs the promise on the awaiting task's executor and waits for its outcome, or `nil` if the
+    /// run ended by cancellation: if the task was cancelled (after its `onCancel` handlers and
+    /// `ensure` steps), or an operation dropped or cancelled its resolver.
+    ///
+    /// ```swift
+    /// if case .success(let user)? = await fetchUser(id).result { show(user) }
+    /// ```
+    @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
+        get async {
+            let handle = RunHandle(last: last)
+            return await withTaskCancellationHandler {
+                await withUnsafeContinuation { continuation in
+                    handle.start { continuation.resume(returning: $0?.take(Outcome.self)) }
+                }
+            } onCancel: {
+                handle.cancel()
+            }
+        }
+    }
+
+    /// Runs the promise and waits for its value; throws its error, and gives `nil` if the run
+    /// ended by cancellation: `guard let user = try await fetchUser(id).value else { return }`.
+    @inlinable nonisolated(nonsending) public var value: Value? {
+        get async throws(Failure) { try await result?.get() }
+    }
+}
+
+extension Promise where Failure == Never {
+    /// Runs the guarantee and waits for its value, or `nil` if the run ended by cancellation.
+    @inlinable nonisolated(nonsending) public var value: Value? {
+        get async { await result?.get() }
+    }
+}
+
+// MARK: - Internals: how a chain is stored
+
+// A chain is a list of stages linked from the last to the first, so that promises built on the
+// same one share it. A run pushes the stages on a stack and pops them one at a time; a step that
+// returns a promise pushes its stages instead of running it nested: so no step grows the stack.
+
+extension RunHandle {
+    /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
+    @usableFromInline class Stage: @unchecked Sendable {
+        /// Runs the step: it takes its input from the slot and leaves its output there.
+        @usableFromInline typealias Step = @Sendable (Stage, Slot, RunHandle) -> Next
+
+        @exclusivity(unchecked) @usableFromInline var parent: Stage?
+        @usableFromInline let step: Step
+        @usableFromInline let depth: Int
+        @usableFromInline let slotSize: Int
+        @usableFromInline let slotAlignment: Int
+        @usableFromInline let isEnsure: Bool
+        /// The type of the step's outcome, to destroy one that is left behind when a run stops.
+        @usableFromInline let output: any Outcome.Type
+
+        @inlinable init<Output>(
+            after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
+        ) {
+            (self.parent, self.step, self.isEnsure) = (parent, step, isEnsure)
+            self.output = Box<Output>.self
+            depth = (parent?.depth ?? 0) + 1
+            slotSize = max(parent?.slotSize ?? 1, MemoryLayout<Output>.size)
+            slotAlignment = max(parent?.slotAlignment ?? 1, MemoryLayout<Output>.alignment)
+        }
+
+        // Releasing a chain one link at a time, rather than each link releasing the one before it
+        // from its own deinit, keeps dropping a 100,000-link chain off the stack.
+        deinit {
+            guard var stage = parent.take() else { return }
+            while isKnownUniquelyReferenced(&stage), let before = stage.parent.take() {
+                stage = before
+            }
+        }
+    }
+
+    @usableFromInline final class Node<Payload: Sendable>: Stage, @unchecked Sendable {
+        @usableFromInline let payload: Payload
+
+        @inlinable init<Output>(
+            _ payload: Payload, after parent: Stage?, output: Output.Type, isEnsure: Bool = false,
+            _ step: @escaping Step
+        ) {
+            self.payload = payload
+            super.init(after: parent, output: output, isEnsure: isEnsure, step: step)
+        }
+
+        @inlinable static func payload(of stage: Stage) -> Payload {
+            unsafeDowncast(stage, to: Node.self).payload
+        }
+    }
+
+    /// The first step of a chain made from an operation. (A `Node` would keep the operation behind
+    /// a reabstraction thunk: one more allocation for every promise made this way.)
+    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
+        @usableFromInline let operation: @Sendable (Resolver<Value, Failure>) -> Void
+        #if DEBUG
+            @usableFromInline let origin: (file: StaticString, line: UInt)
+        #endif
+
+        @inlinable init(
+            _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void,
+            file: StaticString, line: UInt
+        ) {
+            self.operation = operation
+            #if DEBUG
+                origin = (file, line)
+            #endif
+            super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
+                stage, _, run in run.perform(unsafeDowncast(stage, to: Source.self))
+            }
+        }
+    }
+
+    /// A type whose values a slot can hold; `Box<T>` stands for `T`.
+    @usableFromInline protocol Outcome { static func discard(from slot: Slot) }
+
+    @usableFromInline enum Box<Output>: Outcome {
+        @usableFromInline static func discard(from slot: Slot) { _ = slot.take(Output.self) }
+    }
+
+    /// What the loop does after a step: go on (the output is in the slot), run a chain whose
+    /// outcome is the output, wait for an operation's resolver, stop (the run was cancelled), or
+    /// go on on a queue (after a time), the output waiting in the slot.
+    @usableFromInline enum Next {
+        case proceed
+        case enter(Stage)
+        case suspend, halt
+        case hop(DispatchQueue, DispatchTime?)
+    }
+
+    /// Where a step finds its input and leaves its output: raw memory sized for the largest outcome
+    /// in the chain, so passing a value along costs no allocation and no cast.
+    @usableFromInline struct Slot {
+        @usableFromInline let memory: UnsafeMutableRawPointer
+
+        init(size: Int, alignment: Int) {
+            memory = .allocate(byteCount: size, alignment: alignment)
+        }
+
+        @inlinable func put<Output>(_ output: Output) {
+            memory.initializeMemory(as: Output.self, to: output)
+        }
+
+        /// Moves the value out; `sending`, as what a slot holds has no other owner (an operation's
+        /// outcome comes `sending`, a constant is `Sendable`, a step's output is its own).
+        @inlinable func take<Input>(_: Input.Type) -> sending Input {
+            nonisolated(unsafe) let input = memory.assumingMemoryBound(to: Input.self).move()
+            return input
+        }
+    }
+
+    /// The steps a run has still to take, the next on top, and the chains they belong to. Entering
+    /// a chain pushes its stages, so a chain that ends by entering another leaves nothing behind,
+    /// and a loop that recurses through `then` runs in constant memory.
+    fileprivate struct Plan {
+        /// Unretained, so that walking a chain costs no reference counting; `root` and `chains`
+        /// keep them alive.
+        private(set) var stages: [Unmanaged<Stage>] = []
+        /// The run's own chain; and the last stage of each chain entered since that is still on
+        /// the stack, with the height of the stack below it.
+        private var root: Stage?
+        private var chains: [(last: Stage, base: Int)] = []
+
+        init() {}
+
+        init(_ last: Stage) {
+            stages.reserveCapacity(last.depth)
+            root = last
+            push(last, isRoot: true)
+        }
+
+        mutating func push(_ last: Stage, isRoot: Bool = false) {
+            // Chains whose stages have all run are released here, not while their last step runs.
+            while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
+            if !isRoot { chains.append((last, stages.count)) }
+            var stage = Unmanaged.passUnretained(last)
+            for _ in 0..<last.depth {
+                stages.append(stage)
+                // Reading the parent through an unretained reference skips a retain and a release.
+                stage =
+                    stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) }
+                    ?? stage
+            }
+        }
+
+        mutating func pop() -> Unmanaged<Stage>? { stages.popLast() }
+    }
+}
+
+// MARK: - Internals: the engine
+
+extension RunHandle {
+    /// Drives the run; `finish` gets the slot with the outcome, or `nil` if the run ended by
+    /// cancellation (after its `ensure` steps), exactly once.
+    @usableFromInline func start(_ finish: @escaping (Slot?) -> Void) {
+        self.finish = finish
+        if isCancelled { return halt(plan) }  // e.g. an awaiting task cancelled before the start
+        drive()
+    }
+
+    /// The loop that runs a chain: one step after another, entering the chains that steps
+    /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
+    private func drive() {
+        // Locals, not properties, in the loop: a property access costs an exclusivity check.
+        var plan = Plan()
+        swap(&plan, &self.plan)
+        var slot = self.slot
+        while let stage = plan.pop() {
+            var next = stage._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            if case .suspend = next { next = suspend(&plan) }
+            switch next {
+            case .proceed:
+                guard cancelledByStep else { continue }
+                stage._withUnsafeGuaranteedRef { $0.output.discard(from: slot) }
+                return halt(plan)
+            case .enter(let inner):
+                plan.push(inner)
+                if inner.slotSize > slotSize || inner.slotAlignment > slotAlignment {
+                    slot = grownSlot(for: inner)
+                }
+                if isCancelled { return halt(plan) }
+            case .suspend: return
+            case .halt: return halt(plan)
+            case .hop(let queue, let deadline):
+                return hop(
+                    to: queue, at: deadline, holding: stage.takeUnretainedValue().output, plan)
+            }
+        }
+        complete()
+    }
+
+    /// Runs the operation of `source` with a fresh resolver.
+    @inlinable func perform<Value, Failure>(_ source: Source<Value, Failure>) -> Next {
+        guard let id = beginOperation() else { return .halt }
+        #if DEBUG
+            let (file, line) = source.origin
+        #else
+            let (file, line) = (StaticString(""), UInt(0))
+        #endif
+        source.operation(Resolver(run: self, operation: id, file: file, line: line))
+        return .suspend
+    }
+
+    /// Numbers a new operation, unless the run is cancelled.
+    @usableFromInline func beginOperation() -> Int? {
+        locked { () -> Int? in
+            guard !cancelRequested else { return nil }
+            (phase, operation) = (.operating, operation + 1)
+            return operation
+        }
+    }
+
+    /// After an operation returns: go on if it resolved meanwhile, else wait for it.
+    private func suspend(_ plan: inout Plan) -> Next {
+        swap(&plan, &self.plan)  // handed over before the lock may hand the run to a resolver
+        let next = locked { () -> Next in
+            if phase == .driving { return .proceed }
+            phase = cancelRequested ? .driving : .waiting
+            return cancelRequested ? .halt : .suspend
+        }
+        if case .suspend = next { return next }
+        swap(&plan, &self.plan)  // still ours: take it back
+        return next
+    }
+
+    /// Takes the outcome of operation `id`, which `write` puts in the slot, if it still counts.
+    @usableFromInline func resolve(_ id: Int, with write: (Slot) -> Void) {
+        var unneeded: [@Sendable (RunHandle) -> Void] = []
+        let resume = locked { () -> Bool in
+            guard isPending(id), !cancelRequested else { return false }
+            write(slot)
+            resolved = id
+            let wasWaiting = phase == .waiting
+            (unneeded, cancelHandlers, phase) = (cancelHandlers, [], .driving)
+            if wasWaiting { driver = pthread_self() }
+            return wasWaiting
+        }
+        unneeded.removeAll()  // outside the lock: releasing a handler may run any deinit
+        if resume { drive() }
+    }
+
+    /// Whether operation `id` is the latest and has not resolved (under the lock).
+    private func isPending(_ id: Int) -> Bool { id == operation && id != resolved }
+
+    func onCancel(_ id: Int, _ handler: @escaping @Sendable (RunHandle) -> Void) {
+        let callNow = locked { () -> Bool in
+            guard isPending(id), !cancelRequested else { return isPending(id) }
+            cancelHandlers.append(handler)
+            return false
+        }
+        if callNow { handler(self) }
+    }
+
+    /// Operation `id` ended its run as cancelled.
+    func cancel(_ id: Int) { _ = cancel(operation: id) }
+
+    /// An operation's resolver went away: if it never resolved, nothing ever will.
+    func resolverReleased(_ id: Int, _ promise: @autoclosure () -> String) {
+        guard cancel(operation: id) else { return }
+        assert(
+            Diagnostics.report(
+                "an operation of \(promise()) released its resolver without resolving it. "
+                    + "Its run can never finish, so it was cancelled."))
+    }
+
+    /// Cancels the run, if it is still going (and operation `id`, if given, still pending): calls
+    /// the handlers, then halts the run if it waits, or once the thread driving it stops.
+    private func cancel(operation id: Int?) -> Bool {
+        let handlers = locked { () -> [@Sendable (RunHandle) -> Void]? in
+            guard !cancelRequested, phase != .finished, id.map(isPending) ?? true else {
+                return nil
+            }
+            if id == nil, phase == .driving, pthread_equal(driver, pthread_self()) != 0 {
+                cancelledByStep = true
+            }
+            (cancelRequested, cancelling) = (true, true)
+            defer { cancelHandlers = [] }
+            return cancelHandlers
+        }
+        guard let handlers else { return false }
+        for handler in handlers { handler(self) }
+        let takeOver = locked { () -> Bool in
+            cancelling = false
+            guard phase == .waiting else { return false }
+            phase = .driving
+            return true
+        }
+        if takeOver { halt(plan) }
+        return true
+    }
+
+    /// Parks the run, the step's output in the slot, until a work item on `queue` carries it on.
+    private func hop(
+        to queue: DispatchQueue, at deadline: DispatchTime?, holding held: any Outcome.Type,
+        _ plan: Plan
+    ) {
+        let work = DispatchWorkItem { [self] in
+            let resume = locked { () -> Bool in
+                guard phase == .waiting, hop != nil else { return false }  // cancelled meanwhile
+                (phase, hop, driver) = (.driving, nil, pthread_self())
+                return true
+            }
+            if resume { drive() }
+        }
+        self.plan = plan
+        let parked = locked { () -> Bool in
+            if !cancelRequested { (phase, hop) = (.waiting, (work, held)) }
+            return !cancelRequested
+        }
+        guard parked else {
+            held.discard(from: slot)
+            return halt(self.plan)
+        }
+        if let deadline {
+            queue.asyncAfter(deadline: deadline, execute: work)
+        } else {
+            queue.async(execute: work)
+        }
+    }
+
+    private func complete() {
+        let deliver = locked { () -> Bool in
+            if !cancelRequested { phase = .finished }
+            return !cancelRequested
+        }
+        guard deliver else {
+            output.discard(from: slot)  // the outcome nobody may have any more
+            return halt(Plan())
+        }
+        let finish = self.finish
+        (self.finish, plan) = (nil, Plan())
+        finish?(slot)
+    }
+
+    /// Ends a cancelled run: runs the `ensure` steps still ahead, innermost chain first. While a
+    /// canceller still calls handlers, it parks the run instead, for the canceller to halt.
+    private func halt(_ rest: Plan) {
+        self.plan = rest
+        let hop = locked { () -> (work: DispatchWorkItem, held: any Outcome.Type)?? in
+            guard !cancelling else {
+                phase = .waiting
+                return .none
+            }
+            defer { (phase, self.hop) = (.finished, nil) }
+            return .some(self.hop)
+        }
+        guard let hop else { return }
+        if let hop {
+            hop.work.cancel()
+            hop.held.discard(from: slot)
+        }
+        let finish = self.finish
+        (plan, self.finish) = (Plan(), nil)
+        for stage in rest.stages.reversed() where stage.takeUnretainedValue().isEnsure {
+            Node<@Sendable () -> Void>.payload(of: stage.takeUnretainedValue())()
+        }
+        finish?(nil)
+    }
+
+    /// Grows the slot for a chain with larger outcomes (the slot is empty as a chain starts).
+    private func grownSlot(for chain: Stage) -> Slot {
+        slot.memory.deallocate()
+        slotSize = max(chain.slotSize, slotSize)
+        slotAlignment = max(chain.slotAlignment, slotAlignment)
+        slot = Slot(size: slotSize, alignment: slotAlignment)
+        return slot
+    }
+
+    /// Whether the run has ended, one way or another.
+    fileprivate var isFinished: Bool { locked { phase == .finished } }
+
+    private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
+}
+
+extension RunHandle {
+    /// What a combination does after a member ended: wait for more, or end its run.
+    @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
+        case wait
+        case settle(Swift.Result<Output, Failure>)
+        case cancel
+    }
+
+    /// The members' outcomes so far, in input order: `nil` while running, or if cancelled.
+    @usableFromInline struct Tally<Member, Failure: Swift.Error> {
+        @usableFromInline var outcomes: [Swift.Result<Member, Failure>?]
+        @usableFromInline var ended = 0, cancelled = 0
+        @inlinable init(_ count: Int) { outcomes = Array(repeating: nil, count: count) }
+        @inlinable var isComplete: Bool { ended == outcomes.count }
+        @inlinable var results: [Swift.Result<Member, Failure>] { outcomes.map { $0! } }
+        @inlinable var values: [Member] { outcomes.map { try! $0!.get() } }
+        @inlinable var errors: [Failure] {
+            outcomes.compactMap { if case .failure(let error)? = $0 { error } else { nil } }
+        }
+    }
+
+    @usableFromInline typealias Policy<
+        Member, Failure: Swift.Error, Output, OutFailure: Swift.Error
+    > =
+        @Sendable (
+            Tally<Member, Failure>, (Int, Swift.Result<Member, Failure>?)?
+        ) -> Verdict<Output, OutFailure>
+
+    /// A promise whose every run runs `members` anew, at most `width` at once, and asks `decide`
+    /// what to do each time one ends (with its index and outcome, `nil` if it was cancelled), or
+    /// at once (with `nil`) if there are none: the one mechanism behind every combinator.
+    @inlinable static func join<Member, Failure, Output, OutFailure>(
+        _ members: [Promise<Member, Failure>], _ width: Int = .max,
+        _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
+    ) -> Promise<Output, OutFailure> {
+        Promise { Join(members, width, decide).start($0) }
+    }
+
+    /// One run of a combination.
+    @usableFromInline
+    final class Join<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error>:
+        @unchecked Sendable
+    {
+        @usableFromInline let lock = Lock()
+        @usableFromInline let members: [Promise<Member, Failure>]
+        @usableFromInline let width: Int
+        @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
+        @usableFromInline var tally: Tally<Member, Failure>
+        @usableFromInline var hasEnded: [Bool]
+        @usableFromInline var running: [Int: RunHandle] = [:]
+        @usableFromInline var started = 0, launching = false
+        /// The combination's own resolver; `nil` once it has settled or been cancelled.
+        @usableFromInline var resolver: Resolver<Output, OutFailure>?
+
+        @inlinable init(
+            _ members: [Promise<Member, Failure>], _ width: Int,
+            _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
+        ) {
+            (self.members, self.width, self.decide) = (members, width, decide)
+            (tally, hasEnded) = (
+                Tally(members.count), Array(repeating: false, count: members.count)
+            )
+        }
+
+        deinit { lock.free() }
+
+        @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
+            self.resolver = resolver
+            resolver.onCancel { [self] _ in stop() }
+            if members.isEmpty { settle(decide(tally, nil), resolver) } else { launch() }
+        }
+
+        /// Starts members while there is room, in a loop rather than by recursion: members that
+        /// end at once make room from inside `start`, and a hundred thousand must not nest.
+        @inlinable func launch() {
+            let claimed = lock.withLock { () -> Bool in
+                defer { launching = true }
+                return !launching
+            }
+            guard claimed else { return }
+            while let index = lock.withLock({ () -> Int? in
+                guard resolver != nil, started < members.count, started - tally.ended < width else {
+                    launching = false
+                    return nil
+                }
+                started += 1
+                return started - 1
+            }) {
+                let handle = RunHandle(last: members[index].last)
+                handle.start { [self] in end(index, $0?.take(Swift.Result<Member, Failure>.self)) }
+                let kept = lock.withLock { () -> Bool in
+                    if resolver != nil, !hasEnded[index] { running[index] = handle }
+                    return resolver != nil
+                }
+                if !kept { handle.cancel() }  // settled meanwhile (a no-op if the member ended)
+            }
+        }
+
+        /// Member `index` ended, with `outcome` or (`nil`) by cancellation.
+        @inlinable func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) {
+            let settled = lock.withLock {
+                () -> (Verdict<Output, OutFailure>, Resolver<Output, OutFailure>)? in
+                guard let resolver else { return nil }
+                (hasEnded[index], running[index]) = (true, nil)
+                (tally.ended, tally.outcomes[index]) = (tally.ended + 1, outcome)
+                if outcome == nil { tally.cancelled += 1 }
+                let verdict = decide(tally, (index, outcome))
+                if case .wait = verdict { return nil }
+                (self.resolver, tally.outcomes) = (nil, [])
+                return (verdict, resolver)
+            }
+            if let (verdict, resolver) = settled { settle(verdict, resolver) } else { launch() }
+        }
+
+        /// Cancels the members still running, then settles the combination's run.
+        @inlinable func settle(
+            _ verdict: Verdict<Output, OutFailure>, _ resolver: Resolver<Output, OutFailure>
+        ) {
+            stop()
+            guard case .settle(let settled) = verdict else { return resolver.cancel() }
+            nonisolated(unsafe) let outcome = settled  // members' outcomes, which it let go of
+            resolver(outcome)
+        }
+
+        /// Cancels every member still running: the combination settled, or was cancelled.
+        @inlinable func stop() {
+            let running = lock.withLock { () -> [RunHandle] in
+                defer { (resolver, self.running) = (nil, [:]) }
+                return Array(self.running.values)
+            }
+            for handle in running { handle.cancel() }
+        }
+    }
+
+    /// What `share()` and `pending()` keep: the one run of the work, the runs waiting for it, and
+    /// its outcome once it has one (`.some(nil)` if the resolver of `pending()` went away).
+    final class Shared<Value: Sendable, Failure: Swift.Error>: @unchecked Sendable {
+        private let lock = Lock()
+        /// The work to run: `nil` once done, and for `pending()`, which has none.
+        private var work: Promise<Value, Failure>?
+        private var outcome: Swift.Result<Value, Failure>??
+        /// The run of the work under way, numbered by the waiting run that started it.
+        private var run: (number: Int, handle: RunHandle?)?
+        private var waiting: [(number: Int, resolver: Resolver<Value, Failure>)] = []
+        private var lastNumber = 0
+        /// The resolver that `pending()` hands out.
+        var outside: Resolver<Value, Failure>?
+
+        init(_ work: Promise<Value, Failure>?) {
+            self.work = work
+            if work == nil { run = (0, nil) }
+        }
+
+        deinit { lock.free() }
+
+        /// The operation of every run of the shared promise.
+        func join(_ resolver: Resolver<Value, Failure>) {
+            let (number, known, start) = lock.withLock {
+                () -> (Int, Swift.Result<Value, Failure>??, Promise<Value, Failure>?) in
+                lastNumber += 1
+                if let outcome { return (lastNumber, outcome, nil) }
+                waiting.append((lastNumber, resolver))
+                guard run == nil, let work else { return (lastNumber, nil, nil) }
+                run = (lastNumber, nil)
+                return (lastNumber, nil, work)
+            }
+            if let known { return known.map { resolver($0) } ?? resolver.cancel() }
+            resolver.onCancel { [weak self] _ in self?.leave(number) }
+            guard let start else { return }
+            let handle = start.start { [weak self] in self?.settle($0, number) }
+            let kept = lock.withLock { () -> Bool in
+                guard run?.number == number else { return false }
+                run?.handle = handle
+                return true
+            }
+            if !kept { handle.cancel() }  // everyone left already, or it is over: no-op then
+        }
+
+        /// A waiting run was cancelled; when none is left, the work is cancelled.
+        private func leave(_ number: Int) {
+            let abandoned = lock.withLock { () -> RunHandle? in
+                waiting.removeAll { $0.number == number }
+                guard waiting.isEmpty, work != nil, let run else { return nil }
+                self.run = nil
+                return run.handle
+            }
+            abandoned?.cancel()
+        }
+
+        /// The run of the work numbered `number` ended, with `outcome` or (`nil`) by cancellation:
+        /// the waiting runs go on in the order they came.
+        func settle(_ outcome: sending Swift.Result<Value, Failure>?, _ number: Int) {
+            let waiting = lock.withLock { () -> [Resolver<Value, Failure>] in
+                guard run?.number == number else { return [] }
+                run = nil
+                if outcome != nil || work == nil { (self.outcome, work) = (.some(outcome), nil) }
+                defer { self.waiting = [] }
+                return self.waiting.map(\.resolver)
+            }
+            for resolver in waiting {
+                if let outcome { resolver(outcome) } else { resolver.cancel() }
+            }
+        }
+    }
+
+    /// A mutex for an object that frees it in its `deinit` (a class: one more allocation a run).
+    @usableFromInline struct Lock {
+        @usableFromInline let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+        @inlinable init() { pthread_mutex_init(mutex, nil) }
+
+        @usableFromInline func free() {
+            pthread_mutex_destroy(mutex)
+            mutex.deallocate()
+        }
+
+        @inlinable func withLock<T>(_ body: () -> T) -> T {
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return body()
+        }
+    }
+
+    /// Where debug builds report misuse: standard error, unless a listener is set (for tests).
+    enum Diagnostics {
+        nonisolated(unsafe) static var listener: ((String) -> Void)?
+        nonisolated(unsafe) private static let lock = Lock()
+
+        /// Reports `message`; returns `true`, so that `assert` can call it in debug builds only.
+        static func report(_ message: String) -> Bool {
+            lock.withLock {
+                if let listener { return listener(message) }
+                _ = "Future: \(message)\n".withCString { write(2, $0, strlen($0)) }
+            }
+            return true
+        }
+    }
+}
