@@ -54,8 +54,8 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
 
 /// What an operation receives, to report its outcome and to learn that its run was cancelled.
 ///
-/// Call it with a `Result` (`resolver(.success(data))`), or use ``fulfill(_:)`` and ``reject(_:)``;
-/// the first outcome counts, later ones are ignored. Call it from any thread, during the
+/// Call it with a `Result`, or use ``fulfill(_:)`` and ``reject(_:)``: `resolver(.success(data))`.
+/// The first outcome counts, later ones are ignored. Call it from any thread, during the
 /// operation or after. The run then goes on on the thread that is free to carry it: the resolving
 /// one if the operation had returned, else the operation's own once it returns (so to go on on a
 /// given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`).
@@ -129,8 +129,8 @@ extension Resolver where Value == Void {
 
 extension Resolver where Failure == any Swift.Error {
     /// Reports what a completion handler passes: an error wins over a value, and with neither the
-    /// operation fails with ``PromiseError/missingValue``. Pass it as the callback:
-    /// `fetch(completion: resolver.resolve)`.
+    /// operation fails with ``PromiseError/missingValue``. From a completion handler:
+    /// `fetch { data, error in resolver.resolve(data, error) }`.
     public func resolve(_ value: sending Value?, _ error: (any Swift.Error)?) {
         resolve(value, error, cancelledIf: { _ in false })
     }
@@ -221,7 +221,7 @@ extension Promise where Value: Sendable {
     /// Makes a promise that succeeds with `value`.
     @inlinable public init(value: Value) { self.init(result: .success(value)) }
 
-    /// Makes a promise that succeeds with `value`: `return .value(cached)`.
+    /// Makes a promise that succeeds with `value`: `isFresh ? .value(cached) : fetchFeed()`.
     @inlinable public static func value(_ value: Value) -> Promise { Promise(value: value) }
 }
 
@@ -248,7 +248,7 @@ extension Promise {
     }
 
     /// Starts a run and calls `some` with its value or `none` with its error:
-    /// `lookUp(id).then(toModel).run(some: show, none: report)`.
+    /// `lookUp(id: id).then(toModel).run(some: show, none: report)`.
     @inlinable @discardableResult
     public func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
@@ -305,7 +305,7 @@ extension Promise {
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> { flatMap(next) }
 
-    /// Continues with a step that succeeds or fails at once: `download.then(toDictionary)`.
+    /// Continues with a step that succeeds or fails at once: `download(url).then(toDictionary)`.
     @inlinable public func then<NewValue>(
         _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
@@ -377,8 +377,8 @@ extension Promise {
         }
     }
 
-    /// Transforms the value with a function that throws `Failure`:
-    /// `data.tryMap { (data) throws(any Error) in try decoder.decode(User.self, from: data) }`.
+    /// Transforms the value with a function that throws `Failure`: `fetch(url).tryMap {
+    /// (data) throws(any Error) in try decoder.decode(User.self, from: data) }`.
     @inlinable public func tryMap<NewValue>(
         _ transform: @escaping @Sendable (Value) throws(Failure) -> NewValue
     ) -> Promise<NewValue, Failure> {
@@ -403,7 +403,7 @@ extension Promise {
         _ body: @escaping @Sendable (Value) -> Void
     ) -> Promise<Void, Failure> { map(body) }
 
-    /// Looks at the value without changing it: `fetchUser().get { cache.store($0) }`.
+    /// Looks at the value without changing it: `fetchUser(id).get { cache.store($0) }`.
     @inlinable public func get(_ body: @escaping @Sendable (Value) -> Void) -> Promise {
         map { value -> Value in
             body(value)
@@ -458,8 +458,8 @@ extension Promise {
         mapOutcome { $0.mapError(transform) }
     }
 
-    /// Turns an error into a value or another error, at once:
-    /// `fetch.flatMapError { $0 == .notFound ? .success(.empty) : .failure(.unavailable) }`.
+    /// Turns an error into a value or another error, at once: `fetchFeed().flatMapError {
+    /// $0 == .notFound ? .success(.empty) : .failure(FeedError.unavailable) }`.
     @inlinable public func flatMapError<NewFailure>(
         _ transform: @escaping @Sendable (Failure) -> Swift.Result<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
@@ -499,8 +499,8 @@ extension Promise {
         }
     }
 
-    /// Runs `body` when the chain gets here, succeeded or failed, and also when the run is
-    /// cancelled before: `spinner.start(); fetchFeed().ensure { spinner.stop() }.run()`.
+    /// Runs `body` when the chain gets here, succeeded or failed, and also when a run is cancelled
+    /// before it: `spinner.start(); fetchFeed().ensure { spinner.stop() }.catch(report).run()`.
     @inlinable public func ensure(_ body: @escaping @Sendable () -> Void) -> Promise {
         appending(body, isEnsure: true) { stage, _, _ in
             Node<@Sendable () -> Void>.payload(of: stage)()
@@ -548,9 +548,9 @@ extension Promise {
     when(fulfilled: promises, concurrently: .max)
 }
 
-/// Like ``when(fulfilled:)-(Array)``, running at most `limit` promises at a time (the next
-/// starts as one finishes): `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit`
-/// below 1 is a precondition failure.
+/// Like ``when(fulfilled:)->Promise<[Value],Failure>``, running at most `limit` promises at a
+/// time (the next starts as one finishes): `when(fulfilled: urls.map(download), concurrently: 4)`.
+/// A `limit` below 1 is a precondition failure.
 @inlinable public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int
 ) -> Promise<[Value], Failure> {
@@ -663,7 +663,7 @@ extension Promise {
 
 // MARK: - Time
 
-/// A guarantee that succeeds after `interval`, holding no thread: `after(.seconds(1)).then { … }`.
+/// A guarantee that succeeds after `interval`, holding no thread: `after(.seconds(1)).then(poll)`.
 public func after(_ interval: Duration) -> Guarantee<Void> { Guarantee(value: ()).delay(interval) }
 
 extension Promise {
@@ -676,8 +676,8 @@ extension Promise {
         }
     }
 
-    /// Fails with `error()`, and cancels the work, if the promise has not settled within
-    /// `interval`; settling in time cancels the timer: `download.timeout(.seconds(9), orFailWith: .slow)`.
+    /// Fails with `error()`, and cancels the work, unless the promise settles within `interval`
+    /// (which cancels the timer): `download(url).timeout(.seconds(9), orFailWith: .slow)`.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -716,12 +716,12 @@ extension Promise where Failure == any Swift.Error {
 // A step runs where the step before it finished: on the thread that started the run, or the one
 // that resolved an operation. `on` is the one way to choose a queue: a hop, made every time.
 
-/// A guarantee whose run goes on on `queue`, to start work there: `on(.global()).then { … }`.
+/// A guarantee that goes on on `queue`, to start work there: `on(.global()).map { resize(photo) }`.
 public func on(_ queue: DispatchQueue) -> Guarantee<Void> { Guarantee(value: ()).on(queue) }
 
 extension Promise {
     /// Runs the steps after this one on `queue`, every time, however the work before settled; a
-    /// run cancelled while it waits for the queue goes no further: `fetch().on(.main).done(show)`.
+    /// run cancelled while it waits for the queue goes no further: `name.on(.main).done(show)`.
     public func on(_ queue: DispatchQueue) -> Promise {
         appending(queue) { stage, _, _ in .hop(Node<DispatchQueue>.payload(of: stage), nil) }
     }
@@ -791,7 +791,7 @@ public final class RunHandle: @unchecked Sendable {
 }
 
 /// Runs to cancel together, with ``cancelAll()`` and when the bag goes away (as Combine's
-/// `AnyCancellable`s in a set): `fetch().run(some: show, none: report).store(in: model.runs)`.
+/// `AnyCancellable`s in a set): `fetchFeed().run(some: show, none: report).store(in: model.runs)`.
 public final class RunBag: @unchecked Sendable {
     fileprivate let lock = RunHandle.Lock()
     fileprivate var runs: [RunHandle] = []
@@ -817,18 +817,18 @@ public final class RunBag: @unchecked Sendable {
 // MARK: - Sharing one run
 
 extension Promise where Value: Sendable {
-    /// A promise whose work runs once for many runs (an eager promise, opt-in): the first run
-    /// starts it, runs that come while it is under way wait and go on in turn, later runs get its
-    /// outcome, value or error, at once. Cancelling a run leaves the others waiting; once every
-    /// waiting run is cancelled, so is the work, and the next run starts it again, as after work
-    /// that ended by cancellation. `let profile = fetchProfile().share()`
+    /// A promise whose work runs once for many runs (opt-in eagerness): `fetchProfile().share()`.
+    /// The first run starts the work, runs that come while it is under way wait and go on in turn,
+    /// later runs get its outcome, value or error, at once. Cancelling a run leaves the others
+    /// waiting; once every waiting run is cancelled, so is the work, and the next run starts it
+    /// again, as after work that ended by cancellation.
     public func share() -> Promise {
         let shared = RunHandle.Shared(self)
         return Promise { shared.join($0) }
     }
 
     /// A promise and the resolver that settles it from outside, for work no run starts, such as a
-    /// delegate's callbacks: `let (location, resolver) = Promise<Place, Failure>.pending()`. Its
+    /// delegate's callbacks: `let (location, resolver) = Promise<Place, GPSError>.pending()`. Its
     /// runs wait for the resolver or get its outcome; if it goes unused, they end by cancellation.
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
