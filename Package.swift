@@ -8,6 +8,8 @@ let package = Package(
     ],
     targets: [
         .target(name: "Future"),
+        .executableTarget(
+            name: "itunes-lookup", dependencies: ["Future"], path: "Examples/ITunesLookup"),
         .testTarget(
             name: "FutureTests",
             dependencies: ["Future"],

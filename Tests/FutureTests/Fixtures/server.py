@@ -4,7 +4,14 @@ line of standard output. Stops when its standard input closes (when the test pro
   /artist  the iTunes lookup fixture, as JSON
   /slow    answers only after 30 s, and counts the clients that close the connection first
   /flaky   fails with 503 twice, then answers as /artist; counts its requests
-  /stats   the counts, as JSON
+  /lookup  the iTunes lookup API, for the itunes-lookup app: /lookup?id=<id> answers
+             909253  the fixture, as /artist (its rock artist is The Loud Ones)
+             1       a malformed body, not JSON
+             2       as /slow: only after 30 s, counting the clients that close first
+             others  valid JSON without results: {"resultCount": 0, "results": []}
+           and a missing or empty id fails with 400
+  /stats   the counts, as JSON: flaky, slowOpened (requests /slow and the slow lookup got),
+           slowClosed (clients of those that closed the connection before the answer)
 """
 
 import json
@@ -13,9 +20,12 @@ import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "itunes-lookup.json")
-counts = {"flaky": 0, "slowClosed": 0}
+MALFORMED_ID = "1"
+SLOW_ID = "2"
+counts = {"flaky": 0, "slowOpened": 0, "slowClosed": 0}
 lock = threading.Lock()
 
 
@@ -23,38 +33,59 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def send(self, status, body):
+    def send(self, status, body, content_type="application/json"):
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
+    def send_fixture(self):
+        with open(FIXTURE, "rb") as fixture:
+            self.send(200, fixture.read())
+
+    def send_slowly(self):
+        """Answers after 30 s, unless the client closes the connection first."""
+        with lock:
+            counts["slowOpened"] += 1
+        self.connection.settimeout(0.05)
+        for _ in range(600):  # 30 s
+            try:
+                if self.connection.recv(1) == b"":
+                    with lock:
+                        counts["slowClosed"] += 1
+                    return
+            except socket.timeout:
+                continue
+        self.send(200, b"{}")
+
     def do_GET(self):
-        if self.path == "/artist":
-            with open(FIXTURE, "rb") as fixture:
-                self.send(200, fixture.read())
-        elif self.path == "/flaky":
+        url = urlsplit(self.path)
+        if url.path == "/artist":
+            self.send_fixture()
+        elif url.path == "/flaky":
             with lock:
                 counts["flaky"] += 1
                 attempt = counts["flaky"]
             if attempt <= 2:
                 self.send(503, b'{"error": "try again"}')
             else:
-                with open(FIXTURE, "rb") as fixture:
-                    self.send(200, fixture.read())
-        elif self.path == "/slow":
-            self.connection.settimeout(0.05)
-            for _ in range(600):  # 30 s
-                try:
-                    if self.connection.recv(1) == b"":
-                        with lock:
-                            counts["slowClosed"] += 1
-                        return
-                except socket.timeout:
-                    continue
-            self.send(200, b"{}")
-        elif self.path == "/stats":
+                self.send_fixture()
+        elif url.path == "/slow":
+            self.send_slowly()
+        elif url.path == "/lookup":
+            artist_id = parse_qs(url.query).get("id", [""])[0]
+            if artist_id == "909253":
+                self.send_fixture()
+            elif artist_id == MALFORMED_ID:
+                self.send(200, b"<html>Service temporarily unavailable</html>", "text/html")
+            elif artist_id == SLOW_ID:
+                self.send_slowly()
+            elif artist_id:
+                self.send(200, b'{"resultCount": 0, "results": []}')
+            else:
+                self.send(400, b'{"errorMessage": "Invalid value(s) for key(s): [id]"}')
+        elif url.path == "/stats":
             with lock:
                 self.send(200, json.dumps(counts).encode())
         else:
