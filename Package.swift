@@ -3,6 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "Future",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     products: [
         .library(name: "Future", targets: ["Future"])
     ],
