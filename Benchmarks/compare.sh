@@ -6,20 +6,21 @@
 #
 # Times and ratios come from the Ratios executable (Sources/Ratios/main.swift), which runs an
 # iteration of Future's scenario and one of the peer's back to back, in pairs: a shared machine's
-# speed drifts between benchmarks run a minute apart, much less within a pair. It runs ROUNDS
-# times, each in a process of its own, because some systems run at one of two speeds for a whole
-# process; a figure is the geometric mean over the processes, printed with its range. Mallocs
-# come from one run of package-benchmark (they do not vary), whose malloc interposer would slow
-# the timings.
+# speed drifts between benchmarks run a minute apart, much less within a pair. Each process goes
+# round every scenario 20 times, building them anew each round, because where a build lands in
+# memory makes some chains run at one of two speeds; a round's ratio is the median of its pairs.
+# A figure is the geometric mean over every round of every process (5 processes: 100 rounds),
+# printed with the range of the processes' means. Mallocs come from one run of package-benchmark
+# (they do not vary), whose malloc interposer would slow the timings.
 #
-#   ./compare.sh                     # 5 processes of 0.6 s a pair of scenarios (about 5 minutes)
+#   ./compare.sh                     # 5 processes of 20 rounds (about 10 minutes)
 #   ./compare.sh --save              # also keeps the figures in results/, dated, for the README
-#   ROUNDS=9 ./compare.sh            # more processes, steadier figures
+#   PROCESSES=10 ./compare.sh        # more rounds, steadier figures
 #   BENCHMARK_SMOKE=1 ./compare.sh   # everything once: proves it runs, says nothing of cost
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p .build
-rounds=${ROUNDS:-5}
+rounds=${PROCESSES:-5}
 [ -n "${BENCHMARK_SMOKE:-}" ] && rounds=1
 BENCHMARK_MILLISECONDS=${BENCHMARK_MILLISECONDS:-50} swift package benchmark --no-progress \
     >.build/benchmark.txt 2>&1 || { cat .build/benchmark.txt; exit 1; }
@@ -27,7 +28,7 @@ swift build -c release --product Ratios >.build/ratios-build.txt 2>&1 ||
     { cat .build/ratios-build.txt; exit 1; }
 rm -f .build/ratios-*.txt
 for process in $(seq "$rounds"); do
-    ROUNDS=1 RATIO_MILLISECONDS=600 .build/release/Ratios >".build/ratios-$process.txt"
+    ROUNDS=20 RATIO_MILLISECONDS=400 .build/release/Ratios >".build/ratios-$process.txt"
 done
 python3 - "$rounds" "${1:-}" <<'PY'
 import datetime, json, re, shutil, statistics, sys
@@ -75,7 +76,7 @@ ratios, times, pairs = {}, {}, {}
 for process in range(1, rounds + 1):
     future_times = {}
     for line in open(f".build/ratios-{process}.txt", encoding="utf-8"):
-        name, ratio, count, peer_ns, future_ns = line.rstrip("\n").split("\t")
+        name, ratio, count, peer_ns, future_ns = line.rstrip("\n").split("\t")[:5]
         key = key_of(name)
         ratios.setdefault(key, []).append(float(ratio))
         pairs[key] = pairs.get(key, 0) + int(count)
@@ -109,7 +110,7 @@ def ratio_cell(scenario, length, peer):
 today = datetime.date.today()
 present = [s for s in systems if any(key[2] == s for key in results)]
 print(f"Time (ns) and mallocs per unit, {today}; the time is the geometric mean over {rounds}"
-      " processes of the median iteration:\n")
+      " processes of 20 rounds of the median iteration:\n")
 print("| scenario (per unit) | " + " | ".join(present) + " |")
 print("|---" * (1 + len(present)) + "|")
 for scenario, length in main_rows:
@@ -120,8 +121,9 @@ for scenario, length in main_rows:
 peers = [s for s in present if s != "Future" and s not in floors]
 counts = list(pairs.values())
 print(f"\nFuture's ratio to each peer: the peer's time over Future's (above 1×, Future is faster),"
-      f" {today}; the geometric mean over {rounds} processes (and their range) of the median"
-      f" over {min(counts):,} to {max(counts):,} interleaved pairs:\n")
+      f" {today}; the geometric mean over {rounds} processes of 20 rounds (and the range of the"
+      f" processes' means) of each round's median pair, from {min(counts):,} to"
+      f" {max(counts):,} interleaved pairs in all:\n")
 print("| scenario | " + " | ".join(peers) + " |")
 print("|---" * (1 + len(peers)) + "|")
 for scenario, length in main_rows:
