@@ -233,6 +233,50 @@ final class Members: @unchecked Sendable {
         members.resolver(1)?.fulfill(1)  // too late: ignored
     }
 
+    // Members that end at once run one after another on one run handle (see `Join.launch`): these
+    // check that no member sees what the one before it left there.
+    @Test func membersThatEndAtOnceAreRunsOfTheirOwn() {
+        let ensured = Counter()
+        let members: [Promise<[String], TestError>] = [
+            Promise(value: ["a"]),
+            Promise(value: ["b"]).ensure { ensured.increment() }.map { $0 + $0 },
+            Promise(error: TestError("c")),
+            later(3).setFailureType(to: TestError.self).map { _ in ["d"] },
+            Promise(value: 1).then { _ in Promise(value: (1...3).map(String.init)) },
+            Promise(value: (1, 2, 3, 4, 5, 6, 7, 8)).map { ["\($0.0 + $0.7)"] },  // a larger slot
+            Promise { $0.fulfill(["f"]) }.then { $0 + ["g"] },
+        ]
+        let expected: [Result<[String], TestError>] = [
+            .success(["a"]), .success(["b", "b"]), .failure(TestError("c")), .success(["d"]),
+            .success(["1", "2", "3"]), .success(["9"]), .success(["f", "g"]),
+        ]
+        #expect(outcome(of: when(resolved: members)) == .success(expected))
+        let cancelled = Promise<[String], TestError> { $0.cancel() }
+        #expect(outcome(of: race([cancelled, cancelled, members[6]])) == .success(["f", "g"]))
+        #expect(ensured.value == 1)
+    }
+
+    @Test func aResolverKeptByAMemberThatEndedCannotTouchTheNext() {
+        let kept = Delivery<Resolver<Int, TestError>>()
+        let first = Promise<Int, TestError> { resolver in
+            resolver.fulfill(1)
+            kept.send(resolver)
+        }
+        let second = Pending<Int>()
+        let result = Delivery<Result<[Int], TestError>>()
+        let handle = when(fulfilled: [first, second.promise]).run { result.send($0) }
+        let stale = kept.wait()
+        let next = second.resolvers.wait()
+        stale?.cancel()
+        stale?.reject(TestError("stale"))
+        stale?.onCancel { _ in Issue.record("not the stale member's run") }
+        kept.clear()
+        #expect(!handle.isCancelled)
+        #expect(second.cancelled.value == 0)
+        next?.fulfill(2)
+        #expect(result.wait() == .success([1, 2]))
+    }
+
     @Test func aMemberEndingByCancellationEndsAWhenButNotARace() {
         let abandoned = Promise<Int, TestError> { $0.cancel() }
         let whenHandle = when(fulfilled: [abandoned, later(1).setFailureType(to: TestError.self)])
@@ -267,6 +311,29 @@ final class Members: @unchecked Sendable {
             } else {
                 #expect(eventually { delivered.value == 1 })
             }
+        }
+    }
+}
+
+extension CombiningConcurrency {
+    /// Members end at once, on another thread while their operation runs, or later: racing the
+    /// combination as it decides whether the next member can run on the same handle.
+    @Test func membersEndingAtOnceOrNotKeepTheirOrder() {
+        for round in 0..<1_000 {
+            let ensured = Counter()
+            let members = (0..<16).map { index in
+                Promise<Int, Never> { resolver in
+                    switch (index + round) % 3 {
+                    case 0: resolver.fulfill(index)
+                    case 1:
+                        DispatchQueue.global().async { resolver.fulfill(index) }
+                        usleep(UInt32.random(in: 0...20))
+                    default: DispatchQueue.global().async { resolver.fulfill(index) }
+                    }
+                }.ensure { ensured.increment() }
+            }
+            #expect(value(of: when(fulfilled: members)) == Array(0..<16))
+            #expect(ensured.value == 16)
         }
     }
 }

@@ -243,7 +243,7 @@ extension Promise {
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> RunHandle {
         let handle = RunHandle(last: last)
-        handle.start { slot in if let slot { completion(slot.take(Outcome.self)) } }
+        handle.start(last) { slot in if let slot { completion(slot.take(Outcome.self)) } }
         return handle
     }
 
@@ -259,16 +259,6 @@ extension Promise {
             case .failure(let error): none(error)
             }
         }
-    }
-
-    /// Starts a run that reports how it ended, exactly once: with its outcome, or `nil` if it
-    /// was cancelled (after the `ensure` steps).
-    @inlinable func start(
-        _ end: @escaping @Sendable (sending Swift.Result<Value, Failure>?) -> Void
-    ) -> RunHandle {
-        let handle = RunHandle(last: last)
-        handle.start { slot in end(slot?.take(Outcome.self)) }
-        return handle
     }
 }
 
@@ -633,7 +623,7 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
     RunHandle.join(promises) { tally, ended in
         if case .some((_, .success(let value)?)) = ended { return .settle(.success(value)) }
         guard tally.isComplete else { return .wait }
-        return tally.cancelled > 0
+        return tally.outcomes.contains { $0 == nil }
             ? .cancel : .settle(.failure(AllPromisesFailedError(tally.errors)))
     }
 }
@@ -736,37 +726,37 @@ extension Promise {
 /// cancel. A step that cancels its own run stops it before the next step; from another thread,
 /// the run stops at its next operation, hop, entered promise or end (steps take no lock).
 public final class RunHandle: @unchecked Sendable {
-    private var slot: Slot
-    private var slotSize: Int
-    private var slotAlignment: Int
+    // No property here or in `Join` needs an exclusivity check: one thread at a time uses each (as
+    // said below), and the checks cost a quarter of the time of a combination's members.
+    @exclusivity(unchecked) private var slot: Slot
+    @exclusivity(unchecked) private var slotSize: Int, slotAlignment: Int
     /// The type of the run's outcome, to destroy one that arrives after the run was cancelled.
-    private let output: any Outcome.Type
+    @exclusivity(unchecked) private var output: any Outcome.Type
+    @usableFromInline var member = 0  // which member of a combination it runs (see `Join`)
 
     // Owned by the one thread that drives the run; ownership passes under `lock`.
-    private var plan: Plan
-    private var finish: ((Slot?) -> Void)?
+    @exclusivity(unchecked) private var plan = Plan()
+    @exclusivity(unchecked) private var finish: ((Slot?) -> Void)?
     /// Set when a step cancels its own run, so that the very next step does not start.
     @exclusivity(unchecked) private var cancelledByStep = false
 
     // Guarded by `lock`.
     private let lock = Lock()
-    private var phase = Phase.driving
-    private var cancelRequested = false
-    private var operation = 0
-    private var resolved = 0
-    private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
-    private var driver = pthread_self()
+    @exclusivity(unchecked) private var phase = Phase.driving
+    @exclusivity(unchecked) private var cancelRequested = false
+    @exclusivity(unchecked) private var operation = 0, resolved = 0
+    @exclusivity(unchecked) private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
+    @exclusivity(unchecked) private var driver = pthread_self()
     /// Set while a canceller calls the handlers; it then halts the run itself.
-    private var cancelling = false
+    @exclusivity(unchecked) private var cancelling = false
     /// What a run hopping to a queue waits for, and the type of the outcome it holds meanwhile.
-    private var hop: (work: DispatchWorkItem, held: any Outcome.Type)?
+    @exclusivity(unchecked) private var hop: (work: DispatchWorkItem, held: any Outcome.Type)?
 
     private enum Phase { case driving, operating, waiting, finished }
 
     @usableFromInline init(last: Stage) {
         (slotSize, slotAlignment, output) = (last.slotSize, last.slotAlignment, last.output)
         slot = Slot(size: slotSize, alignment: slotAlignment)
-        plan = Plan(last)
     }
 
     deinit {
@@ -834,7 +824,8 @@ extension Promise where Value: Sendable {
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
         let shared = RunHandle.Shared<Value, Failure>(nil)
-        _ = Promise(file: file, line: line) { shared.outside = $0 }.start { shared.settle($0, 0) }
+        let source = Promise(file: file, line: line) { shared.outside = $0 }.last
+        RunHandle(last: source).start(source) { shared.settle($0?.take(), 0) }
         return (Promise { shared.join($0) }, shared.outside.take()!)
     }
 }
@@ -854,7 +845,7 @@ extension Promise {
             let handle = RunHandle(last: last)
             return await withTaskCancellationHandler {
                 await withUnsafeContinuation { continuation in
-                    handle.start { continuation.resume(returning: $0?.take(Outcome.self)) }
+                    handle.start(last) { continuation.resume(returning: $0?.take(Outcome.self)) }
                 }
             } onCancel: {
                 handle.cancel()
@@ -890,9 +881,7 @@ extension RunHandle {
 
         @exclusivity(unchecked) @usableFromInline var parent: Stage?
         @usableFromInline let step: Step
-        @usableFromInline let depth: Int
-        @usableFromInline let slotSize: Int
-        @usableFromInline let slotAlignment: Int
+        @usableFromInline let depth: Int, slotSize: Int, slotAlignment: Int
         @usableFromInline let isEnsure: Bool
         /// The type of the step's outcome, to destroy one that is left behind when a run stops.
         @usableFromInline let output: any Outcome.Type
@@ -987,7 +976,7 @@ extension RunHandle {
 
         /// Moves the value out; `sending`, as what a slot holds has no other owner (an operation's
         /// outcome comes `sending`, a constant is `Sendable`, a step's output is its own).
-        @inlinable func take<Input>(_: Input.Type) -> sending Input {
+        @inlinable func take<Input>(_: Input.Type = Input.self) -> sending Input {
             nonisolated(unsafe) let input = memory.assumingMemoryBound(to: Input.self).move()
             return input
         }
@@ -1005,18 +994,21 @@ extension RunHandle {
         private var root: Stage?
         private var chains: [(last: Stage, base: Int)] = []
 
-        init() {}
-
-        init(_ last: Stage) {
-            stages.reserveCapacity(last.depth)
-            root = last
-            push(last, isRoot: true)
+        /// Forgets the chains, keeping the stack's memory for another run (8 bytes a step).
+        mutating func end() {
+            (root, chains) = (nil, [])
+            stages.removeAll(keepingCapacity: true)
         }
 
         mutating func push(_ last: Stage, isRoot: Bool = false) {
             // Chains whose stages have all run are released here, not while their last step runs.
             while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
-            if !isRoot { chains.append((last, stages.count)) }
+            if isRoot {
+                root = last
+                stages.reserveCapacity(last.depth)  // in the memory a run before kept, if enough
+            } else {
+                chains.append((last, stages.count))
+            }
             var stage = Unmanaged.passUnretained(last)
             for _ in 0..<last.depth {
                 stages.append(stage)
@@ -1034,18 +1026,25 @@ extension RunHandle {
 // MARK: - Internals: the engine
 
 extension RunHandle {
-    /// Drives the run; `finish` gets the slot with the outcome, or `nil` if the run ended by
-    /// cancellation (after its `ensure` steps), exactly once.
-    @usableFromInline func start(_ finish: @escaping (Slot?) -> Void) {
-        self.finish = finish
-        if isCancelled { return halt(plan) }  // e.g. an awaiting task cancelled before the start
-        drive()
+    /// Drives a run of the chain `last`; `finish` gets the slot with the outcome, or `nil` if the
+    /// run ended by cancellation (after its `ensure` steps), exactly once. A handle whose run
+    /// ended with an outcome can run another chain so: how a combination runs the members that
+    /// end at once, one after another, on one handle and in the same memory.
+    @usableFromInline func start(_ last: Stage, _ finish: @escaping (Slot?) -> Void) {
+        let cancelled = locked { () -> Bool in
+            (phase, driver) = (.driving, pthread_self())
+            return cancelRequested  // e.g. an awaiting task cancelled before the start
+        }
+        (output, self.finish) = (last.output, finish)
+        _ = fitSlot(to: last)
+        plan.push(last, isRoot: true)
+        cancelled ? halt(plan) : drive()
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
     private func drive() {
-        // Locals, not properties, in the loop: a property access costs an exclusivity check.
+        // Locals, not properties, in the loop: a property is read from memory at every use.
         var plan = Plan()
         swap(&plan, &self.plan)
         var slot = self.slot
@@ -1059,9 +1058,7 @@ extension RunHandle {
                 return halt(plan)
             case .enter(let inner):
                 plan.push(inner)
-                if inner.slotSize > slotSize || inner.slotAlignment > slotAlignment {
-                    slot = grownSlot(for: inner)
-                }
+                slot = fitSlot(to: inner)
                 if isCancelled { return halt(plan) }
             case .suspend: return
             case .halt: return halt(plan)
@@ -1070,6 +1067,7 @@ extension RunHandle {
                     to: queue, at: deadline, holding: stage.takeUnretainedValue().output, plan)
             }
         }
+        swap(&plan, &self.plan)  // a move, so that its memory stays unshared for reuse
         complete()
     }
 
@@ -1211,8 +1209,8 @@ extension RunHandle {
             output.discard(from: slot)  // the outcome nobody may have any more
             return halt(Plan())
         }
-        let finish = self.finish
-        (self.finish, plan) = (nil, Plan())
+        let finish = self.finish.take()
+        plan.end()
         finish?(slot)
     }
 
@@ -1241,8 +1239,9 @@ extension RunHandle {
         finish?(nil)
     }
 
-    /// Grows the slot for a chain with larger outcomes (the slot is empty as a chain starts).
-    private func grownSlot(for chain: Stage) -> Slot {
+    /// The slot, grown first if `chain` has larger outcomes (the slot is empty as a chain starts).
+    private func fitSlot(to chain: Stage) -> Slot {
+        guard chain.slotSize > slotSize || chain.slotAlignment > slotAlignment else { return slot }
         slot.memory.deallocate()
         slotSize = max(chain.slotSize, slotSize)
         slotAlignment = max(chain.slotAlignment, slotAlignment)
@@ -1259,15 +1258,14 @@ extension RunHandle {
 extension RunHandle {
     /// What a combination does after a member ended: wait for more, or end its run.
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
-        case wait
+        case wait, cancel
         case settle(Swift.Result<Output, Failure>)
-        case cancel
     }
 
     /// The members' outcomes so far, in input order: `nil` while running, or if cancelled.
     @usableFromInline struct Tally<Member, Failure: Swift.Error> {
         @usableFromInline var outcomes: [Swift.Result<Member, Failure>?]
-        @usableFromInline var ended = 0, cancelled = 0
+        @usableFromInline var ended = 0
         @inlinable init(_ count: Int) { outcomes = Array(repeating: nil, count: count) }
         @inlinable var isComplete: Bool { ended == outcomes.count }
         @inlinable var results: [Swift.Result<Member, Failure>] { outcomes.map { $0! } }
@@ -1303,21 +1301,19 @@ extension RunHandle {
         @usableFromInline let members: [Promise<Member, Failure>]
         @usableFromInline let width: Int
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
-        @usableFromInline var tally: Tally<Member, Failure>
-        @usableFromInline var hasEnded: [Bool]
-        @usableFromInline var running: [Int: RunHandle] = [:]
-        @usableFromInline var started = 0, launching = false
+        // Guarded by `lock`.
+        @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
+        @exclusivity(unchecked) @usableFromInline var running: [RunHandle?]
+        @exclusivity(unchecked) @usableFromInline var started = 0, launching = false
         /// The combination's own resolver; `nil` once it has settled or been cancelled.
-        @usableFromInline var resolver: Resolver<Output, OutFailure>?
+        @exclusivity(unchecked) @usableFromInline var resolver: Resolver<Output, OutFailure>?
 
         @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
             _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
         ) {
             (self.members, self.width, self.decide) = (members, width, decide)
-            (tally, hasEnded) = (
-                Tally(members.count), Array(repeating: false, count: members.count)
-            )
+            (tally, running) = (Tally(members.count), Array(repeating: nil, count: members.count))
         }
 
         deinit { lock.free() }
@@ -1336,6 +1332,8 @@ extension RunHandle {
                 return !launching
             }
             guard claimed else { return }
+            // The handle that runs members one after another while each ends at once (see `start`).
+            var lane: (handle: RunHandle, finish: (Slot?) -> Void)?
             while let index = lock.withLock({ () -> Int? in
                 guard resolver != nil, started < members.count, started - tally.ended < width else {
                     launching = false
@@ -1344,13 +1342,18 @@ extension RunHandle {
                 started += 1
                 return started - 1
             }) {
-                let handle = RunHandle(last: members[index].last)
-                handle.start { [self] in end(index, $0?.take(Swift.Result<Member, Failure>.self)) }
-                let kept = lock.withLock { () -> Bool in
-                    if resolver != nil, !hasEnded[index] { running[index] = handle }
-                    return resolver != nil
+                let member = members[index].last
+                let handle = lane?.handle ?? RunHandle(last: member)
+                if lane == nil { lane = (handle, { [self] in end(handle.member, $0?.take()) }) }
+                handle.member = index
+                handle.start(member, lane!.finish)
+                let ended = lock.withLock { () -> Bool? in  // `nil`: the combination has settled
+                    guard resolver != nil else { return nil }
+                    if tally.outcomes[index] == nil { running[index] = handle }
+                    return tally.outcomes[index] != nil
                 }
-                if !kept { handle.cancel() }  // settled meanwhile (a no-op if the member ended)
+                if ended == nil { handle.cancel() }  // a no-op if the member has ended
+                if ended != true { lane = nil }  // its member goes on elsewhere, or was cancelled
             }
         }
 
@@ -1359,9 +1362,8 @@ extension RunHandle {
             let settled = lock.withLock {
                 () -> (Verdict<Output, OutFailure>, Resolver<Output, OutFailure>)? in
                 guard let resolver else { return nil }
-                (hasEnded[index], running[index]) = (true, nil)
+                running[index] = nil
                 (tally.ended, tally.outcomes[index]) = (tally.ended + 1, outcome)
-                if outcome == nil { tally.cancelled += 1 }
                 let verdict = decide(tally, (index, outcome))
                 if case .wait = verdict { return nil }
                 (self.resolver, tally.outcomes) = (nil, [])
@@ -1383,8 +1385,8 @@ extension RunHandle {
         /// Cancels every member still running: the combination settled, or was cancelled.
         @inlinable func stop() {
             let running = lock.withLock { () -> [RunHandle] in
-                defer { (resolver, self.running) = (nil, [:]) }
-                return Array(self.running.values)
+                defer { (resolver, self.running) = (nil, []) }
+                return self.running.compactMap { $0 }
             }
             for handle in running { handle.cancel() }
         }
@@ -1425,7 +1427,8 @@ extension RunHandle {
             if let known { return known.map { resolver($0) } ?? resolver.cancel() }
             resolver.onCancel { [weak self] _ in self?.leave(number) }
             guard let start else { return }
-            let handle = start.start { [weak self] in self?.settle($0, number) }
+            let handle = RunHandle(last: start.last)
+            handle.start(start.last) { [weak self] in self?.settle($0?.take(), number) }
             let kept = lock.withLock { () -> Bool in
                 guard run?.number == number else { return false }
                 run?.handle = handle
