@@ -1,6 +1,6 @@
 """Plots the cost per link against a chain's length, from the figures compare.sh wrote.
 
-    python3 plot.py results/compare-2026-11-22.json results/scaling-2026-11-22.png
+    python3 plot.py results/compare-2026-11-23.json results/scaling-2026-11-23.png
 
 Each line is a system: flat means a link costs the same whatever the chain's length; rising
 means each link costs more in a longer chain (the erased OpenCombine chain nests one subscriber
