@@ -22,7 +22,7 @@ import Testing
     @Test func thenAcceptsClosuresWithoutTypeAnnotations() {
         let promise = Promise<Int, TestError>(value: 1)
             .then { $0 + 1 }
-            .then { Promise(value: $0 * 10) }
+            .then { soon($0 * 10) }
             .then { $0 > 10 ? .success($0) : .failure(TestError("small")) }
             .then { value in
                 let text = String(value)
@@ -176,5 +176,69 @@ import Testing
         let chain = Promise<Int, TestError>(value: 1)
             .then { value in Guarantee(value: value + 1).setFailureType(to: TestError.self) }
         #expect(outcome(of: chain) == .success(2))
+    }
+}
+
+/// `then` takes a step's promise or `Result` whatever its error type, so that it never becomes the
+/// next value; the error type joins the chain as the chain is built, or the build stops.
+@Suite struct StepErrorTypes {
+    struct OtherError: Error, Equatable {}
+
+    func other(_ value: Int) -> Promise<Int, OtherError> { Promise(value: value) }
+    func parse(_ value: Int) -> Result<Int, OtherError> { .failure(OtherError()) }
+    func cached(_ value: Int) -> Guarantee<Int> { later(value) }
+    func sure(_ value: Int) -> Result<Int, Never> { .success(value + 1) }
+
+    @Test func aStepOfAnotherErrorTypeIsNeverTakenAsAValue() {
+        let chain = Promise<Int, any Error>(value: 1)
+        #expect(type(of: chain.then(other)) == Promise<Int, any Error>.self)
+        #expect(type(of: chain.then { other($0) }) == Promise<Int, any Error>.self)
+        #expect(type(of: chain.then(parse)) == Promise<Int, any Error>.self)
+        #expect(type(of: chain.then { parse($0) }) == Promise<Int, any Error>.self)
+    }
+
+    @Test func stepsThatCannotFailJoinAChainThatCan() {
+        let chain = Promise<Int, TestError>(value: 1).then(cached).then(sure).then { cached($0) }
+        #expect(type(of: chain) == Promise<Int, TestError>.self)
+        #expect(outcome(of: chain) == .success(2))
+    }
+
+    @Test func aChainThatCannotFailTakesTheErrorTypeOfAStepThatCan() {
+        let chain = Guarantee(value: 1).then { other($0) }
+        #expect(type(of: chain) == Promise<Int, OtherError>.self)
+        #expect(outcome(of: chain) == .success(1))
+        let guaranteed = Guarantee(value: 1).then(cached)
+        #expect(type(of: guaranteed) == Guarantee<Int>.self)
+    }
+
+    @Test func aChainThatFailsWithAnyErrorKeepsEachStepsError() throws {
+        let failed = Promise<Int, any Error>(value: 1).then(parse).then { other($0) }
+        #expect(throws: OtherError()) { try outcome(of: failed)?.get() }
+        let chained = Promise<Int, any Error>(value: 1).then { other($0 + 1) }.then(sure)
+        #expect(try outcome(of: chained)?.get() == 3)
+    }
+
+    @Test func aPromiseOfAnotherErrorTypeStopsTheBuildSayingHowToFixIt() async {
+        let exit = await #expect(
+            processExitsWith: .failure, observing: [\.standardErrorContent]
+        ) {
+            _ = Promise<Int, TestError>(value: 1).then { Promise<Int, PromiseError>(value: $0) }
+        }
+        let message = String(decoding: exit?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(message.contains("a step that fails with PromiseError cannot join a chain"))
+        #expect(message.contains("fails with TestError: convert the step's error with mapError"))
+        #expect(message.contains("setFailureType(to:)") && message.contains("eraseToAnyError()"))
+    }
+
+    @Test func aResultOfAnotherErrorTypeStopsTheBuild() async {
+        await #expect(processExitsWith: .failure) {
+            _ = Promise<Int, TestError>(value: 1).then { _ in Result<Int, PromiseError>.success(1) }
+        }
+    }
+
+    @Test func aResultThatCanFailStopsTheBuildOfAChainThatCannot() async {
+        await #expect(processExitsWith: .failure) {
+            _ = Guarantee(value: 1).then { _ in Result<Int, PromiseError>.success(1) }
+        }
     }
 }

@@ -252,19 +252,20 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
         #expect(outcome(of: guaranteed) == .success("5"))
     }
 
-    @Test func aPromiseMadeInAStepTakesTheChainsErrorType() {
-        let chain: Promise<Int, TestError> = Promise<Int, TestError>(value: 1)
-            .then { Promise(value: $0 * 10) }
+    @Test func aPromiseMadeInAStepNamesItsErrorType() {
+        let chain = Promise<Int, TestError>(value: 1)
+            .then { Promise<Int, TestError>(value: $0 * 10) }
+        #expect(type(of: chain) == Promise<Int, TestError>.self)
         #expect(outcome(of: chain) == .success(10))
     }
 
-    @available(*, deprecated, message: "calls the `then` that warns")
-    @Test func aStepOfAnotherErrorTypeMakesTheChainFailWithAnyError() throws {
-        let chain: Promise<Int, any Error> = Promise<Int, TestError>(value: 1)
+    @Test func aStepOfAnyErrorTypeJoinsAChainThatFailsWithAnyError() throws {
+        let chain = Promise<Int, any Error>(value: 1)
             .then { _ -> Result<Int, PromiseError> in .failure(.missingValue) }
         #expect(throws: PromiseError.missingValue) { try outcome(of: chain)?.get() }
-        let other: Promise<Int, any Error> = Promise<Int, TestError>(value: 1)
+        let other = Promise<Int, any Error>(value: 1)
             .then { Promise<Int, PromiseError>(value: $0 + 1) }
+        #expect(type(of: other) == Promise<Int, any Error>.self)
         #expect(try outcome(of: other)?.get() == 2)
     }
 }

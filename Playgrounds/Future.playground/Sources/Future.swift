@@ -23,7 +23,7 @@ import Dispatch
 /// the work anew:
 ///
 /// ```swift
-/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }.then { $0 + 1 }
+/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }.map { $0 + 1 }
 /// answer.run(some: { print($0) })  // prints 42
 /// answer.run(some: { print($0) })  // runs the operation again, and prints 42 again
 /// ```
@@ -279,69 +279,84 @@ extension Promise where Failure == Never {
 
 // The builders are `@inlinable`, so that a chain built in your module is compiled for your types:
 // each step costs one allocation to build, and no dynamic cast to run.
+//
+// `then` has three shapes, for a step that returns a value, a promise or a `Result`, and no more:
+// Swift weighs every overload of a name against every closure in a chain, so each shape more
+// multiplies the time a long chain takes to type-check. `map` has one shape: the fast way to write
+// a value step in a closure. The promise and `Result` shapes take any error type, so that such a
+// step is never taken for a value; on a chain that cannot fail, the promise shape of the
+// `Failure == Never` extension below takes the step's error type instead.
 
 extension Promise {
-    /// Transforms the value when the promise succeeds: `name.then { $0.count }`.
+    /// Transforms the value, as ``map(_:)`` does: `lookUp(id: id).then(toName)`. Pass a function;
+    /// for a closure, choose `map`, which Swift type-checks at once where a long chain of `then`
+    /// closures, weighed against three shapes, can take seconds.
     ///
     /// (Disfavored, so that a step returning a promise or a `Result` chains rather than becoming
-    /// the next value. `map` has this form only, and so type-checks faster in long chains.)
+    /// the next value.)
     @inlinable @_disfavoredOverload public func then<NewValue>(
         _ transform: @escaping @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> { map(transform) }
 
     /// Continues with the promise `next` makes from the value, and waits for it:
     /// `login().then { credentials in fetchAvatar(for: credentials.user) }`.
-    @inlinable public func then<NewValue>(
-        _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
-    ) -> Promise<NewValue, Failure> { flatMap(next) }
-
-    /// Continues with a step that succeeds or fails at once: `download(url).then(toDictionary)`.
-    @inlinable public func then<NewValue>(
-        _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, Failure>
-    ) -> Promise<NewValue, Failure> {
-        typealias Transform = @Sendable (Value) -> Swift.Result<NewValue, Failure>
-        return appending(transform) { stage, slot, _ in
-            slot.put(slot.take(Outcome.self).flatMap(Node<Transform>.payload(of: stage)))
-            return .proceed
-        }
-    }
-
-    /// Continues with a promise that cannot fail: `login().then { cachedAvatar(for: $0) }`.
-    @inlinable @_disfavoredOverload public func then<NewValue>(
-        _ next: @escaping @Sendable (Value) -> Guarantee<NewValue>
-    ) -> Promise<NewValue, Failure> {
-        flatMap { next($0).setFailureType(to: Failure.self) }
-    }
-
-    /// Continues with a promise of another error type: the chain fails with `any Error` after.
-    /// Swift cannot reject the call while the first `then` fits, so it warns, with the fix.
-    // swift-format-ignore: LineLength
-    @available(
-        *, deprecated,
-        message:
-            "the step's promise fails with another error type, so the chain's error becomes `any Error`; convert it with mapError(_:) (or setFailureType(to:) on a Guarantee), or call eraseToAnyError() to say so"
-    )
+    ///
+    /// The step's promise fails with the chain's error type, or cannot fail (a ``Guarantee``), or,
+    /// on a chain that fails with `any Error`, fails with any error. Another error type is a
+    /// precondition failure as the chain is built; convert it first (``mapError(_:)``). A promise
+    /// made in the closure names its error type: `Promise<Int, LookupError>(value: 1)`.
+    ///
+    /// (Disfavored, so that on a chain that cannot fail the shape that takes the step's error type
+    /// wins; it still wins over the value shape, which is less specific.)
     @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
-    ) -> Promise<NewValue, any Swift.Error> {
-        eraseToAnyError().flatMap { next($0).eraseToAnyError() }
+    ) -> Promise<NewValue, Failure> {
+        guard let convert = Self.joining(StepFailure.self) else {
+            // One error type (checked): the same chain, under the names this function knows.
+            let chain = Promise<Value, StepFailure>(last: last).flatMap(next)
+            return Promise<NewValue, Failure>(last: chain.last)
+        }
+        return flatMap { next($0).mapError(convert) }
     }
 
-    /// Continues with a result of another error type: the chain fails with `any Error` after,
-    /// and Swift warns, as for a promise of another error type.
-    // swift-format-ignore: LineLength
-    @available(
-        *, deprecated,
-        message:
-            "the step's result fails with another error type, so the chain's error becomes `any Error`; convert it with mapError(_:), or call eraseToAnyError() on the chain to say so"
-    )
-    @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
+    /// Continues with a step that succeeds or fails at once: `download(url).then(toDictionary)`.
+    /// Its error type joins the chain as a step's promise's does; a `Result` made in the closure
+    /// names its error type, or takes it from a value: `.failure(LookupError.notFound)`.
+    @inlinable public func then<NewValue, StepFailure>(
         _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
-    ) -> Promise<NewValue, any Swift.Error> {
-        eraseToAnyError().then { transform($0).mapError { $0 as any Swift.Error } }
+    ) -> Promise<NewValue, Failure> {
+        guard let convert = Self.joining(StepFailure.self) else {
+            typealias Transform = @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
+            return appending(transform) { stage, slot, _ in
+                // One error type (checked): the outcome is a `Result<Value, StepFailure>`.
+                let outcome = slot.take(Swift.Result<Value, StepFailure>.self)
+                slot.put(outcome.flatMap(Node<Transform>.payload(of: stage)))
+                return .proceed
+            }
+        }
+        return then { transform($0).mapError(convert) }
     }
 
-    /// Transforms the value when the promise succeeds.
+    /// How a step's errors join the chain, decided once, as the step is built, so that a run pays
+    /// no test: `nil` when they are the chain's own; else a conversion, for a step that cannot fail
+    /// or a chain that fails with `any Error`. Any other pair stops here, where the mistake is,
+    /// rather than at the first failure of some run.
+    @inlinable static func joining<StepFailure>(
+        _: StepFailure.Type
+    ) -> (@Sendable (StepFailure) -> Failure)? {
+        if StepFailure.self == Failure.self { return nil }
+        precondition(
+            StepFailure.self == Never.self || Failure.self == (any Swift.Error).self,
+            """
+            then: a step that fails with \(StepFailure.self) cannot join a chain that fails with \
+            \(Failure.self): convert the step's error with mapError(_:), give a Guarantee chain \
+            its error type with setFailureType(to:), or call eraseToAnyError() on the chain
+            """)
+        return { $0 as! Failure }  // a `Never` never comes; an error is an `any Error`
+    }
+
+    /// Transforms the value when the promise succeeds: `name.map { $0.count }`. The way to write a
+    /// value step in a closure: with one shape, it type-checks at once in a chain of any length.
     @inlinable public func map<NewValue>(
         _ transform: @escaping @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> {
@@ -352,7 +367,8 @@ extension Promise {
         }
     }
 
-    /// Continues with the promise that `next` makes from the value.
+    /// Continues with the promise that `next` makes from the value, which fails with the chain's
+    /// error type: the promise shape of `then` in one shape, for when Swift needs it spelled out.
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
@@ -423,8 +439,9 @@ extension Promise where Failure == any Swift.Error {
 
 extension Promise where Failure == Never {
     /// Continues a chain that cannot fail with a promise that can, taking its error type:
-    /// `after(.seconds(1)).then { fetchStatus() }`.
-    @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
+    /// `after(.seconds(1)).then { fetchStatus() }`. The promise shape of `then` on a ``Guarantee``;
+    /// a step that cannot fail either leaves a ``Guarantee``.
+    @inlinable public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
         setFailureType(to: NewFailure.self).flatMap(next)
