@@ -262,6 +262,31 @@ extension Promise {
     }
 }
 
+// What a promise that can fail cannot do: Swift picks these only when the `Failure == Never` ones
+// below do not fit, so a chain that still owes its error handling gets a message that says how.
+extension Promise {
+    /// Not for a promise that can fail: its error must go somewhere. Handle it first, with
+    /// ``catch(_:)`` or `recover`, or run it with ``run(some:none:)``.
+    // swift-format-ignore: LineLength
+    @available(
+        *, unavailable,
+        message:
+            "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)"
+    )
+    @discardableResult public func run() -> RunHandle { fatalError() }
+
+    /// Not for a promise that can fail, as ``run()``: use ``run(some:none:)``.
+    // swift-format-ignore: LineLength
+    @available(
+        *, unavailable,
+        message:
+            "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)"
+    )
+    @discardableResult public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
+        fatalError()
+    }
+}
+
 extension Promise where Failure == Never {
     /// Starts work that cannot fail, for its effects alone.
     @inlinable @discardableResult
@@ -588,6 +613,18 @@ public func when<each Value, Failure>(
     }
 }
 
+/// Not for promises of different error types, which one `Failure` cannot hold: convert them to one
+/// first, with ``Promise/mapError(_:)`` or ``Promise/eraseToAnyError()``.
+// swift-format-ignore: LineLength
+@available(
+    *, unavailable,
+    message:
+        "when(fulfilled:) needs promises of one error type: convert the others with mapError(_:), or call eraseToAnyError() on each"
+)
+public func when<each Value, each Failure>(
+    fulfilled promise: repeat Promise<each Value, each Failure>
+) -> Promise<(repeat each Value), any Swift.Error> { fatalError() }
+
 /// Succeeds with the values of a dictionary's promises, under their keys.
 public func when<Key: Hashable & Sendable, Value, Failure>(
     fulfilled promises: [Key: Promise<Value, Failure>]
@@ -709,6 +746,18 @@ extension Promise {
             return pause.then { retry(attempts - 1, delay: delay, while: shouldRetry) }
         }
     }
+}
+
+extension Promise {
+    /// Not for a chain with a typed error, which ``PromiseError/timedOut`` is not: say which error
+    /// a timeout is, with ``timeout(_:orFailWith:)``, or erase the type first.
+    // swift-format-ignore: LineLength
+    @available(
+        *, unavailable,
+        message:
+            "timeout(_:) fails with PromiseError.timedOut, which this chain's error type is not: give the error with timeout(_:orFailWith:), or call eraseToAnyError() first"
+    )
+    public func timeout(_ interval: Duration) -> Promise { fatalError() }
 }
 
 extension Promise where Failure == any Swift.Error {
