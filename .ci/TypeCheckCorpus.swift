@@ -1,0 +1,122 @@
+// Chains as users write them, compiled by .ci/run against the Future module with
+// `-warn-long-expression-type-checking=300` and warnings as errors: a chain that Swift takes more
+// than 300 ms to type-check fails CI. Each function holds one chain, so that a slow one is named.
+// What makes a chain slow is a closure whose return type Swift must guess among overloads, meeting
+// operators and literals; see README.md, "Chains that compile at once".
+
+import Future
+
+// The seed's iTunes lookup, in its style: small functions, each a step of one of the three shapes.
+enum LookupError: Error {
+    case requestFailed, invalidJson, noResultFound, tooShort, unpublished
+}
+
+struct Response: Sendable { var fields: [String: String] }
+struct Artist: Sendable { var id: Int, name: String, genre: String }
+
+func iTunesLookUp(id: String) -> Promise<[UInt8], LookupError> { Promise(value: Array(id.utf8)) }
+func toText(from bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+func toDictionary(from text: String) -> Result<[String: String], LookupError> {
+    text.isEmpty ? .failure(.invalidJson) : .success(["name": text, "genre": "Rock"])
+}
+func toResponse(from dict: [String: String]) -> Response { Response(fields: dict) }
+func toArtist(from response: Response) -> Result<Artist, LookupError> {
+    guard let name = response.fields["name"] else { return .failure(.invalidJson) }
+    return .success(Artist(id: 1, name: name, genre: response.fields["genre"] ?? ""))
+}
+func filterRock(_ artist: Artist) -> Result<Artist, LookupError> {
+    artist.genre == "Rock" ? .success(artist) : .failure(.noResultFound)
+}
+func fetchAlbums(of artist: Artist) -> Promise<[String], LookupError> { Promise(value: []) }
+func firstAlbum(_ albums: [String]) -> String { albums.first ?? "" }
+func checkTitle(_ title: String) -> Result<String, LookupError> {
+    title.count > 1 ? .success(title) : .failure(.tooShort)
+}
+func publish(_ title: String) -> Promise<String, LookupError> { Promise(value: title) }
+func cover(for title: String) -> Guarantee<String> { Guarantee(value: "\(title).jpg") }
+func printLine(_ line: String) { print(line) }
+func report(_ error: LookupError) { print(error) }
+
+func seedPipelineOfTenFunctionSteps() {
+    iTunesLookUp(id: "909253")
+        .then(toText)
+        .then(toDictionary)
+        .then(toResponse)
+        .then(toArtist)
+        .then(filterRock)
+        .then(fetchAlbums)
+        .then(firstAlbum)
+        .then(checkTitle)
+        .then(publish)
+        .then(cover)
+        .run(some: printLine, none: report)
+}
+
+func sixThenClosuresOfEachShape() {
+    iTunesLookUp(id: "909253")
+        .then { bytes in toText(from: bytes) }
+        .then { text in toDictionary(from: text) }
+        .then { dict in Response(fields: dict).fields["name"] ?? "" }
+        .then { name in "\(name) (\(name.count) letters)" }
+        .then { line in publish(line) }
+        .then { line in line.uppercased() }
+        .run(some: printLine, none: report)
+}
+
+func tenMapsWithOperatorsAndLiterals() {
+    Promise<Int, LookupError>(value: 1)
+        .map { $0 + 1 }
+        .map { $0 * 2 }
+        .map { $0 - 3 }
+        .map { n in n * n + 1 }
+        .map { $0 % 7 }
+        .map { $0 / 2 }
+        .map { $0 * 3 + 4 }
+        .map { -$0 }
+        .map { $0 > 10 ? $0 : 10 }
+        .map { "\($0) items" }
+        .run(some: printLine, none: report)
+}
+
+func aGuaranteeStepInAChainThatCanFail() {
+    iTunesLookUp(id: "909253")
+        .then(toText)
+        .then { cover(for: $0) }
+        .then { checkTitle($0) }
+        .run(some: printLine, none: report)
+}
+
+func aChainThatCannotFailWithAStepThatCan() {
+    after(.milliseconds(10))
+        .then { publish("status") }
+        .map { $0.count }
+        .run(some: { print($0) }, none: report)
+}
+
+func whenTimeoutAndRetryInOneChain() {
+    when(fulfilled: iTunesLookUp(id: "1"), iTunesLookUp(id: "2"))
+        .map { first, second in first.count + second.count }
+        .timeout(.seconds(5), orFailWith: .requestFailed)
+        .retry(3, delay: .milliseconds(100), while: { $0 == .requestFailed })
+        .map { "\($0) bytes" }
+        .run(some: printLine, none: report)
+}
+
+func errorsHandledAndMapped() {
+    iTunesLookUp(id: "909253")
+        .then(toText)
+        .mapError { _ in LookupError.unpublished }
+        .recover { _ in Guarantee(value: "offline") }
+        .map { $0.count }
+        .run(some: { print($0) })
+}
+
+func anErasedChainWithATimeoutAndAGuaranteeRun() {
+    iTunesLookUp(id: "909253")
+        .eraseToAnyError()
+        .then { bytes in Promise<String, any Error>(value: toText(from: bytes)) }
+        .timeout(.seconds(5))
+        .map { $0.count }
+        .recover { _ in 0 }
+        .run(some: { print($0) })
+}
