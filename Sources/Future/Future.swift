@@ -313,7 +313,7 @@ extension Promise where Failure == Never {
 // `Failure == Never` extension below takes the step's error type instead.
 
 extension Promise {
-    /// Transforms the value, as ``map(_:)`` does: `lookUp(id: id).then(toName)`. Pass a function;
+    /// Transforms the value, as ``map(_:)`` does: `fetchAvatar(id).then(resize)`. Pass a function;
     /// for a closure, choose `map`, which Swift type-checks at once where a long chain of `then`
     /// closures, weighed against three shapes, can take seconds.
     ///
@@ -346,7 +346,7 @@ extension Promise {
 
     /// Continues with a step that succeeds or fails at once: `download(url).then(toDictionary)`.
     /// Its error type joins the chain as a step's promise's does; a `Result` made in the closure
-    /// names its error type, or takes it from a value: `.failure(LookupError.notFound)`.
+    /// names its error type, as `.failure(LookupError.notFound)` does.
     @inlinable public func then<NewValue, StepFailure>(
         _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
