@@ -197,7 +197,7 @@ func note(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
 /// A dot on the progress line every fifth of a second, until its run is cancelled. (`@Sendable`
 /// because a step of its promise calls it.)
 @Sendable func progress() -> Guarantee<Void> {
-    after(.milliseconds(200)).on(.main).then { note(".") }.then { progress() }
+    after(.milliseconds(200)).on(.main).map { note(".") }.then { progress() }
 }
 
 let usage = "usage: itunes-lookup [--live | --base-url URL] ARTIST-ID   (try 909253)\n"
