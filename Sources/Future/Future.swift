@@ -469,7 +469,11 @@ extension Promise where Failure == Never {
     @inlinable public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        setFailureType(to: NewFailure.self).flatMap(next)
+        guard NewFailure.self == Never.self else {
+            return setFailureType(to: NewFailure.self).flatMap(next)
+        }
+        // Neither can fail (checked): no step to convert, the chain is of the step's type already.
+        return Promise<Value, NewFailure>(last: last).flatMap(next)
     }
 
     /// Gives a promise that cannot fail the error type of the chain it joins.

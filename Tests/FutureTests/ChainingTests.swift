@@ -197,6 +197,12 @@ import Testing
         #expect(type(of: chain.then { parse($0) }) == Promise<Int, any Error>.self)
     }
 
+    @Test func aStepOfTheChainsOwnErrorTypeCostsOneStageAndNoConversion() {
+        #expect(Guarantee(value: 1).then(cached).last.depth == 2)
+        #expect(Promise<Int, OtherError>(value: 1).then(other).last.depth == 2)
+        #expect(Promise<Int, OtherError>(value: 1).then(parse).last.depth == 2)
+    }
+
     @Test func stepsThatCannotFailJoinAChainThatCan() {
         let chain = Promise<Int, TestError>(value: 1).then(cached).then(sure).then { cached($0) }
         #expect(type(of: chain) == Promise<Int, TestError>.self)
