@@ -108,8 +108,9 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// learns elsewhere that it was cancelled.
     public func cancel() { run.cancel(operation) }
 
-    /// Whether the run was cancelled; a long operation can check it to stop early.
-    public var isCancelled: Bool { run.isCancelled }
+    /// Whether the run was cancelled while this operation was part of it; a long operation can
+    /// check it to stop early.
+    public var isCancelled: Bool { run.isCancelled(since: operation) }
 
     /// Registers work to do if the run is cancelled before this operation resolves: at most once,
     /// on the thread that cancels (at once if the run already is). The handler gets the resolver:
@@ -745,12 +746,14 @@ public final class RunHandle: @unchecked Sendable {
     @exclusivity(unchecked) private var phase = Phase.driving
     @exclusivity(unchecked) private var cancelRequested = false
     @exclusivity(unchecked) private var operation = 0, resolved = 0
+    /// The first operation of the chain now running: the handle may have run others before.
+    @exclusivity(unchecked) private var firstOperation = 1
     @exclusivity(unchecked) private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
     @exclusivity(unchecked) private var driver = pthread_self()
     /// Set while a canceller calls the handlers; it then halts the run itself.
     @exclusivity(unchecked) private var cancelling = false
     /// What a run hopping to a queue waits for, and the type of the outcome it holds meanwhile.
-    @exclusivity(unchecked) private var hop: (work: DispatchWorkItem, held: any Outcome.Type)?
+    @exclusivity(unchecked) private var hop: (timer: DispatchSourceTimer?, held: any Outcome.Type)?
 
     private enum Phase { case driving, operating, waiting, finished }
 
@@ -766,6 +769,10 @@ public final class RunHandle: @unchecked Sendable {
 
     /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
     public var isCancelled: Bool { locked { cancelRequested } }
+
+    /// Whether the chain that operation `id` belongs to was cancelled: an operation of a chain
+    /// this handle ran before ended with an outcome, so it was not.
+    func isCancelled(since id: Int) -> Bool { locked { cancelRequested && id >= firstOperation } }
 
     /// Cancels the run; see ``RunHandle`` for what that does.
     public func cancel() { _ = cancel(operation: nil) }
@@ -825,7 +832,7 @@ extension Promise where Value: Sendable {
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
         let shared = RunHandle.Shared<Value, Failure>(nil)
         let source = Promise(file: file, line: line) { shared.outside = $0 }.last
-        RunHandle(last: source).start(source) { shared.settle($0?.take(), 0) }
+        RunHandle(last: source).start(source, immediately: true) { shared.settle($0?.take(), 0) }
         return (Promise { shared.join($0) }, shared.outside.take()!)
     }
 }
@@ -907,7 +914,8 @@ extension RunHandle {
     }
 
     @usableFromInline final class Node<Payload: Sendable>: Stage, @unchecked Sendable {
-        @usableFromInline let payload: Payload
+        /// Optional only so that `deinit` can release it (see `release`).
+        @exclusivity(unchecked) @usableFromInline var payload: Payload?
 
         @inlinable init<Output>(
             _ payload: Payload, after parent: Stage?, output: Output.Type, isEnsure: Bool = false,
@@ -918,14 +926,19 @@ extension RunHandle {
         }
 
         @inlinable static func payload(of stage: Stage) -> Payload {
-            unsafeDowncast(stage, to: Node.self).payload
+            unsafeDowncast(stage, to: Node.self).payload.unsafelyUnwrapped
         }
+
+        deinit { RunHandle.release(payload.take()) }
     }
 
     /// The first step of a chain made from an operation. (A `Node` would keep the operation behind
     /// a reabstraction thunk: one more allocation for every promise made this way.)
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
-        @usableFromInline let operation: @Sendable (Resolver<Value, Failure>) -> Void
+        /// Optional only so that `deinit` can release it (see `release`).
+        @exclusivity(unchecked) @usableFromInline var operation: (
+            @Sendable (Resolver<Value, Failure>) -> Void
+        )?
         #if DEBUG
             @usableFromInline let origin: (file: StaticString, line: UInt)
         #endif
@@ -942,6 +955,8 @@ extension RunHandle {
                 stage, _, run in run.perform(unsafeDowncast(stage, to: Source.self))
             }
         }
+
+        deinit { RunHandle.release(operation.take()) }
     }
 
     /// A type whose values a slot can hold; `Box<T>` stands for `T`.
@@ -1030,15 +1045,19 @@ extension RunHandle {
     /// run ended by cancellation (after its `ensure` steps), exactly once. A handle whose run
     /// ended with an outcome can run another chain so: how a combination runs the members that
     /// end at once, one after another, on one handle and in the same memory.
-    @usableFromInline func start(_ last: Stage, _ finish: @escaping (Slot?) -> Void) {
+    /// `immediately` runs it on this stack even deep in nested runs (see `proceed`).
+    @usableFromInline func start(
+        _ last: Stage, immediately: Bool = false, _ finish: @escaping (Slot?) -> Void
+    ) {
         let cancelled = locked { () -> Bool in
-            (phase, driver) = (.driving, pthread_self())
+            (driver, firstOperation) = (pthread_self(), operation + 1)
             return cancelRequested  // e.g. an awaiting task cancelled before the start
         }
         (output, self.finish) = (last.output, finish)
         _ = fitSlot(to: last)
         plan.push(last, isRoot: true)
-        cancelled ? halt(plan) : drive()
+        let resumption = cancelled ? Resumption.halt : .drive
+        immediately ? resume(resumption) : proceed(resumption)
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
@@ -1063,8 +1082,10 @@ extension RunHandle {
             case .suspend: return
             case .halt: return halt(plan)
             case .hop(let queue, let deadline):
-                return hop(
-                    to: queue, at: deadline, holding: stage.takeUnretainedValue().output, plan)
+                // A move, not a copy: a thread that kept the plan could release the chain's
+                // steps after the queue's thread has finished the run.
+                swap(&plan, &self.plan)
+                return hop(to: queue, at: deadline, holding: stage.takeUnretainedValue().output)
             }
         }
         swap(&plan, &self.plan)  // a move, so that its memory stays unshared for reuse
@@ -1079,8 +1100,14 @@ extension RunHandle {
         #else
             let (file, line) = (StaticString(""), UInt(0))
         #endif
-        source.operation(Resolver(run: self, operation: id, file: file, line: line))
+        source.operation.unsafelyUnwrapped(Resolver(run: self, operation: id, file: file, line: line))
         return .suspend
+    }
+
+    /// Readies a handle whose run ended with an outcome to run another chain.
+    @usableFromInline func rearm() -> RunHandle {
+        locked { phase = .driving }
+        return self
     }
 
     /// Numbers a new operation, unless the run is cancelled.
@@ -1118,7 +1145,7 @@ extension RunHandle {
             return wasWaiting
         }
         unneeded.removeAll()  // outside the lock: releasing a handler may run any deinit
-        if resume { drive() }
+        if resume { proceed(.drive) }
     }
 
     /// Whether operation `id` is the latest and has not resolved (under the lock).
@@ -1160,6 +1187,12 @@ extension RunHandle {
             return cancelHandlers
         }
         guard let handlers else { return false }
+        proceed(.cancel(handlers))
+        return true
+    }
+
+    /// Calls a cancelled run's handlers, then halts the run if it waits.
+    private func callCancelHandlers(_ handlers: [@Sendable (RunHandle) -> Void]) {
         for handler in handlers { handler(self) }
         let takeOver = locked { () -> Bool in
             cancelling = false
@@ -1168,36 +1201,38 @@ extension RunHandle {
             return true
         }
         if takeOver { halt(plan) }
-        return true
     }
 
-    /// Parks the run, the step's output in the slot, until a work item on `queue` carries it on.
-    private func hop(
-        to queue: DispatchQueue, at deadline: DispatchTime?, holding held: any Outcome.Type,
-        _ plan: Plan
-    ) {
-        let work = DispatchWorkItem { [self] in
-            let resume = locked { () -> Bool in
-                guard phase == .waiting, hop != nil else { return false }  // cancelled meanwhile
-                (phase, hop, driver) = (.driving, nil, pthread_self())
-                return true
-            }
-            if resume { drive() }
-        }
-        self.plan = plan
+    /// Parks the run, the step's output in the slot and its plan in `plan`, until `queue` carries
+    /// it on, at `deadline` if given. A timer is a Dispatch source, not a delayed work item: when
+    /// cancelled, a source lets go of its handler (and so of the run) at once, where a cancelled
+    /// work item stays in Dispatch's timer list, holding the run, until its deadline.
+    private func hop(to queue: DispatchQueue, at deadline: DispatchTime?, holding held: any Outcome.Type) {
+        let timer = deadline.map { _ in DispatchSource.makeTimerSource(queue: queue) }
         let parked = locked { () -> Bool in
-            if !cancelRequested { (phase, hop) = (.waiting, (work, held)) }
+            if !cancelRequested { (phase, hop) = (.waiting, (timer, held)) }
             return !cancelRequested
         }
         guard parked else {
             held.discard(from: slot)
-            return halt(self.plan)
+            return halt(plan)
         }
-        if let deadline {
-            queue.asyncAfter(deadline: deadline, execute: work)
-        } else {
-            queue.async(execute: work)
+        guard let timer, let deadline else { return queue.async { [self] in endHop() } }
+        timer.setEventHandler { [self] in endHop() }
+        timer.schedule(deadline: deadline)
+        timer.activate()
+    }
+
+    /// The queue of a hop carries the run on, unless it was cancelled meanwhile.
+    private func endHop() {
+        let timer = locked { () -> DispatchSourceTimer?? in
+            guard phase == .waiting, let hop else { return .none }
+            (phase, self.hop, driver) = (.driving, nil, pthread_self())
+            return .some(hop.timer)
         }
+        guard let timer else { return }
+        timer?.cancel()  // a fired timer's source keeps its handler, and so the run, until then
+        proceed(.drive)
     }
 
     private func complete() {
@@ -1218,7 +1253,7 @@ extension RunHandle {
     /// canceller still calls handlers, it parks the run instead, for the canceller to halt.
     private func halt(_ rest: Plan) {
         self.plan = rest
-        let hop = locked { () -> (work: DispatchWorkItem, held: any Outcome.Type)?? in
+        let hop = locked { () -> (timer: DispatchSourceTimer?, held: any Outcome.Type)?? in
             guard !cancelling else {
                 phase = .waiting
                 return .none
@@ -1228,7 +1263,7 @@ extension RunHandle {
         }
         guard let hop else { return }
         if let hop {
-            hop.work.cancel()
+            hop.timer?.cancel()
             hop.held.discard(from: slot)
         }
         let finish = self.finish
@@ -1253,6 +1288,114 @@ extension RunHandle {
     fileprivate var isFinished: Bool { locked { phase == .finished } }
 
     private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
+}
+
+// MARK: - Internals: nesting
+
+// Runs and releases can nest without bound: a run started or resumed inside a step of another run
+// (a combination's member, a shared run, a resolver called from a step, a cancel handler) runs on
+// the same stack, and so does releasing a promise that holds promises (a combination's members, a
+// shared promise's work, a promise a step captured). Nested 10,000 deep, either would overflow
+// the stack. Past `limit` levels of either on a thread, the run or release waits until the levels
+// below have returned: the bottom level does what waits before it returns, so what a call started
+// is done when the call returns, as if nothing had waited.
+
+extension RunHandle {
+    /// What a run does next, once there is room on the stack.
+    enum Resumption {
+        case drive, halt
+        case cancel([@Sendable (RunHandle) -> Void])
+    }
+
+    /// The levels of runs and of releases on one thread, and what waits for them to unwind.
+    final class Nesting {
+        /// A level takes about 2.5 KiB of stack in debug builds: 32 take 80 KiB at most, of the
+        /// 512 KiB of a Dispatch thread on Apple's systems.
+        static let limit = 32
+        /// Each thread's own, made on first use, released when the thread ends.
+        static let key = {
+            var key = pthread_key_t()
+            pthread_key_create(&key) {
+                let nesting: UnsafeMutableRawPointer? = $0  // optional on Linux, not on Darwin
+                nesting.map { Unmanaged<Nesting>.fromOpaque($0).release() }
+            }
+            return key
+        }()
+
+        // One thread uses these, so they need no exclusivity checks. But they change only in the
+        // methods below, which are never inlined: the code that runs between two of them (a
+        // level's work) changes them too, and an optimizer that saw both could assume it did not.
+        @exclusivity(unchecked) private var levels = (runs: 0, releases: 0), isActive = false
+        @exclusivity(unchecked) private var waiting: [(RunHandle, Resumption)] = []
+        @exclusivity(unchecked) private var held: [Any] = []
+
+        /// Runs `body` as one more level of runs or of releases; or, with no room for it on the
+        /// stack, returns the thread's nesting at once, to wait with.
+        static func level(ofRuns isRun: Bool, _ body: () -> Void) -> Nesting? {
+            let nesting: Nesting
+            if let current = pthread_getspecific(key) {
+                nesting = Unmanaged<Nesting>.fromOpaque(current).takeUnretainedValue()
+            } else {
+                nesting = Nesting()
+                pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())
+            }
+            guard let isBottom = nesting.enter(isRun) else { return nesting }
+            body()
+            nesting.leave(isRun, isBottom)
+            return nil
+        }
+
+        /// Takes a level; `nil` if there is no room, else whether it is the bottom one.
+        @inline(never) private func enter(_ isRun: Bool) -> Bool? {
+            guard (isRun ? levels.runs : levels.releases) < Nesting.limit else { return nil }
+            if isRun { levels.runs += 1 } else { levels.releases += 1 }
+            defer { isActive = true }
+            return !isActive
+        }
+
+        /// Gives the level back; the bottom one first does what waits.
+        @inline(never) private func leave(_ isRun: Bool, _ isBottom: Bool) {
+            if isRun { levels.runs -= 1 } else { levels.releases -= 1 }
+            guard isBottom else { return }
+            while let (held, waiting) = takeWaiting() {
+                _ = held  // released here, at the bottom
+                for (run, resumption) in waiting { run.resume(resumption) }
+            }
+            isActive = false
+        }
+
+        /// Moves out what waits, if anything: releasing or resuming it may make more wait.
+        @inline(never) private func takeWaiting() -> ([Any], [(RunHandle, Resumption)])? {
+            guard !held.isEmpty || !waiting.isEmpty else { return nil }
+            defer { (held, waiting) = ([], []) }
+            return (held, waiting)
+        }
+
+        @inline(never) func wait(_ run: RunHandle, _ resumption: Resumption) {
+            waiting.append((run, resumption))
+        }
+
+        @inline(never) func hold(_ value: Any) { held.append(value) }
+    }
+
+    /// Does `resumption` now if the thread's stack has room for one more run, else later.
+    private func proceed(_ resumption: Resumption) {
+        Nesting.level(ofRuns: true) { resume(resumption) }?.wait(self, resumption)
+    }
+
+    private func resume(_ resumption: Resumption) {
+        switch resumption {
+        case .drive: drive()
+        case .halt: halt(plan)
+        case .cancel(let handlers): callCancelHandlers(handlers)
+        }
+    }
+
+    /// Releases what a stage held now if the thread's stack has room, else later.
+    static func release<Held>(_ held: consuming Held) {
+        var held = Optional(held)
+        Nesting.level(ofRuns: false) { held = nil }?.hold(held.take()!)
+    }
 }
 
 extension RunHandle {
@@ -1334,26 +1477,27 @@ extension RunHandle {
             guard claimed else { return }
             // The handle that runs members one after another while each ends at once (see `start`).
             var lane: (handle: RunHandle, finish: (Slot?) -> Void)?
-            while let index = lock.withLock({ () -> Int? in
+            // A member's handle is in `running` from the moment it is claimed, before it starts,
+            // so that `stop()` reaches it: a member cancelled before `start` never begins. Lock
+            // order: `lock`, then the handle's (`rearm`); no handle's lock is held while taking
+            // a combination's.
+            while let (index, handle) = lock.withLock({ () -> (Int, RunHandle)? in
                 guard resolver != nil, started < members.count, started - tally.ended < width else {
                     launching = false
                     return nil
                 }
                 started += 1
-                return started - 1
+                let handle = lane?.handle.rearm() ?? RunHandle(last: members[started - 1].last)
+                running[started - 1] = handle
+                return (started - 1, handle)
             }) {
-                let member = members[index].last
-                let handle = lane?.handle ?? RunHandle(last: member)
                 if lane == nil { lane = (handle, { [self] in end(handle.member, $0?.take()) }) }
                 handle.member = index
-                handle.start(member, lane!.finish)
-                let ended = lock.withLock { () -> Bool? in  // `nil`: the combination has settled
-                    guard resolver != nil else { return nil }
-                    if tally.outcomes[index] == nil { running[index] = handle }
-                    return tally.outcomes[index] != nil
-                }
-                if ended == nil { handle.cancel() }  // a no-op if the member has ended
-                if ended != true { lane = nil }  // its member goes on elsewhere, or was cancelled
+                handle.start(members[index].last, lane!.finish)
+                // The lane goes on only if the member ended with an outcome: else it goes on
+                // elsewhere, or was cancelled.
+                let ended = lock.withLock { resolver != nil && tally.outcomes[index] != nil }
+                if !ended { lane = nil }
             }
         }
 
@@ -1415,26 +1559,21 @@ extension RunHandle {
 
         /// The operation of every run of the shared promise.
         func join(_ resolver: Resolver<Value, Failure>) {
+            // The run's handle is recorded before it starts, so that a joiner leaving meanwhile
+            // cancels it, and the work does not begin.
             let (number, known, start) = lock.withLock {
-                () -> (Int, Swift.Result<Value, Failure>??, Promise<Value, Failure>?) in
+                () -> (Int, Swift.Result<Value, Failure>??, (Stage, RunHandle)?) in
                 lastNumber += 1
                 if let outcome { return (lastNumber, outcome, nil) }
                 waiting.append((lastNumber, resolver))
                 guard run == nil, let work else { return (lastNumber, nil, nil) }
-                run = (lastNumber, nil)
-                return (lastNumber, nil, work)
+                run = (lastNumber, RunHandle(last: work.last))
+                return (lastNumber, nil, (work.last, run!.handle!))
             }
             if let known { return known.map { resolver($0) } ?? resolver.cancel() }
             resolver.onCancel { [weak self] _ in self?.leave(number) }
-            guard let start else { return }
-            let handle = RunHandle(last: start.last)
-            handle.start(start.last) { [weak self] in self?.settle($0?.take(), number) }
-            let kept = lock.withLock { () -> Bool in
-                guard run?.number == number else { return false }
-                run?.handle = handle
-                return true
-            }
-            if !kept { handle.cancel() }  // everyone left already, or it is over: no-op then
+            guard let (work, handle) = start else { return }
+            handle.start(work) { [weak self] in self?.settle($0?.take(), number) }
         }
 
         /// A waiting run was cancelled; when none is left, the work is cancelled.
