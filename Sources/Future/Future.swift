@@ -840,9 +840,11 @@ extension Promise where Value: Sendable {
 // MARK: - Swift concurrency
 
 extension Promise {
-    /// Runs the promise on the awaiting task's executor and waits for its outcome, or `nil` if the
-    /// run ended by cancellation: if the task was cancelled (after its `onCancel` handlers and
-    /// `ensure` steps), or an operation dropped or cancelled its resolver.
+    /// Starts a run on the caller's actor, if it has one, and waits for its outcome, or `nil` if
+    /// the run ended by cancellation: if the task was cancelled (after its `onCancel` handlers and
+    /// `ensure` steps), or an operation dropped or cancelled its resolver. The steps up to the
+    /// first operation that resolves later run on the caller's actor (its executor, custom or
+    /// not); the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
     ///
     /// ```swift
     /// if case .success(let user)? = await fetchUser(id).result { show(user) }
@@ -850,8 +852,11 @@ extension Promise {
     @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
             let handle = RunHandle(last: last)
+            // Named, because the cancellation handler's operation runs on the generic executor:
+            // the continuation's body, which starts the run, is then sent back to the caller's.
+            let isolation = #isolation
             return await withTaskCancellationHandler {
-                await withUnsafeContinuation { continuation in
+                await withUnsafeContinuation(isolation: isolation) { continuation in
                     handle.start(last) { continuation.resume(returning: $0?.take(Outcome.self)) }
                 }
             } onCancel: {
