@@ -239,22 +239,30 @@ extension Promise where Value: Sendable {
 extension Promise {
     /// Starts a new run of the work and calls `completion` with its outcome: at most once, on the
     /// thread where the last step finished, and never after the run is cancelled.
+    ///
+    /// The run keeps the chain's steps, and what they captured, until it ends, and lets go of them
+    /// on the thread that ends it: after ``on(_:)``, on that queue (so a view a step captured goes
+    /// away on the main queue). A run that is cancelled lets go of them on the thread that stops
+    /// it: the one that calls ``RunHandle/cancel()`` if the run waits, else the one running it.
     @inlinable @discardableResult
-    public func run(
+    public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> RunHandle {
         let handle = RunHandle(last: last)
-        handle.start(last) { slot in if let slot { completion(slot.take(Outcome.self)) } }
+        // Consumed, so that a promise made for this call alone is the run's to let go of.
+        handle.start((consume self).last) { slot in
+            if let slot { completion(slot.take(Outcome.self)) }
+        }
         return handle
     }
 
     /// Starts a run and calls `some` with its value or `none` with its error:
     /// `lookUp(id: id).then(toModel).run(some: show, none: report)`.
     @inlinable @discardableResult
-    public func run(
+    public consuming func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
     ) -> RunHandle {
-        run { outcome in
+        (consume self).run { outcome in
             switch outcome {
             case .success(let value): some(value)
             case .failure(let error): none(error)
@@ -266,13 +274,15 @@ extension Promise {
 extension Promise where Failure == Never {
     /// Starts work that cannot fail, for its effects alone.
     @inlinable @discardableResult
-    public func run() -> RunHandle { run { (_: Swift.Result<Value, Never>) in } }
+    public consuming func run() -> RunHandle {
+        (consume self).run { (_: Swift.Result<Value, Never>) in }
+    }
 
     /// Starts work that cannot fail and calls `some` with its value (write the label: a bare
     /// trailing closure means ``run(_:)``).
     @inlinable @discardableResult @_disfavoredOverload
-    public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        run { some($0.get()) }
+    public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
+        (consume self).run { some($0.get()) }
     }
 }
 
@@ -1020,17 +1030,18 @@ extension RunHandle {
             stages.removeAll(keepingCapacity: true)
         }
 
-        mutating func push(_ last: Stage, isRoot: Bool = false) {
+        mutating func push(_ last: consuming Stage, isRoot: Bool = false) {
             // Chains whose stages have all run are released here, not while their last step runs.
             while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
-            if isRoot {
-                root = last
-                stages.reserveCapacity(last.depth)  // in the memory a run before kept, if enough
-            } else {
-                chains.append((last, stages.count))
-            }
             var stage = Unmanaged.passUnretained(last)
-            for _ in 0..<last.depth {
+            let depth = last.depth
+            if isRoot {
+                stages.reserveCapacity(depth)  // in the memory a run before kept, if enough
+                root = consume last
+            } else {
+                chains.append((consume last, stages.count))
+            }
+            for _ in 0..<depth {
                 stages.append(stage)
                 // Reading the parent through an unretained reference skips a retain and a release.
                 stage =
@@ -1052,7 +1063,7 @@ extension RunHandle {
     /// end at once, one after another, on one handle and in the same memory.
     /// `immediately` runs it on this stack even deep in nested runs (see `proceed`).
     @usableFromInline func start(
-        _ last: Stage, immediately: Bool = false, _ finish: @escaping (Slot?) -> Void
+        _ last: consuming Stage, immediately: Bool = false, _ finish: @escaping (Slot?) -> Void
     ) {
         let cancelled = locked { () -> Bool in
             (driver, firstOperation) = (pthread_self(), operation + 1)
@@ -1060,7 +1071,7 @@ extension RunHandle {
         }
         (output, self.finish) = (last.output, finish)
         _ = fitSlot(to: last)
-        plan.push(last, isRoot: true)
+        plan.push(consume last, isRoot: true)  // the plan's alone, to let go of where the run ends
         let resumption = cancelled ? Resumption.halt : .drive
         immediately ? resume(resumption) : proceed(resumption)
     }
