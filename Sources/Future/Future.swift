@@ -950,10 +950,9 @@ extension RunHandle {
     /// The first step of a chain made from an operation. (A `Node` would keep the operation behind
     /// a reabstraction thunk: one more allocation for every promise made this way.)
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
+        @usableFromInline typealias Operation = @Sendable (Resolver<Value, Failure>) -> Void
         /// Optional only so that `deinit` can release it (see `release`).
-        @exclusivity(unchecked) @usableFromInline var operation: (
-            @Sendable (Resolver<Value, Failure>) -> Void
-        )?
+        @exclusivity(unchecked) @usableFromInline var operation: Operation?
         #if DEBUG
             @usableFromInline let origin: (file: StaticString, line: UInt)
         #endif
@@ -1116,7 +1115,8 @@ extension RunHandle {
         #else
             let (file, line) = (StaticString(""), UInt(0))
         #endif
-        source.operation.unsafelyUnwrapped(Resolver(run: self, operation: id, file: file, line: line))
+        source.operation.unsafelyUnwrapped(
+            Resolver(run: self, operation: id, file: file, line: line))
         return .suspend
     }
 
@@ -1223,7 +1223,9 @@ extension RunHandle {
     /// it on, at `deadline` if given. A timer is a Dispatch source, not a delayed work item: when
     /// cancelled, a source lets go of its handler (and so of the run) at once, where a cancelled
     /// work item stays in Dispatch's timer list, holding the run, until its deadline.
-    private func hop(to queue: DispatchQueue, at deadline: DispatchTime?, holding held: any Outcome.Type) {
+    private func hop(
+        to queue: DispatchQueue, at deadline: DispatchTime?, holding held: any Outcome.Type
+    ) {
         let timer = deadline.map { _ in DispatchSource.makeTimerSource(queue: queue) }
         let parked = locked { () -> Bool in
             if !cancelRequested { (phase, hop) = (.waiting, (timer, held)) }
