@@ -929,8 +929,7 @@ extension RunHandle {
     }
 
     @usableFromInline final class Node<Payload: Sendable>: Stage, @unchecked Sendable {
-        /// Optional only so that `deinit` can release it (see `release`).
-        @exclusivity(unchecked) @usableFromInline var payload: Payload?
+        @usableFromInline let payload: Payload
 
         @inlinable init<Output>(
             _ payload: Payload, after parent: Stage?, output: Output.Type, isEnsure: Bool = false,
@@ -941,18 +940,16 @@ extension RunHandle {
         }
 
         @inlinable static func payload(of stage: Stage) -> Payload {
-            unsafeDowncast(stage, to: Node.self).payload.unsafelyUnwrapped
+            unsafeDowncast(stage, to: Node.self).payload
         }
-
-        deinit { RunHandle.release(payload.take()) }
     }
 
     /// The first step of a chain made from an operation. (A `Node` would keep the operation behind
     /// a reabstraction thunk: one more allocation for every promise made this way.)
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
-        @usableFromInline typealias Operation = @Sendable (Resolver<Value, Failure>) -> Void
-        /// Optional only so that `deinit` can release it (see `release`).
-        @exclusivity(unchecked) @usableFromInline var operation: Operation?
+        /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
+        @exclusivity(unchecked) @usableFromInline var operation:
+            @Sendable (Resolver<Value, Failure>) -> Void
         #if DEBUG
             @usableFromInline let origin: (file: StaticString, line: UInt)
         #endif
@@ -970,7 +967,15 @@ extension RunHandle {
             }
         }
 
-        deinit { RunHandle.release(operation.take()) }
+        // An operation may keep promises (a combination its members, a shared promise its work),
+        // whose operations keep more: each is released as a level of releases, in this body (Swift
+        // releases stored properties after every deinit has returned).
+        deinit {
+            let nested = Nesting.enterRelease()
+            if !nested { Nesting.hold(operation) }  // for the bottom level to release
+            operation = { _ in }
+            Nesting.leaveRelease()
+        }
     }
 
     /// A type whose values a slot can hold; `Box<T>` stands for `T`.
@@ -1115,8 +1120,7 @@ extension RunHandle {
         #else
             let (file, line) = (StaticString(""), UInt(0))
         #endif
-        source.operation.unsafelyUnwrapped(
-            Resolver(run: self, operation: id, file: file, line: line))
+        source.operation(Resolver(run: self, operation: id, file: file, line: line))
         return .suspend
     }
 
@@ -1310,13 +1314,13 @@ extension RunHandle {
 
 // MARK: - Internals: nesting
 
-// Runs and releases can nest without bound: a run started or resumed inside a step of another run
+// Runs and releases can nest without bound. A run started or resumed inside a step of another run
 // (a combination's member, a shared run, a resolver called from a step, a cancel handler) runs on
-// the same stack, and so does releasing a promise that holds promises (a combination's members, a
-// shared promise's work, a promise a step captured). Nested 10,000 deep, either would overflow
-// the stack. Past `limit` levels of either on a thread, the run or release waits until the levels
-// below have returned: the bottom level does what waits before it returns, so what a call started
-// is done when the call returns, as if nothing had waited.
+// the same stack; and releasing a promise that holds promises (a combination's members, a shared
+// promise's work, a promise that a step's closure captured) releases them from inside its own
+// release. Nested 10,000 deep, either would overflow the stack. So past `limit` levels of either
+// on a thread, the run or the release waits until the levels below have returned: the bottom
+// level does it before it returns, so what a call started is done when the call returns.
 
 extension RunHandle {
     /// What a run does next, once there is room on the stack.
@@ -1340,79 +1344,97 @@ extension RunHandle {
             return key
         }()
 
-        // One thread uses these, so they need no exclusivity checks. But they change only in the
-        // methods below, which are never inlined: the code that runs between two of them (a
-        // level's work) changes them too, and an optimizer that saw both could assume it did not.
-        @exclusivity(unchecked) private var levels = (runs: 0, releases: 0), isActive = false
-        @exclusivity(unchecked) private var waiting: [(RunHandle, Resumption)] = []
-        @exclusivity(unchecked) private var held: [Any] = []
+        // One thread uses these. The counters change only in the methods below, which are never
+        // inlined, so that an optimizer cannot assume that a level's work, between two of them,
+        // leaves them alone; and they skip exclusivity checks. The rest keep their checks: they
+        // change around a release, which may run any deinit, and with the checks off the optimizer
+        // assumed that a release cannot touch them (seen in Swift 6.3.1 release builds: a double
+        // free of `held`).
+        @exclusivity(unchecked) private var runs = 0, releases = 0
+        private var isDraining = false, isReleasing = false
+        private var waiting: [(RunHandle, Resumption)] = []
+        private var held: [Any] = []
 
-        /// Runs `body` as one more level of runs or of releases; or, with no room for it on the
-        /// stack, returns the thread's nesting at once, to wait with.
-        static func level(ofRuns isRun: Bool, _ body: () -> Void) -> Nesting? {
-            let nesting: Nesting
+        /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
+        private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
             if let current = pthread_getspecific(key) {
-                nesting = Unmanaged<Nesting>.fromOpaque(current).takeUnretainedValue()
-            } else {
-                nesting = Nesting()
-                pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())
+                return Unmanaged<Nesting>.fromOpaque(current)._withUnsafeGuaranteedRef(body)
             }
-            guard let isBottom = nesting.enter(isRun) else { return nesting }
-            body()
-            nesting.leave(isRun, isBottom)
-            return nil
+            let nesting = Nesting()
+            pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())
+            return body(nesting)
         }
 
-        /// Takes a level; `nil` if there is no room, else whether it is the bottom one.
-        @inline(never) private func enter(_ isRun: Bool) -> Bool? {
-            guard (isRun ? levels.runs : levels.releases) < Nesting.limit else { return nil }
-            if isRun { levels.runs += 1 } else { levels.releases += 1 }
-            defer { isActive = true }
-            return !isActive
-        }
-
-        /// Gives the level back; the bottom one first does what waits.
-        @inline(never) private func leave(_ isRun: Bool, _ isBottom: Bool) {
-            if isRun { levels.runs -= 1 } else { levels.releases -= 1 }
-            guard isBottom else { return }
-            while let (held, waiting) = takeWaiting() {
-                _ = held  // released here, at the bottom
-                for (run, resumption) in waiting { run.resume(resumption) }
+        /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
+        static func resume(_ run: RunHandle, _ resumption: Resumption) {
+            withCurrent { nesting in
+                guard nesting.enterRun() else { return nesting.wait(run, resumption) }
+                run.resume(resumption)
+                nesting.leaveRun()
             }
-            isActive = false
         }
 
-        /// Moves out what waits, if anything: releasing or resuming it may make more wait.
-        @inline(never) private func takeWaiting() -> ([Any], [(RunHandle, Resumption)])? {
-            guard !held.isEmpty || !waiting.isEmpty else { return nil }
-            defer { (held, waiting) = ([], []) }
-            return (held, waiting)
+        @inline(never) private func enterRun() -> Bool {
+            guard runs < Nesting.limit else { return false }
+            runs += 1
+            return true
         }
 
-        @inline(never) func wait(_ run: RunHandle, _ resumption: Resumption) {
+        @inline(never) private func wait(_ run: RunHandle, _ resumption: Resumption) {
             waiting.append((run, resumption))
         }
 
-        @inline(never) func hold(_ value: Any) { held.append(value) }
+        /// The bottom level resumes the runs that waited, unless it already does, further down.
+        @inline(never) private func leaveRun() {
+            runs -= 1
+            guard runs == 0, !isDraining else { return }
+            isDraining = true
+            while !waiting.isEmpty {
+                var batch: [(RunHandle, Resumption)] = []
+                swap(&batch, &waiting)  // out first: resuming one may make more wait
+                for (run, resumption) in batch { run.resume(resumption) }
+            }
+            isDraining = false
+        }
+
+        /// A source's deinit releases its operation as a level of releases: if there is no room
+        /// for the level, it keeps it for the bottom level to release (`hold`).
+        static func enterRelease() -> Bool { withCurrent { $0.enterRelease() } }
+
+        static func hold(_ value: Any) { withCurrent { $0.hold(value) } }
+
+        static func leaveRelease() { withCurrent { $0.leaveRelease() } }
+
+        @inline(never) private func enterRelease() -> Bool {
+            releases += 1
+            return releases <= Nesting.limit
+        }
+
+        @inline(never) private func hold(_ value: Any) { held.append(value) }
+
+        /// The bottom level releases what the levels above kept, unless it already does.
+        @inline(never) private func leaveRelease() {
+            releases -= 1
+            guard releases == 0, !isReleasing else { return }
+            isReleasing = true
+            while !held.isEmpty {
+                var batch: [Any] = []
+                swap(&batch, &held)  // out first: releasing one may keep more
+                batch.removeAll()
+            }
+            isReleasing = false
+        }
     }
 
     /// Does `resumption` now if the thread's stack has room for one more run, else later.
-    private func proceed(_ resumption: Resumption) {
-        Nesting.level(ofRuns: true) { resume(resumption) }?.wait(self, resumption)
-    }
+    private func proceed(_ resumption: Resumption) { Nesting.resume(self, resumption) }
 
-    private func resume(_ resumption: Resumption) {
+    fileprivate func resume(_ resumption: Resumption) {
         switch resumption {
         case .drive: drive()
         case .halt: halt(plan)
         case .cancel(let handlers): callCancelHandlers(handlers)
         }
-    }
-
-    /// Releases what a stage held now if the thread's stack has room, else later.
-    static func release<Held>(_ held: consuming Held) {
-        var held = Optional(held)
-        Nesting.level(ofRuns: false) { held = nil }?.hold(held.take()!)
     }
 }
 
