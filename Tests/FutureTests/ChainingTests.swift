@@ -209,8 +209,8 @@ import Testing
         #expect(outcome(of: chain) == .success(2))
     }
 
-    @Test func aChainThatCannotFailTakesTheErrorTypeOfAStepThatCan() {
-        let chain = Guarantee(value: 1).then { other($0) }
+    @Test func aChainThatCannotFailTakesTheErrorTypeOfAStepThatCanThroughFlatMap() {
+        let chain = Guarantee(value: 1).flatMap { other($0) }
         #expect(type(of: chain) == Promise<Int, OtherError>.self)
         #expect(outcome(of: chain) == .success(1))
         let guaranteed = Guarantee(value: 1).then(cached)

@@ -242,7 +242,9 @@ final class Members: @unchecked Sendable {
             Promise(value: ["b"]).ensure { ensured.increment() }.map { $0 + $0 },
             Promise(error: TestError("c")),
             later(3).setFailureType(to: TestError.self).map { _ in ["d"] },
-            Promise(value: 1).then { _ in Promise(value: (1...3).map(String.init)) },
+            Promise(value: 1).then { _ in
+                Promise<[String], TestError>(value: (1...3).map(String.init))
+            },
             Promise(value: (1, 2, 3, 4, 5, 6, 7, 8)).map { ["\($0.0 + $0.7)"] },  // a larger slot
             Promise { $0.fulfill(["f"]) }.then { $0 + ["g"] },
         ]
