@@ -1301,6 +1301,9 @@ extension RunHandle {
         to queue: DispatchQueue, at deadline: DispatchTime?, holding held: any Outcome.Type
     ) {
         let timer = deadline.map { _ in DispatchSource.makeTimerSource(queue: queue) }
+        // Active before anyone can cancel or drop it (Dispatch traps on an inactive source's
+        // release); with no deadline yet, it does not fire.
+        timer?.activate()
         let parked = locked { () -> Bool in
             if !cancelRequested { (phase, hop) = (.waiting, (timer, held)) }
             return !cancelRequested
@@ -1312,7 +1315,6 @@ extension RunHandle {
         guard let timer, let deadline else { return queue.async { [self] in endHop() } }
         timer.setEventHandler { [self] in endHop() }
         timer.schedule(deadline: deadline)
-        timer.activate()
     }
 
     /// The queue of a hop carries the run on, unless it was cancelled meanwhile.
