@@ -88,7 +88,7 @@ func aGuaranteeStepInAChainThatCanFail() {
 
 func aChainThatCannotFailWithAStepThatCan() {
     after(.milliseconds(10))
-        .then { publish("status") }
+        .flatMap { publish("status") }
         .map { $0.count }
         .run(some: { print($0) }, none: report)
 }
