@@ -1,0 +1,232 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Spins for `microseconds`: a synchronous step that takes a while, without yielding the thread.
+func spin(microseconds: Int) {
+    let end = DispatchTime.now().uptimeNanoseconds + UInt64(microseconds) * 1_000
+    while DispatchTime.now().uptimeNanoseconds < end {}
+}
+
+/// Spins until `condition` holds, for at most `limit`; returns whether it held. For a thread that
+/// must react within microseconds, which a thread woken from a wait does not.
+@discardableResult func spin(
+    until condition: () -> Bool, for limit: DispatchTimeInterval = timeout
+) -> Bool {
+    let deadline = DispatchTime.now() + limit
+    while !condition() {
+        guard DispatchTime.now() < deadline else { return false }
+        sched_yield()  // to a thread that waits for this core, on a loaded machine
+    }
+    return true
+}
+
+/// One run whose cancellation is checked: whether `cancel()` has returned, and the operations
+/// that started after that as if nothing had happened (each one a broken promise of
+/// ``RunHandle/cancel()``).
+final class CancelCheck: @unchecked Sendable {
+    private let lock = TestLock()
+    private var cancelReturned = false, workStarted = false, memberStarting = false
+    private var held: [Resolver<Int, TestError>] = []
+    private let holds: Bool
+    /// The run, for a step to cancel.
+    private var run: RunHandle?
+    /// Operations started after `cancel()` returned, their run not cancelled.
+    let late = Counter()
+    /// Every operation started and not yet settled, for the test to wait for.
+    let operating = DispatchGroup()
+    /// Sent by the run's last `ensure`: the thread that drove the run is done with it.
+    let ended = Delivery<Void>()
+
+    /// With `holds`, operations settle only when the test calls `settleHeldOperations()`;
+    /// otherwise from another thread, at once.
+    init(holds: Bool = false) { self.holds = holds }
+
+    var handle: RunHandle? {
+        get { lock.withLock { run } }
+        set { lock.withLock { run = newValue } }
+    }
+
+    /// Called once `cancel()` has returned, on the thread that called it.
+    func cancelHasReturned() { lock.withLock { cancelReturned = true } }
+
+    /// Called on the thread that runs the work, just before it starts it.
+    func workStarts() { lock.withLock { workStarted = true } }
+
+    /// Spins until the work starts, so that a cancel lands while it does. Call it on a thread
+    /// of one's own: Dispatch counts a thread of its pool that spins as busy, and may start no
+    /// other.
+    func waitForTheWork() { spin(until: { lock.withLock { workStarted } }) }
+
+    /// Spins until a member announces it is starting (see `member`), or the run has ended
+    /// without starting it.
+    func waitForTheMemberToStart() {
+        spin(until: { lock.withLock { memberStarting } || !ended.all.isEmpty })
+    }
+
+    /// An operation that checks that it does not start after `cancel()` returned, and settles,
+    /// succeeding with `value` or failing.
+    func operation(_ value: Int, fails: Bool = false) -> Promise<Int, TestError> {
+        Promise { resolver in
+            self.operating.enter()
+            // One that began just before the cancel may get here after it returned, but then
+            // its run is cancelled already.
+            if self.lock.withLock({ self.cancelReturned }), !resolver.isCancelled {
+                self.late.increment()
+            }
+            if self.holds { return self.lock.withLock { self.held.append(resolver) } }
+            DispatchQueue.global().async {
+                fails ? resolver.reject(TestError("\(value)")) : resolver.fulfill(value)
+                self.operating.leave()
+            }
+        }
+    }
+
+    /// Settles the operations that wait for it (see `init(holds:)`).
+    func settleHeldOperations() {
+        for resolver in lock.withLock({ held }) {
+            resolver.fulfill(0)
+            operating.leave()
+        }
+    }
+
+    /// A member: a synchronous step, then the operation. The step takes a random few
+    /// microseconds, so that a cancel from another thread often lands while the member starts;
+    /// or, if `announces`, it announces that the member is starting and waits (a while at
+    /// most) for `cancel()` to return, so that the cancel lands just then.
+    func member(
+        _ value: Int, fails: Bool = false, announces: Bool = false
+    ) -> Promise<Int, TestError> {
+        Promise<Void, TestError>(value: ()).map {
+            guard announces else { return spin(microseconds: Int.random(in: 10...50)) }
+            self.lock.withLock { self.memberStarting = true }
+            spin(until: { self.lock.withLock { self.cancelReturned } }, for: .milliseconds(100))
+        }.then { self.operation(value, fails: fails) }
+    }
+
+    /// A member whose first step cancels the run, then starts the operation.
+    func cancellingMember(_ value: Int, fails: Bool = false) -> Promise<Int, TestError> {
+        Promise<Void, TestError>(value: ()).map {
+            self.handle?.cancel()
+            self.cancelHasReturned()
+        }.then { self.operation(value, fails: fails) }
+    }
+
+    /// Waits until the run has ended and every operation it started has settled.
+    func waitForTheEnd() -> Bool { ended.wait() != nil && waitForTheOperations() }
+
+    /// Waits until every operation started has settled.
+    func waitForTheOperations() -> Bool { operating.wait(timeout: .now() + timeout) == .success }
+}
+
+/// Stress tests: CI runs this suite again under ThreadSanitizer.
+@Suite(.serialized) struct CancellingRaces {
+    /// Work whose operations must not start once its run is cancelled.
+    enum Work: String, CaseIterable, Sendable {
+        case whenFulfilledTwoAtATime, whenFulfilled, whenResolved, race, raceFulfilled, any
+        case timeout, retry, delay, share
+
+        /// How many members it has (work that is no combination has one).
+        var count: Int {
+            switch self {
+            case .whenFulfilledTwoAtATime: 6
+            case .whenFulfilled, .whenResolved, .race, .raceFulfilled, .any: 4
+            case .timeout, .retry, .delay, .share: 1
+            }
+        }
+
+        /// The work, with members `member(index)`.
+        func promise(_ member: (Int) -> Promise<Int, TestError>) -> Promise<Int, TestError> {
+            let members = (0..<count).map(member)
+            let firstError = { @Sendable (error: AllPromisesFailedError<TestError>) in
+                error.errors[0]
+            }
+            switch self {
+            case .whenFulfilledTwoAtATime:
+                return when(fulfilled: members, concurrently: 2).map { $0.count }
+            case .whenFulfilled: return when(fulfilled: members).map { $0.count }
+            case .whenResolved:
+                return when(resolved: members).map { $0.count }.setFailureType(to: TestError.self)
+            case .race: return Future.race(members)
+            case .raceFulfilled: return Future.race(fulfilled: members).mapError(firstError)
+            case .any: return Future.any(members).map { $0.count }.mapError(firstError)
+            case .timeout:
+                return members[0].timeout(.seconds(3600), orFailWith: TestError("late"))
+            case .retry: return members[0].retry(4)  // its member fails
+            case .delay:
+                return Promise<Void, TestError>(value: ())
+                    .delay(.microseconds(Int.random(in: 0...20))).then { members[0] }
+            case .share: return members[0].share()  // a new share, this run its only joiner
+            }
+        }
+    }
+
+    /// `RunHandle.cancel()` promises that no later step starts once it has returned. The work
+    /// starts on a global queue while another thread cancels its run, in a thousand rounds: a
+    /// quarter of them just as a random member starts (it waits for the cancel), the others at
+    /// a random moment, as the work starts or before. No operation may start after `cancel()`
+    /// returned, unless it began just before and its run is cancelled already (as when a
+    /// combination claimed a member as the cancel came, or the only joiner of a `share()` left).
+    @Test(arguments: Work.allCases)
+    func noOperationStartsAfterCancelReturned(work: Work) {
+        let late = Counter()
+        let unfinished = Counter()
+        onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
+            for index in 0..<1_000 {
+                let check = CancelCheck()
+                let announcing = index.isMultiple(of: 4) ? Int.random(in: 0..<work.count) : nil
+                let handle = on(.global()).map { check.workStarts() }
+                    .flatMap {
+                        work.promise {
+                            check.member($0, fails: work == .retry, announces: $0 == announcing)
+                        }
+                    }
+                    .ensure { check.ended.send(()) }.run { _ in }
+                if announcing != nil {
+                    check.waitForTheMemberToStart()
+                } else {
+                    if index.isMultiple(of: 2) { check.waitForTheWork() }  // else before
+                    spin(microseconds: Int.random(in: 0...40))
+                }
+                handle.cancel()
+                check.cancelHasReturned()
+                if !check.waitForTheEnd() { unfinished.increment() }
+                for _ in 0..<check.late.value { late.increment() }
+            }
+        }
+        #expect(unfinished.value == 0, "rounds that did not end")
+        #expect(late.value == 0, "operations started after cancel() returned")
+    }
+
+    /// The same without a race: the first step of member 1 of a combination (of the only
+    /// member of the rest: the work of the `share()`, of the `timeout`…) cancels the run, and
+    /// after that `cancel()` has returned no operation may start: the member's own operation is
+    /// a later step of the cancelled run.
+    @Test(arguments: Work.allCases)
+    func noOperationStartsAfterAStepCancelledTheRun(work: Work) {
+        let check = CancelCheck(holds: true)
+        let second = min(1, work.count - 1)
+        let failing = work == .retry
+        let (gate, opened) = Promise<Void, TestError>.pending()
+        let promise = gate.then {
+            work.promise {
+                $0 == second
+                    ? check.cancellingMember($0, fails: failing) : check.member($0, fails: failing)
+            }
+        }
+        check.handle = promise.ensure { check.ended.send(()) }.run { _ in }
+        opened.fulfill()  // starts the work, now that its step can cancel it
+        #expect(check.ended.wait() != nil)
+        #expect(check.late.value == 0, "operations started after cancel() returned")
+        #expect(check.handle?.isCancelled == true)
+        check.settleHeldOperations()
+        #expect(check.waitForTheOperations())
+    }
+}

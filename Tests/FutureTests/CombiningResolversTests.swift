@@ -1,0 +1,31 @@
+import Testing
+
+@testable import Future
+
+@Suite struct CombiningResolvers {
+    /// Members of a combination that end at once run one after another on one handle, but a
+    /// resolver answers for its own operation only: member 0 ended with a value, member 1 still
+    /// waits, and cancelling the combination cancels member 1, while member 0's resolver (kept
+    /// by its work) goes on saying that its operation was not cancelled, and runs no handler.
+    @Test func aFinishedMembersResolverDoesNotReportALaterMembersCancellation() {
+        let first = Delivery<Resolver<Int, TestError>>()
+        let second = Delivery<Resolver<Int, TestError>>()
+        let finished = Promise<Int, TestError> { resolver in
+            first.send(resolver)
+            resolver.fulfill(1)  // ends at once
+        }
+        let waiting = Promise<Int, TestError> { second.send($0) }
+        let handle = when(fulfilled: [finished, waiting]).run { _ in
+            Issue.record("cancelled: no completion")
+        }
+        let kept = first.wait()
+        #expect(second.wait()?.isCancelled == false)
+        #expect(kept?.isCancelled == false)
+        handle.cancel()
+        #expect(second.all.first?.isCancelled == true)
+        #expect(kept?.isCancelled == false, "member 0 ended with a value; it was never cancelled")
+        let handled = Counter()
+        kept?.onCancel { _ in handled.increment() }
+        #expect(handled.value == 0)
+    }
+}

@@ -1,0 +1,81 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+/// A stack large enough to build and drop ten thousand nested promises: releasing nested
+/// closures recurses (see the README), and that is not what these tests are about.
+let largeStack = 256 << 20
+
+@Suite struct Nesting {
+    /// A combinator that a promise nests in, ten thousand times (as recursive fan-outs and tree
+    /// walks do), each level adding 1 to the value but `share`, which passes it on.
+    enum Level: String, CaseIterable, Codable, Sendable {
+        case when, whenResolved, race, raceFulfilled, any, timeout, share, stackedShare
+
+        func nest(_ promise: Promise<Int, TestError>) -> Promise<Int, TestError> {
+            switch self {
+            case .when: return Future.when(fulfilled: [promise]).map { $0[0] + 1 }
+            case .whenResolved:
+                return Future.when(resolved: [promise]).setFailureType(to: TestError.self)
+                    .then { $0[0].map { $0 + 1 } }
+            case .race: return Future.race([promise]).map { $0 + 1 }
+            case .raceFulfilled:
+                return Future.race(fulfilled: [promise]).mapError { $0.errors[0] }.map { $0 + 1 }
+            case .any:
+                return Future.any([promise]).mapError { $0.errors[0] }.then { $0[0].map { $0 + 1 } }
+            case .timeout:
+                return promise.timeout(.seconds(3600), orFailWith: TestError("late")).map { $0 + 1 }
+            case .share: return promise.share()
+            case .stackedShare: return promise.map { $0 + 1 }.share()  // as in the issue
+            }
+        }
+
+        /// The value of `depth` levels around a promise of 0.
+        func value(_ depth: Int) -> Int { self == .share ? 0 : depth }
+    }
+
+    static let depth = 10_000
+
+    /// `innermost` nested `depth` times in `level`.
+    static func nested(
+        _ level: Level, _ innermost: Promise<Int, TestError>
+    ) -> Promise<Int, TestError> {
+        (0..<depth).reduce(innermost) { promise, _ in level.nest(promise) }
+    }
+
+    /// Nesting is flat, as chains are: a `when` whose member is a `when` whose member is … ten
+    /// thousand deep (and so for each combinator, for `timeout`, `share`, and the stacked
+    /// `map { $0 + 1 }.share()` of the issue) runs and completes on a 512 KiB stack, with the
+    /// right value. (Built and dropped on a large stack; run in a child process, where a stack
+    /// overflow fails the test instead of ending the test run.)
+    @Test(arguments: Level.allCases)
+    func tenThousandLevelsRunOnASmallStack(level: Level) async {
+        await #expect(processExitsWith: .success) { [level] in
+            let delivered = Delivery<Result<Int, TestError>>()
+            onThread(stackSize: largeStack) {
+                let promise = Self.nested(level, Promise(value: 0))
+                onThread(stackSize: smallStack) { promise.run { delivered.send($0) } }
+            }
+            #expect(delivered.wait() == .success(level.value(Self.depth)))
+        }
+    }
+
+    /// The same when the innermost promise settles later, from another thread: its outcome
+    /// climbs back through the ten thousand levels on the resolving thread, whose stack is
+    /// 512 KiB. (The run starts on a large stack, to test the way back alone.)
+    @Test(arguments: Level.allCases)
+    func tenThousandLevelsSettleLaterOnASmallStack(level: Level) async {
+        await #expect(processExitsWith: .success) { [level] in
+            let resolvers = Delivery<Resolver<Int, TestError>>()
+            let delivered = Delivery<Result<Int, TestError>>()
+            onThread(stackSize: largeStack) {
+                let promise = Self.nested(level, Promise { resolvers.send($0) })
+                promise.run { delivered.send($0) }
+                guard let resolver = resolvers.wait() else { return }
+                onThread(stackSize: smallStack) { resolver.fulfill(0) }
+            }
+            #expect(delivered.wait() == .success(level.value(Self.depth)))
+        }
+    }
+}
