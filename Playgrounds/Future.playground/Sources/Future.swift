@@ -37,16 +37,44 @@ public struct Promise<Value, Failure: Swift.Error>: Sendable {
     @inlinable init(last: RunHandle.Stage) { self.last = last }
 }
 
-/// A promise that cannot fail: `Guarantee(value: 1).run(some: { print($0) })`.
+/// A promise that cannot fail: a `Promise<Value, Never>`.
+///
+/// Choose a guarantee for work that always ends with a value, such as a timer, a cache read or a
+/// default, and for a chain whose errors are handled: ``Promise/recover(_:)->Guarantee<Value>`` and
+/// ``Promise/catch(_:)`` return one. So the type tells you when an error is still owed: only a
+/// guarantee has ``Promise/run()`` and ``Promise/run(some:)``, and its ``Promise/value-9o2n2`` is
+/// awaited without `try`:
+///
+/// ```swift
+/// Guarantee(value: 1).run(some: { print($0) })
+/// let feed = await fetchFeed().recover { _ in Feed.empty }.value  // no `try`: it cannot fail
+/// ```
+///
+/// A guarantee joins a chain that can fail as a step of it; a chain that cannot fail takes the
+/// error type of a step that can with ``Promise/flatMap(_:)->Promise<NewValue,NewFailure>``.
 public typealias Guarantee<Value> = Promise<Value, Never>
 
 /// The errors Future raises itself.
+///
+/// Only a promise that fails with `any Error` meets them: on a chain with a typed error, the
+/// operations that would raise them take the error to raise instead, such as
+/// ``Promise/timeout(_:orFailWith:)`` and ``Promise/compactMap(orFailWith:_:)``. Match them as any
+/// error:
+/// `if case .failure(PromiseError.timedOut)? = await fetch(url).timeout(.seconds(5)).result {}`.
 public enum PromiseError: Swift.Error, Equatable, Sendable {
     /// A completion handler passed neither a value nor an error to ``Resolver/resolve(_:_:)``.
+    ///
+    /// An API that does so means "no result" in its own way: handle that case in the operation,
+    /// with ``Resolver/fulfill(_:)`` or ``Resolver/reject(_:)``, before calling `resolve`.
     case missingValue
     /// The transform given to ``Promise/compactMap(_:)`` returned `nil`.
+    ///
+    /// To fail with an error that says what was missing, use ``Promise/compactMap(orFailWith:_:)``.
     case compactMapReturnedNil
     /// The promise did not settle within the interval given to ``Promise/timeout(_:)``.
+    ///
+    /// The work it gave up on was cancelled. On a chain with a typed error, say which error a
+    /// timeout is with ``Promise/timeout(_:orFailWith:)``.
     case timedOut
 }
 
@@ -94,27 +122,56 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     }
 
     /// Reports the outcome of the operation.
+    ///
+    /// The form to use when you hold a `Result`, or build one: `resolver(.success(data))`. The
+    /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
+    /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
         run.resolve(operation) { slot in slot.put(result) }
     }
 
     /// Reports success.
+    ///
+    /// The same as `resolver(.success(value))`. The value is `sending`: the run takes it over, so
+    /// an operation cannot keep mutating what it handed on: `resolver.fulfill(data)`.
     @inlinable public func fulfill(_ value: sending Value) { self(.success(value)) }
 
     /// Reports failure.
+    ///
+    /// The error has the promise's `Failure` type. To end the run as cancelled rather than failed
+    /// (the user gave up; nothing went wrong), call ``cancel()``.
     @inlinable public func reject(_ error: Failure) { self(.failure(error)) }
 
-    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would: for work that
-    /// learns elsewhere that it was cancelled.
+    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would.
+    ///
+    /// For work that learns elsewhere that it was cancelled, such as an API that reports
+    /// cancellation as an error: the run then delivers no completion, and an await of it gets
+    /// `nil`, where ``reject(_:)`` would report a failure. For completion handlers,
+    /// ``resolve(_:_:cancelledIf:)`` does this for you.
     public func cancel() { run.cancel(operation) }
 
-    /// Whether the run was cancelled while this operation was part of it; a long operation can
-    /// check it to stop early.
+    /// Whether the run was cancelled while this operation was part of it.
+    ///
+    /// Check it between the pieces of long synchronous work, to stop early. To stop work that waits
+    /// (a request, a timer), register ``onCancel(_:)`` instead, which is called as soon as the run
+    /// is cancelled.
     public var isCancelled: Bool { run.isCancelled(since: operation) }
 
-    /// Registers work to do if the run is cancelled before this operation resolves: at most once,
-    /// on the thread that cancels (at once if the run already is). The handler gets the resolver:
-    /// one that captured its own resolver would keep its run alive forever.
+    /// Registers work to do if the run is cancelled before this operation resolves.
+    ///
+    /// The handler is called at most once, on the thread that cancels (at once if the run already
+    /// is); use it to cancel the request, timer or task the operation started. It gets the
+    /// resolver: one that captured its own resolver would keep its run alive forever.
+    ///
+    /// ```swift
+    /// Promise<Data, any Error> { resolver in
+    ///     let task = session.dataTask(with: url) { data, _, error in
+    ///         resolver.resolve(data, error)
+    ///     }
+    ///     resolver.onCancel { _ in task.cancel() }
+    ///     task.resume()
+    /// }
+    /// ```
     public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
         let (operation, file) = (operation, StaticString("a cancel handler"))
         run.onCancel(operation) {
@@ -125,19 +182,30 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
 
 extension Resolver where Value == Void {
     /// Reports success for an operation that produces no value.
+    ///
+    /// The same as `resolver(.success(()))`, for a `Promise<Void, Failure>`, such as a save or a
+    /// write that ends with nothing to pass on.
     @inlinable public func fulfill() { self(.success(())) }
 }
 
 extension Resolver where Failure == any Swift.Error {
-    /// Reports what a completion handler passes: an error wins over a value, and with neither the
-    /// operation fails with ``PromiseError/missingValue``. From a completion handler:
-    /// `fetch { data, error in resolver.resolve(data, error) }`.
+    /// Reports what a completion handler passes.
+    ///
+    /// An error wins over a value, and with neither the operation fails with
+    /// ``PromiseError/missingValue``. The adapter for the `(Value?, Error?) -> Void` handlers of
+    /// Foundation and older APIs: `fetch { data, error in resolver.resolve(data, error) }`. If the
+    /// API reports cancellation as an error, use ``resolve(_:_:cancelledIf:)``, so that a cancelled
+    /// run does not look like a failure.
     public func resolve(_ value: sending Value?, _ error: (any Swift.Error)?) {
         resolve(value, error, cancelledIf: { _ in false })
     }
 
+    /// Reports what a completion handler passes, ending the run as cancelled on a cancellation
+    /// error.
+    ///
     /// Like ``resolve(_:_:)``, but an error that `isCancellation` recognizes ends the run as
-    /// cancelled: `resolver.resolve(data, error, cancelledIf: { $0 is CancellationError })`.
+    /// cancelled, as ``cancel()`` does:
+    /// `resolver.resolve(data, error, cancelledIf: { $0 is CancellationError })`.
     public func resolve(
         _ value: sending Value?, _ error: (any Swift.Error)?,
         cancelledIf isCancellation: (any Swift.Error) -> Bool
@@ -154,6 +222,9 @@ extension Resolver where Failure == any Swift.Error {
 
 extension Resolver where Value == Void, Failure == any Swift.Error {
     /// Reports what a completion handler that passes an optional error passes.
+    ///
+    /// For a `Promise<Void, any Error>` around an `(Error?) -> Void` handler, as a save or a delete
+    /// has: `nil` is success, anything else the failure.
     public func resolve(_ error: (any Swift.Error)?) {
         if let error { reject(error) } else { fulfill() }
     }
@@ -165,9 +236,23 @@ extension Promise {
     @usableFromInline typealias Node<Payload: Sendable> = RunHandle.Node<Payload>
     @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
 
-    /// Makes a promise from an operation that reports its outcome through a ``Resolver``, at once
-    /// or later, from any thread: `Guarantee<Int> { r in queue.async { r.fulfill(1) } }`. `file`
-    /// and `line` name the promise in debug reports.
+    /// Makes a promise from an operation that reports its outcome through a ``Resolver``.
+    ///
+    /// The operation runs on every run, on the thread that starts the run or where the step before
+    /// it finished; it resolves at once or later, from any thread. This is how to wrap a callback
+    /// API. For an outcome you already have, choose ``init(value:)``, ``init(error:)`` or
+    /// ``init(result:)``; for a throwing function ``init(catching:)``; for async code
+    /// ``init(file:line:_:)-1zmct``.
+    ///
+    /// ```swift
+    /// let contents = Promise<Data, any Error> { resolver in
+    ///     fetch { data, error in resolver.resolve(data, error) }
+    /// }
+    /// let one = Guarantee<Int> { resolver in queue.async { resolver.fulfill(1) } }
+    /// ```
+    ///
+    /// `file` and `line` name the promise in the debug report of an operation that dropped its
+    /// resolver without resolving it.
     @inlinable public init(
         file: StaticString = #fileID, line: UInt = #line,
         _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void
@@ -175,8 +260,13 @@ extension Promise {
         self.init(last: RunHandle.Source(operation, file: file, line: line))
     }
 
-    /// Makes a promise from async code: each run starts a `Task` that calls `work`, and cancelling
-    /// the run cancels it: `Promise<Data, any Error> { try await session.data(from: url).0 }`.
+    /// Makes a promise from async code: each run starts a `Task` that calls `work`.
+    ///
+    /// Cancelling the run cancels that task, so an `await` in `work` that honours cancellation
+    /// stops. Choose it to bring an async API into a chain; to go the other way, awaiting a promise
+    /// from async code, use ``value-7wpyp`` or ``result``. A typed `throws(Failure)` keeps the
+    /// error's type; an untyped `throws` makes a `Promise<Value, any Error>`:
+    /// `Promise<Data, any Error> { try await session.data(from: url).0 }`.
     @inlinable public init(
         file: StaticString = #fileID, line: UInt = #line,
         _ work: @escaping @Sendable () async throws(Failure) -> Value
@@ -192,6 +282,16 @@ extension Promise {
     }
 
     /// Makes a promise that fails with `error`.
+    ///
+    /// Every run fails at once. It is the failing branch of a step that returns a promise; for a
+    /// step that can fail at once and has no promise to wait for, a `Result` step of `then` is
+    /// lighter:
+    ///
+    /// ```swift
+    /// let details = lookUp(id: id).then { name -> Promise<Model, LookupError> in
+    ///     name.isEmpty ? Promise(error: .notFound) : fetchDetails(of: .unknown)
+    /// }
+    /// ```
     @inlinable public init(error: Failure) {
         self.init(
             last: Node(error, after: nil, output: Outcome.self) { stage, slot, _ in
@@ -200,8 +300,12 @@ extension Promise {
             })
     }
 
-    /// Makes a promise that calls `body` on every run, failing with what it throws:
-    /// `Promise(catching: { () throws(DecodingError) in try loadConfig() })`.
+    /// Makes a promise that calls `body` on every run, failing with what it throws.
+    ///
+    /// Choose it to bring synchronous work that throws into a chain. Write the closure's
+    /// `throws(…)` to keep a typed error, as Swift infers `any Error` for an untyped one:
+    /// `Promise(catching: { () throws(DecodingError) in try loadConfig() })`. For a throwing step
+    /// in the middle of a chain, use ``tryMap(_:)``.
     @inlinable public init(catching body: @escaping @Sendable () throws(Failure) -> Value) {
         self = Promise<Void, Failure>(value: ()).then { () -> Outcome in
             Swift.Result { () throws(Failure) in try body() }
@@ -210,7 +314,11 @@ extension Promise {
 }
 
 extension Promise where Value: Sendable {
-    /// Makes a promise that settles with `result`; its value is `Sendable`, as every run has it.
+    /// Makes a promise that settles with `result`.
+    ///
+    /// Every run settles with it at once. Choose it to hand a `Result` you already have to code
+    /// that takes a promise; for a value or an error alone, ``init(value:)`` and ``init(error:)``
+    /// read better. The value is `Sendable`, as every run gets it.
     @inlinable public init(result: Swift.Result<Value, Failure>) {
         self.init(
             last: Node(result, after: nil, output: Outcome.self) { stage, slot, _ in
@@ -220,14 +328,30 @@ extension Promise where Value: Sendable {
     }
 
     /// Makes a promise that succeeds with `value`.
+    ///
+    /// Every run succeeds at once, with the same value, which must be `Sendable`. Name the error
+    /// type, as Swift cannot infer it from a value: `Promise<Int, LookupError>(value: 1)`. Where
+    /// the type is known from context, ``value(_:)`` is shorter.
     @inlinable public init(value: Value) { self.init(result: .success(value)) }
 
-    /// Makes a promise that succeeds with `value`: `isFresh ? .value(cached) : fetchFeed()`.
+    /// Makes a promise that succeeds with `value`, where the promise's type is known from context.
+    ///
+    /// The same as ``init(value:)``, shorter as one branch of a choice, where the other branch
+    /// gives the type: `isFresh ? .value(cached) : fetchFeed()`.
     @inlinable public static func value(_ value: Value) -> Promise { Promise(value: value) }
 }
 
-/// Starts a chain with the promise `body` makes anew on every run, to line the steps up:
-/// `firstly { login() }.then { fetchAvatar(for: $0.user) }.run(some: show, none: report)`.
+/// Starts a chain with the promise `body` makes anew on every run.
+///
+/// It lines the steps up, each on a line of its own, as PromiseKit's `firstly` does; `body` is
+/// called when a run starts, not when the chain is built. Calling the function that makes the first
+/// promise directly does the same work, as a promise is lazy anyway.
+///
+/// ```swift
+/// firstly { login() }
+///     .then { credentials in fetchAvatar(for: credentials.user) }
+///     .run(some: show, none: report)
+/// ```
 @inlinable public func firstly<Value, Failure>(
     _ body: @escaping @Sendable () -> Promise<Value, Failure>
 ) -> Promise<Value, Failure> {
@@ -237,8 +361,12 @@ extension Promise where Value: Sendable {
 // MARK: - Running
 
 extension Promise {
-    /// Starts a new run of the work and calls `completion` with its outcome: at most once, on the
-    /// thread where the last step finished, and never after the run is cancelled.
+    /// Starts a new run of the work and calls `completion` with its outcome.
+    ///
+    /// `completion` is called at most once, on the thread where the last step finished, and never
+    /// after the run is cancelled. Choose it to pass the whole `Result` on, say to a completion
+    /// handler of your own; ``run(some:none:)`` splits it in two closures. The handle it returns
+    /// cancels the run, and can be ignored: `lookUp(id: id).run { result in show(result) }`.
     ///
     /// The run keeps the chain's steps, and what they captured, until it ends, and lets go of them
     /// on the thread that ends it: after ``on(_:)``, on that queue (so a view a step captured goes
@@ -256,8 +384,12 @@ extension Promise {
         return handle
     }
 
-    /// Starts a run and calls `some` with its value or `none` with its error:
-    /// `lookUp(id: id).then(toModel).run(some: show, none: report)`.
+    /// Starts a run and calls `some` with its value or `none` with its error.
+    ///
+    /// The usual way to run a promise that can fail: both paths are spelled out where the run
+    /// starts, and functions can be passed by name:
+    /// `lookUp(id: id).then(toModel).run(some: show, none: report)`. Keep the returned
+    /// ``RunHandle`` to cancel the run, or store it in a ``RunBag``.
     @inlinable @discardableResult
     public consuming func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
@@ -298,13 +430,19 @@ extension Promise {
 
 extension Promise where Failure == Never {
     /// Starts work that cannot fail, for its effects alone.
+    ///
+    /// The end of a chain whose steps did the work, as ``done(_:)`` and ``catch(_:)`` do:
+    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Only a ``Guarantee`` has it: a
+    /// promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
         (consume self).run { (_: Swift.Result<Value, Never>) in }
     }
 
-    /// Starts work that cannot fail and calls `some` with its value (write the label: a bare
-    /// trailing closure means ``run(_:)``).
+    /// Starts work that cannot fail and calls `some` with its value.
+    ///
+    /// Write the label: a bare trailing closure means ``run(_:)``, which passes a `Result`. Only a
+    /// ``Guarantee`` has it: `cachedFeed().run(some: show)`.
     @inlinable @discardableResult @_disfavoredOverload
     public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
         (consume self).run { some($0.get()) }
