@@ -18,9 +18,10 @@ import Dispatch
 
 // MARK: - Promise
 
-/// A description of asynchronous work that produces a `Value` or fails with a `Failure`. It is
-/// lazy: nothing runs until a terminal such as ``run(some:none:)`` starts it, and every run starts
-/// the work anew:
+/// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
+///
+/// It is lazy: nothing runs until a terminal such as ``run(some:none:)`` starts it, and every run
+/// starts the work anew:
 ///
 /// ```swift
 /// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }.map { $0 + 1 }
@@ -30,6 +31,12 @@ import Dispatch
 ///
 /// Errors are typed: a `Promise<Value, Never>` (``Guarantee``) cannot fail. A promise is a
 /// `Sendable` value, to copy, keep and run from any thread, so the closures it keeps are too.
+///
+/// Choose a promise over a bare `async` function when the work is a value to pass around before it
+/// runs: to retry it, time it out, race it, run it at most four at a time, or hand it to a
+/// callback-based API. Make one with ``init(file:line:_:)-(_,_,(Resolver<Value,Failure>)->Void)``,
+/// chain steps with ``map(_:)`` and `then` (see <doc:ChoosingAStep>), handle errors with `recover`
+/// or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
 public struct Promise<Value, Failure: Swift.Error>: Sendable {
     /// The last step of the chain; each step knows the one before it (see Internals).
     @usableFromInline let last: RunHandle.Stage
@@ -83,14 +90,16 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// What an operation receives, to report its outcome and to learn that its run was cancelled.
 ///
 /// Call it with a `Result`, or use ``fulfill(_:)`` and ``reject(_:)``: `resolver(.success(data))`.
-/// The first outcome counts, later ones are ignored. Call it from any thread, during the
-/// operation or after. The run then goes on on the thread that is free to carry it: the resolving
-/// one if the operation had returned, else the operation's own once it returns (so to go on on a
-/// given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`).
+/// The first outcome counts, later ones are ignored. Call it from any thread, during the operation
+/// or after. The run then goes on on the thread that is free to carry it: the resolving one if the
+/// operation had returned, else the operation's own once it returns (so to go on on a given queue,
+/// use ``Promise/on(_:)``, not `queue.async { resolver… }`).
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
-///     let task = session.dataTask(with: url) { data, _, error in resolver.resolve(data, error) }
+///     let task = session.dataTask(with: url) { data, _, error in
+///         resolver.resolve(data, error)
+///     }
 ///     resolver.onCancel { _ in task.cancel() }
 ///     task.resume()
 /// }
@@ -462,9 +471,13 @@ extension Promise where Failure == Never {
 // `Failure == Never` extension below takes the step's error type instead.
 
 extension Promise {
-    /// Transforms the value, as ``map(_:)`` does: `fetchAvatar(id).then(resize)`. Pass a function;
-    /// for a closure, choose `map`, which Swift type-checks at once where a long chain of `then`
-    /// closures, weighed against three shapes, can take seconds.
+    /// Transforms the value with a function, as ``map(_:)`` does.
+    ///
+    /// Choose it to pass a function by name, so that a pipeline reads as a list of `then`s,
+    /// whatever each step returns: `fetchAvatar(id).then(resize)`. For a closure, choose `map`:
+    /// Swift type-checks a chain as one expression and weighs each closure against all three shapes
+    /// of `then`, so a long chain of `then` value closures can take seconds to compile, where `map`
+    /// is checked at once. See <doc:ChoosingAStep>.
     ///
     /// (Disfavored, so that a step returning a promise or a `Result` chains rather than becoming
     /// the next value.)
@@ -472,8 +485,11 @@ extension Promise {
         _ transform: @escaping @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> { map(transform) }
 
-    /// Continues with the promise `next` makes from the value, and waits for it:
-    /// `login().then { credentials in fetchAvatar(for: credentials.user) }`.
+    /// Continues with the promise `next` makes from the value, and waits for it.
+    ///
+    /// The step for work that is itself asynchronous, such as a request that needs the value
+    /// before: `login().then { credentials in fetchAvatar(for: credentials.user) }`. For a step
+    /// that succeeds or fails at once, return a `Result`; for a plain value, use ``map(_:)``.
     ///
     /// The step's promise fails with the chain's error type, or cannot fail (a ``Guarantee``), or,
     /// on a chain that fails with `any Error`, fails with any error. Another error type is a
@@ -481,8 +497,8 @@ extension Promise {
     /// chain that cannot fail, continue with `flatMap`, which takes the step's error type. A
     /// promise made in the closure names its error type: `Promise<Int, LookupError>(value: 1)`.
     ///
-    /// (Disfavored, as the value shape is, which Swift settles faster in long chains: measured
-    /// 73 ms against 123 ms for six closures. It still wins over the value shape, which is less
+    /// (Disfavored, as the value shape is, which Swift settles faster in long chains: measured 73
+    /// ms against 123 ms for six closures. It still wins over the value shape, which is less
     /// specific.)
     @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
@@ -495,9 +511,20 @@ extension Promise {
         return flatMap { next($0).mapError(convert) }
     }
 
-    /// Continues with a step that succeeds or fails at once: `download(url).then(toDictionary)`.
-    /// Its error type joins the chain as a step's promise's does; a `Result` made in the closure
-    /// names its error type, as `.failure(LookupError.notFound)` does.
+    /// Continues with a step that succeeds or fails at once.
+    ///
+    /// Choose it for validation and parsing, where a step can fail but has nothing to wait for; the
+    /// step's `Result` decides, with no promise built: `download(url).then(toDictionary)`. Its
+    /// error type joins the chain as a step's promise's does; a `Result` made in the closure names
+    /// its error type, as `.failure(LookupError.notFound)` does:
+    ///
+    /// ```swift
+    /// let count = lookUp(id: id).then { name -> Result<Int, LookupError> in
+    ///     name.isEmpty ? .failure(.notFound) : .success(name.count)
+    /// }
+    /// ```
+    ///
+    /// A step that throws instead of returning a `Result` is a ``tryMap(_:)``.
     @inlinable public func then<NewValue, StepFailure>(
         _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
@@ -532,8 +559,12 @@ extension Promise {
         return { $0 as! Failure }  // a `Never` never comes; an error is an `any Error`
     }
 
-    /// Transforms the value when the promise succeeds: `name.map { $0.count }`. The way to write a
-    /// value step in a closure: with one shape, it type-checks at once in a chain of any length.
+    /// Transforms the value when the promise succeeds.
+    ///
+    /// The way to write a value step in a closure: with one shape, it type-checks at once in a
+    /// chain of any length, where a `then` closure is weighed against three:
+    /// `name.map { $0.count }`. A failure passes through untouched. When the step returns a promise
+    /// or a `Result`, use `then`; when it throws, ``tryMap(_:)``; when it only looks, ``get(_:)``.
     @inlinable public func map<NewValue>(
         _ transform: @escaping @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> {
@@ -544,8 +575,12 @@ extension Promise {
         }
     }
 
-    /// Continues with the promise that `next` makes from the value, which fails with the chain's
-    /// error type: the promise shape of `then` in one shape, for when Swift needs it spelled out.
+    /// Continues with the promise `next` makes from the value, which fails with the chain's error
+    /// type.
+    ///
+    /// The promise shape of `then`, in one shape: the same step, for when Swift needs it spelled
+    /// out, such as a closure whose promise type it cannot infer alone. Prefer `then`, which also
+    /// takes a step that cannot fail: `fetchUser(id).flatMap { user in fetchAvatar(for: user) }`.
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
@@ -560,8 +595,13 @@ extension Promise {
         }
     }
 
-    /// Transforms the value with a function that throws `Failure`: `fetch(url).tryMap {
-    /// (data) throws(any Error) in try decoder.decode(User.self, from: data) }`.
+    /// Transforms the value with a function that throws `Failure`.
+    ///
+    /// Choose it to call throwing code, such as a decoder, in the middle of a chain; what it throws
+    /// is the chain's failure. Write the closure's `throws(…)` when the chain's error is typed, as
+    /// Swift infers `any Error` for an untyped one: `fetch(url).tryMap { (data) throws(any Error)
+    /// in try decoder.decode(User.self, from: data) }`. For a step that returns a `Result`, use
+    /// `then`.
     @inlinable public func tryMap<NewValue>(
         _ transform: @escaping @Sendable (Value) throws(Failure) -> NewValue
     ) -> Promise<NewValue, Failure> {
@@ -570,8 +610,13 @@ extension Promise {
         }
     }
 
-    /// Transforms the value, failing with `error` when the transform returns `nil`:
-    /// `results.compactMap(orFailWith: .noResultFound) { $0.first }`.
+    /// Transforms the value, failing with `error` when the transform returns `nil`.
+    ///
+    /// Choose it to take something out of a value that may not hold it, such as the first search
+    /// result, and fail with an error of the chain's type that says what was missing:
+    /// `results.compactMap(orFailWith: .noResultFound) { $0.first }`. The error is made only when
+    /// needed. On a chain that fails with `any Error`, ``compactMap(_:)`` fails with
+    /// ``PromiseError/compactMapReturnedNil``.
     @inlinable public func compactMap<NewValue>(
         orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
         _ transform: @escaping @Sendable (Value) -> NewValue?
@@ -582,11 +627,19 @@ extension Promise {
     }
 
     /// Ends the success path with a side effect; what is left is a `Promise<Void, Failure>`.
+    ///
+    /// The step that uses the value, before ``catch(_:)`` handles the error and ``run()`` starts
+    /// it: `fetchFeed().done { show($0) }.catch { report($0) }.run()`. To look at the value and
+    /// pass it on, use ``get(_:)``.
     @inlinable public func done(
         _ body: @escaping @Sendable (Value) -> Void
     ) -> Promise<Void, Failure> { map(body) }
 
-    /// Looks at the value without changing it: `fetchUser(id).get { cache.store($0) }`.
+    /// Looks at the value without changing it.
+    ///
+    /// For a side effect in the middle of a chain, such as caching or logging a value that later
+    /// steps still need: `fetchUser(id).get { cache.store($0) }`. To end the chain with the effect,
+    /// use ``done(_:)``; to see failures too, ``tap(_:)``.
     @inlinable public func get(_ body: @escaping @Sendable (Value) -> Void) -> Promise {
         map { value -> Value in
             body(value)
@@ -594,7 +647,11 @@ extension Promise {
         }
     }
 
-    /// Looks at the outcome, success or failure, without changing it: handy for logging.
+    /// Looks at the outcome, success or failure, without changing it.
+    ///
+    /// Handy for logging: the body sees what the step before produced, and the chain goes on as if
+    /// it were not there: `fetchFeed().tap { print("feed:", $0) }`. To see the value alone, use
+    /// ``get(_:)``; to run something however the chain ends, cancellation included, ``ensure(_:)``.
     @inlinable public func tap(
         _ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> Promise {
@@ -607,6 +664,10 @@ extension Promise {
 
 extension Promise where Failure == any Swift.Error {
     /// Transforms the value, failing with ``PromiseError/compactMapReturnedNil`` on `nil`.
+    ///
+    /// For a chain that fails with `any Error`; on a chain with a typed error, say which error
+    /// `nil` is with ``compactMap(orFailWith:_:)``:
+    /// `fetch(url).compactMap { String(data: $0, encoding: .utf8) }`.
     @inlinable public func compactMap<NewValue>(
         _ transform: @escaping @Sendable (Value) -> NewValue?
     ) -> Promise<NewValue, Failure> {
@@ -615,9 +676,13 @@ extension Promise where Failure == any Swift.Error {
 }
 
 extension Promise where Failure == Never {
-    /// Continues a chain that cannot fail with a promise that can, taking its error type:
-    /// `after(.seconds(1)).flatMap { fetchStatus() }`. (`then` keeps the chain's error type, and
-    /// has no such shape: each shape more would slow the type-checking of every `then`.)
+    /// Continues a chain that cannot fail with a promise that can, taking its error type.
+    ///
+    /// Choose it after a guarantee, such as ``after(_:)`` or a cache read, when the next step is
+    /// work that can fail: `after(.seconds(1)).flatMap { fetchStatus() }` is a
+    /// `Promise<Status, NetworkError>`. `then` keeps the chain's error type and has no such shape,
+    /// as each shape more would slow the type-checking of every `then`; on a chain that can fail,
+    /// `flatMap` and `then` keep its error type too.
     @inlinable @_disfavoredOverload public func flatMap<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
@@ -625,6 +690,11 @@ extension Promise where Failure == Never {
     }
 
     /// Gives a promise that cannot fail the error type of the chain it joins.
+    ///
+    /// Needed where Swift wants one error type, such as a guarantee among the members of
+    /// ``when(fulfilled:)->Promise<[Value],Failure>``, or one branch of a choice:
+    /// `isFresh ? cachedFeed().setFailureType(to: FeedError.self) : fetchFeed()`. As a step of
+    /// `then`, a guarantee joins a chain that can fail without it.
     @inlinable public func setFailureType<NewFailure>(
         to _: NewFailure.Type
     ) -> Promise<Value, NewFailure> {
@@ -636,22 +706,43 @@ extension Promise where Failure == Never {
 
 extension Promise {
     /// Transforms the error when the promise fails.
+    ///
+    /// Choose it to give a chain one error type from steps of several, or to turn a low-level error
+    /// into one of your domain: `fetchUser(id).mapError { _ in LookupError.notFound }`. A value
+    /// passes through untouched. To turn an error into a value, use `recover` or
+    /// ``flatMapError(_:)``; to forget the type, ``eraseToAnyError()``.
     @inlinable public func mapError<NewFailure>(
         _ transform: @escaping @Sendable (Failure) -> NewFailure
     ) -> Promise<Value, NewFailure> {
         mapOutcome { $0.mapError(transform) }
     }
 
-    /// Turns an error into a value or another error, at once: `fetchFeed().flatMapError {
-    /// $0 == .notFound ? .success(.empty) : .failure(FeedError.unavailable) }`.
+    /// Turns an error into a value or another error, at once.
+    ///
+    /// Choose it to recover from some errors and not others, with no promise to wait for; its
+    /// `Result` decides: `fetchFeed().flatMapError { $0 == .notFound ? .success(.empty) :
+    /// .failure(FeedError.unavailable) }`. To continue with other work, such as a retry or a cache
+    /// read, use ``recover(_:)->Promise<Value,NewFailure>``.
     @inlinable public func flatMapError<NewFailure>(
         _ transform: @escaping @Sendable (Failure) -> Swift.Result<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
         mapOutcome { $0.flatMapError(transform) }
     }
 
-    /// Continues with the promise `next` makes from the error; a success passes through. When
-    /// `next` gives a ``Guarantee``, so does this: `fetchFeed().recover { _ in cachedFeed() }`.
+    /// Continues with the promise `next` makes from the error; a success passes through.
+    ///
+    /// Choose it to fall back on other work, such as a cache or a mirror. When `next` gives a
+    /// ``Guarantee``, so does this, and the chain cannot fail any more:
+    /// `fetchFeed().recover { _ in cachedFeed() }`. A fallback that can fail too gives the chain
+    /// its error type:
+    ///
+    /// ```swift
+    /// let feed = fetchFeed().recover { error in
+    ///     error.isTransient ? fetchFeed() : Promise(error: error)
+    /// }
+    /// ```
+    ///
+    /// To replace an error with a value, use ``recover(_:)->Guarantee<Value>``.
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
@@ -667,14 +758,23 @@ extension Promise {
     }
 
     /// Replaces an error with a value, so the result cannot fail.
+    ///
+    /// The simplest recovery, when a default will do: `lookUp(id: id).recover { _ in "stranger" }`
+    /// is a ``Guarantee``, to run with ``run(some:)`` or await without `try`. To recover from some
+    /// errors only, use ``flatMapError(_:)``; to fall back on other work, the promise form of
+    /// `recover`; to handle the error with a side effect, ``catch(_:)``.
     @inlinable public func recover(
         _ transform: @escaping @Sendable (Failure) -> Value
     ) -> Guarantee<Value> {
         mapOutcome { $0.flatMapError { .success(transform($0)) } }
     }
 
-    /// Handles the error and ends the success path, leaving a ``Guarantee`` to run:
-    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`.
+    /// Handles the error and ends the success path, leaving a ``Guarantee`` to run.
+    ///
+    /// The PromiseKit ending: ``done(_:)`` for the value, `catch` for the error, then ``run()``:
+    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Unlike PromiseKit's, it runs
+    /// nothing by itself: the chain is still a promise. Choose `recover` instead when a value can
+    /// stand in for the error and later steps need it.
     @inlinable public func `catch`(_ body: @escaping @Sendable (Failure) -> Void) -> Guarantee<Void>
     {
         mapOutcome { outcome in
@@ -684,7 +784,12 @@ extension Promise {
     }
 
     /// Runs `body` when the chain gets here, succeeded or failed, and also when a run is cancelled
-    /// before it: `spinner.start(); fetchFeed().ensure { spinner.stop() }.catch(report).run()`.
+    /// before it.
+    ///
+    /// The place to undo what a run set up, such as a spinner, whatever happens to the run:
+    /// `spinner.start(); fetchFeed().ensure { spinner.stop() }.catch(report).run()`. Unlike
+    /// ``tap(_:)``, it runs on cancellation too (once the cancel handlers have returned), and sees
+    /// no outcome.
     @inlinable public func ensure(_ body: @escaping @Sendable () -> Void) -> Promise {
         appending(body, isEnsure: true) { stage, _, _ in
             Node<@Sendable () -> Void>.payload(of: stage)()
@@ -693,6 +798,11 @@ extension Promise {
     }
 
     /// Forgets the error's type, to chain with promises that fail with `any Error`.
+    ///
+    /// Choose it to combine promises of different error types, or to use an API typed for
+    /// `any Error`, such as ``timeout(_:)``:
+    /// `lookUp(id: id).eraseToAnyError().timeout(.seconds(5))`. To keep a typed error, convert it
+    /// with ``mapError(_:)`` instead.
     @inlinable public func eraseToAnyError() -> Promise<Value, any Swift.Error> {
         mapOutcome { $0.mapError { $0 } }
     }
@@ -724,17 +834,25 @@ extension Promise {
 // otherwise, cancels those it no longer needs, and keeps input order. A member whose run ends by
 // cancellation ends a `when` or `any` as cancelled, and drops out of a race.
 
-/// Succeeds with every value, in the order given, or fails with the first error to arrive, and
-/// cancels the rest: `when(fulfilled: ids.map(fetchUser))`. No promises succeed with `[]`.
+/// Succeeds with every value, in the order given, or fails with the first error to arrive.
+///
+/// The combinator for work that is all needed, such as the pages of a report: the first failure
+/// decides, and the members still running are cancelled: `when(fulfilled: ids.map(fetchUser))`. No
+/// promises succeed with `[]`. To limit how many run at once, use
+/// ``when(fulfilled:concurrently:)``; to keep going past failures, ``when(resolved:)`` or
+/// ``any(_:)``; to take the first to finish, ``race(_:)``.
 @inlinable public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<[Value], Failure> {
     when(fulfilled: promises, concurrently: .max)
 }
 
-/// Like ``when(fulfilled:)->Promise<[Value],Failure>``, running at most `limit` promises at a
-/// time (the next starts as one finishes): `when(fulfilled: urls.map(download), concurrently: 4)`.
-/// A `limit` below 1 is a precondition failure.
+/// Like ``when(fulfilled:)->Promise<[Value],Failure>``, running at most `limit` promises at a time.
+///
+/// The next member starts as one finishes, in the order given, so a long list does not flood a
+/// server: `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 is a
+/// precondition failure. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the
+/// same as a step.
 @inlinable public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int
 ) -> Promise<[Value], Failure> {
@@ -748,8 +866,13 @@ extension Promise {
     }
 }
 
-/// Succeeds with a tuple of the values of promises of any types:
+/// Succeeds with a tuple of the values of promises of any types.
+///
+/// For a fixed number of different things needed together, such as a user and their avatar; the
+/// tuple keeps the order given, and the first failure cancels the rest:
 /// `when(fulfilled: fetchUser(id), fetchAvatar(id)).done { user, avatar in show(user, avatar) }`.
+/// The promises share one error type: convert the others first, with ``Promise/mapError(_:)`` or
+/// ``Promise/eraseToAnyError()``.
 public func when<each Value, Failure>(
     fulfilled promise: repeat Promise<each Value, Failure>
 ) -> Promise<(repeat each Value), Failure> {
@@ -778,6 +901,10 @@ public func when<each Value, each Failure>(
 ) -> Promise<(repeat each Value), any Swift.Error> { fatalError() }
 
 /// Succeeds with the values of a dictionary's promises, under their keys.
+///
+/// For work keyed by an identifier, where the order does not matter but the pairing does; the first
+/// failure cancels the rest, as with an array:
+/// `when(fulfilled: Dictionary(uniqueKeysWithValues: ids.map { ($0, fetchUser($0)) }))`.
 public func when<Key: Hashable & Sendable, Value, Failure>(
     fulfilled promises: [Key: Promise<Value, Failure>]
 ) -> Promise<[Key: Value], Failure> {
@@ -786,6 +913,11 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 }
 
 /// Waits for every promise and succeeds with every outcome, in the order given; never fails.
+///
+/// Choose it when each outcome matters on its own, such as a batch of uploads to report one by one:
+/// a ``Guarantee`` of `Result`s, one per member. ``any(_:)`` is the same but fails when every
+/// member failed; ``when(fulfilled:)->Promise<[Value],Failure>`` stops at the first failure:
+/// `when(resolved: ids.map(fetchUser)).run(some: { results in show(results) })`.
 @inlinable public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>]
 ) -> Guarantee<[Swift.Result<Value, Failure>]> {
@@ -795,8 +927,12 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
     }
 }
 
-/// Waits for every promise and succeeds with every outcome, in the order given, unless all
-/// failed: then it fails with all their errors. No promises succeed with `[]`.
+/// Waits for every promise and succeeds with every outcome, in the order given, unless all failed.
+///
+/// Choose it to make the most of partial success, such as loading from several sources: it fails,
+/// with an ``AllPromisesFailedError`` holding every error, only when nothing succeeded. No promises
+/// succeed with `[]`. ``when(resolved:)`` never fails; ``race(fulfilled:)`` stops at the first
+/// success: `any(mirrors.map(download))`.
 @inlinable public func any<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<[Swift.Result<Value, Failure>], AllPromisesFailedError<Failure>> {
@@ -810,7 +946,11 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 }
 
 /// The first promise to settle, with a value or an error, decides; the others are cancelled.
-/// When every member has ended by cancellation (or none was given), the race ends so too.
+///
+/// Choose it when the fastest answer is the answer, failure included; to ignore failures until one
+/// succeeds, use ``race(fulfilled:)``. When every member has ended by cancellation (or none was
+/// given), the race ends so too. A race against ``after(_:)`` is a timeout, but
+/// ``Promise/timeout(_:orFailWith:)`` says it in one step: `race(mirrors.map(download))`.
 @inlinable public func race<Value, Failure>(_ promises: [Promise<Value, Failure>]) -> Promise<
     Value, Failure
 > {
@@ -820,9 +960,13 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
     }
 }
 
-/// The first value wins and the others are cancelled: `race(fulfilled: mirrors.map(download))`.
-/// Errors drop out; it fails only when every promise failed (at once if none was given), with
-/// all their errors, or ends by cancellation if some ended so and the rest failed.
+/// The first value wins and the others are cancelled.
+///
+/// Choose it for redundant sources, such as mirrors, where a failure should not end the race:
+/// `race(fulfilled: mirrors.map(download))`. Errors drop out; it fails only when every promise
+/// failed (at once if none was given), with an ``AllPromisesFailedError`` of all their errors, or
+/// ends by cancellation if some ended so and the rest failed. ``race(_:)`` lets the first failure
+/// win too.
 @inlinable public func race<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<Value, AllPromisesFailedError<Failure>> {
@@ -835,19 +979,29 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 }
 
 /// The error of a combination that needed a value and got none: every error, in input order.
+///
+/// ``any(_:)`` and ``race(fulfilled:)`` fail with it. Look at ``errors`` to report each source's
+/// failure: `race(fulfilled: mirrors.map(download)).catch { report($0.errors.first ?? .offline) }`.
 public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
     /// The errors, in the order the promises were given.
+    ///
+    /// Empty when no promise was given, as `race(fulfilled: [])` fails at once.
     public let errors: [Failure]
 
     /// Makes the error from every member's error.
+    ///
+    /// For tests, and for combinators of your own that fail the same way as ``any(_:)``.
     public init(_ errors: [Failure]) { self.errors = errors }
 }
 
 extension AllPromisesFailedError: Equatable where Failure: Equatable {}
 
 extension Promise {
-    /// On a promise of an array: makes a promise of each element and joins them in order, like
-    /// ``when(fulfilled:concurrently:)``: `followers.thenMap(concurrently: 4) { avatar(of: $0) }`.
+    /// On a promise of an array: makes a promise of each element and joins them in order.
+    ///
+    /// The step form of ``when(fulfilled:concurrently:)``, for a list that comes from the step
+    /// before; `limit` caps how many run at once, and the first failure cancels the rest:
+    /// `followers.thenMap(concurrently: 4) { avatar(of: $0) }`.
     public func thenMap<Element, NewValue>(
         concurrently limit: Int = .max,
         _ transform: @escaping @Sendable (Element) -> Promise<NewValue, Failure>
@@ -859,12 +1013,20 @@ extension Promise {
 
 // MARK: - Time
 
-/// A guarantee that succeeds after `interval`, holding no thread: `after(.seconds(1)).flatMap(poll)`.
+/// A guarantee that succeeds after `interval`, holding no thread.
+///
+/// Start a chain with it to wait first, as a poll does; a guarantee, so continue with `flatMap` for
+/// work that can fail: `after(.seconds(1)).flatMap(poll)`. Cancelling the run cancels the timer. To
+/// wait in the middle of a chain, use ``Promise/delay(_:)``.
 public func after(_ interval: Duration) -> Guarantee<Void> { Guarantee(value: ()).delay(interval) }
 
 extension Promise {
-    /// Passes the outcome, value or error, on after `interval`, on a global queue. Cancelling the
-    /// run meanwhile cancels the timer.
+    /// Passes the outcome, value or error, on after `interval`, on a global queue.
+    ///
+    /// Choose it to pace a chain, such as a pause before showing a result; cancelling the run
+    /// meanwhile cancels the timer: `fetchStatus().delay(.milliseconds(300))`. The steps after it
+    /// run on a global queue: add ``on(_:)`` to go on elsewhere. To start with a wait, use
+    /// ``after(_:)``; to wait between attempts, ``retry(_:delay:while:)``.
     public func delay(_ interval: Duration) -> Promise {
         let nanoseconds = Int(max(0, min(interval / .nanoseconds(1), 9e18)))
         return appending(nanoseconds) { stage, _, _ in
@@ -873,8 +1035,12 @@ extension Promise {
         }
     }
 
-    /// Fails with `error()`, and cancels the work, unless the promise settles within `interval`
-    /// (which cancels the timer): `download(url).timeout(.seconds(9), orFailWith: .slow)`.
+    /// Fails with `error()` unless the promise settles within `interval`, and cancels the work.
+    ///
+    /// The way to bound a wait with a typed error: the work it gave up on is cancelled (not left
+    /// running), and a settled promise cancels the timer:
+    /// `download(url).timeout(.seconds(9), orFailWith: .slow)`. Put it after
+    /// ``retry(_:delay:while:)`` to bound every attempt together, before it to bound each one.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -884,9 +1050,13 @@ extension Promise {
         }
     }
 
-    /// Runs the work again after a failure, `attempts` times at most in all, waiting `delay` before
-    /// each new attempt, while `shouldRetry` accepts the error. `attempts` below 1 is a
-    /// precondition failure: `fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })`.
+    /// Runs the work again after a failure, `attempts` times at most in all.
+    ///
+    /// As a promise is lazy, a retry runs the whole chain before it again, not a stored result. It
+    /// waits `delay` before each new attempt, and retries while `shouldRetry` accepts the error;
+    /// `attempts` below 1 is a precondition failure:
+    /// `fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })`. The last attempt's
+    /// error is the chain's.
     public func retry(
         _ attempts: Int, delay: Duration = .zero,
         while shouldRetry: @escaping @Sendable (Failure) -> Bool = { _ in true }
@@ -915,6 +1085,9 @@ extension Promise {
 
 extension Promise where Failure == any Swift.Error {
     /// Fails with ``PromiseError/timedOut``, cancelling the work, if it has not settled in time.
+    ///
+    /// For a chain that fails with `any Error`: `fetch(url).timeout(.seconds(9))`. On a chain with
+    /// a typed error, say which error a timeout is with ``timeout(_:orFailWith:)``.
     @inlinable public func timeout(_ interval: Duration) -> Promise {
         timeout(interval, orFailWith: PromiseError.timedOut)
     }
@@ -925,12 +1098,20 @@ extension Promise where Failure == any Swift.Error {
 // A step runs where the step before it finished: on the thread that started the run, or the one
 // that resolved an operation. `on` is the one way to choose a queue: a hop, made every time.
 
-/// A guarantee that goes on on `queue`, to start work there: `on(.global()).map { resize(photo) }`.
+/// A guarantee that goes on on `queue`, to start work there.
+///
+/// Start a chain with it to do slow synchronous work off the calling thread:
+/// `on(.global()).map { resize(photo) }`. To move the steps of a chain that is under way, use
+/// ``Promise/on(_:)``.
 public func on(_ queue: DispatchQueue) -> Guarantee<Void> { Guarantee(value: ()).on(queue) }
 
 extension Promise {
-    /// Runs the steps after this one on `queue`, every time, however the work before settled; a
-    /// run cancelled while it waits for the queue goes no further: `name.on(.main).done(show)`.
+    /// Runs the steps after this one on `queue`, every time, however the work before settled.
+    ///
+    /// A step runs where the step before it finished, as fast as a callback; `on` is the one way to
+    /// choose: a hop, made every time, not a hint. A run cancelled while it waits for the queue
+    /// goes no further: `name.on(.main).done(show)`. From async code, no hop is needed for the code
+    /// after `await promise.value`, which goes on on the caller's actor.
     public func on(_ queue: DispatchQueue) -> Promise {
         appending(queue) { stage, _, _ in .hop(Node<DispatchQueue>.payload(of: stage), nil) }
     }
@@ -938,12 +1119,18 @@ extension Promise {
 
 // MARK: - Cancelling a run
 
-/// A run of a promise, returned by every terminal, to cancel it. After ``cancel()`` no completion
-/// is delivered, the operation waiting gets its ``Resolver/onCancel(_:)`` handlers called once,
-/// no later step starts, and the ``Promise/ensure(_:)`` steps still ahead run once those handlers
-/// have returned. Cancelling is idempotent and safe from any thread; dropping a handle does not
-/// cancel. A step that cancels its own run stops it before the next step; from another thread,
-/// the run stops at its next operation, hop, entered promise or end (steps take no lock).
+/// A run of a promise, returned by every terminal, to cancel it.
+///
+/// After ``cancel()`` no completion is delivered, the operation waiting gets its
+/// ``Resolver/onCancel(_:)`` handlers called once, no later step starts, and the
+/// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
+/// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
+/// own run stops it before the next step; from another thread, the run stops at its next operation,
+/// hop, entered promise or end (steps take no lock).
+///
+/// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
+/// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. An awaited promise
+/// needs no handle: cancelling the task cancels the run. See <doc:Cancellation>.
 public final class RunHandle: @unchecked Sendable {
     // No property here or in `Join` needs an exclusivity check: one thread at a time uses each (as
     // said below), and the checks cost a quarter of the time of a combination's members.
@@ -986,6 +1173,8 @@ public final class RunHandle: @unchecked Sendable {
     }
 
     /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
+    ///
+    /// A run that ended with an outcome stays not cancelled, whatever is called later.
     public var isCancelled: Bool { locked { cancelRequested } }
 
     /// Whether the chain that operation `id` belongs to was cancelled: an operation of a chain
@@ -993,9 +1182,17 @@ public final class RunHandle: @unchecked Sendable {
     func isCancelled(since id: Int) -> Bool { locked { cancelRequested && id >= firstOperation } }
 
     /// Cancels the run; see ``RunHandle`` for what that does.
+    ///
+    /// Safe from any thread, and as often as you like:
+    /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call does anything,
+    /// and none after the run ended.
     public func cancel() { _ = cancel(operation: nil) }
 
     /// Puts the run in `bag`, to be cancelled with it.
+    ///
+    /// For runs that belong to an owner, such as a screen, whose bag cancels them when it goes
+    /// away: `fetchFeed().run(some: show, none: report).store(in: model.runs)`. The bag forgets
+    /// runs that ended, so storing many does not grow it without bound.
     @discardableResult public func store(in bag: RunBag) -> RunHandle {
         bag.lock.withLock {
             if bag.runs.count == bag.runs.capacity { bag.runs.removeAll { $0.isFinished } }
@@ -1005,13 +1202,20 @@ public final class RunHandle: @unchecked Sendable {
     }
 }
 
-/// Runs to cancel together, with ``cancelAll()`` and when the bag goes away (as Combine's
-/// `AnyCancellable`s in a set): `fetchFeed().run(some: show, none: report).store(in: model.runs)`.
+/// Runs to cancel together, with ``cancelAll()`` and when the bag goes away.
+///
+/// It plays the part of Combine's set of `AnyCancellable`s: keep one in a screen or a view model,
+/// store each run in it, and the runs end with their owner:
+/// `fetchFeed().run(some: show, none: report).store(in: model.runs)`. To cancel one run, keep its
+/// ``RunHandle`` instead.
 public final class RunBag: @unchecked Sendable {
     fileprivate let lock = RunHandle.Lock()
     fileprivate var runs: [RunHandle] = []
 
     /// Makes an empty bag.
+    ///
+    /// Keep it in the object whose lifetime the runs share: its runs are cancelled when it goes
+    /// away.
     public init() {}
 
     deinit {
@@ -1020,6 +1224,9 @@ public final class RunBag: @unchecked Sendable {
     }
 
     /// Cancels every run in the bag and empties it.
+    ///
+    /// For a reset that keeps the bag, such as a search field whose old queries are stale:
+    /// `model.runs.cancelAll()`.
     public func cancelAll() {
         let cancelled = lock.withLock { () -> [RunHandle] in
             defer { runs = [] }
@@ -1032,19 +1239,26 @@ public final class RunBag: @unchecked Sendable {
 // MARK: - Sharing one run
 
 extension Promise where Value: Sendable {
-    /// A promise whose work runs once for many runs (opt-in eagerness): `fetchProfile().share()`.
+    /// A promise whose work runs once for many runs: opt-in eagerness.
+    ///
+    /// Choose it for work that many parts of an app need the same answer from, such as a profile or
+    /// a configuration, when running it again would be wasted or wrong: `fetchProfile().share()`.
     /// The first run starts the work, runs that come while it is under way wait and go on in turn,
     /// later runs get its outcome, value or error, at once. Cancelling a run leaves the others
     /// waiting; once every waiting run is cancelled, so is the work, and the next run starts it
-    /// again, as after work that ended by cancellation.
+    /// again, as after work that ended by cancellation. Keep the shared promise, not the one it
+    /// came from, which runs anew.
     public func share() -> Promise {
         let shared = RunHandle.Shared(self)
         return Promise { shared.join($0) }
     }
 
-    /// A promise and the resolver that settles it from outside, for work no run starts, such as a
-    /// delegate's callbacks: `let (location, resolver) = Promise<Place, GPSError>.pending()`. Its
-    /// runs wait for the resolver or get its outcome; if it goes unused, they end by cancellation.
+    /// A promise and the resolver that settles it from outside, for work no run starts.
+    ///
+    /// Choose it for outcomes that arrive through a delegate or a notification, rather than an
+    /// operation: `let (location, resolver) = Promise<Place, GPSError>.pending()`. Its runs wait
+    /// for the resolver or get its outcome, as a shared promise's do; if the resolver goes unused,
+    /// they end by cancellation.
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
@@ -1058,15 +1272,20 @@ extension Promise where Value: Sendable {
 // MARK: - Swift concurrency
 
 extension Promise {
-    /// Starts a run on the caller's actor, if it has one, and waits for its outcome, or `nil` if
-    /// the run ended by cancellation: if the task was cancelled (after its `onCancel` handlers and
-    /// `ensure` steps), or an operation dropped or cancelled its resolver. The steps up to the
-    /// first operation that resolves later run on the caller's actor (its executor, custom or
-    /// not); the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
+    /// Starts a run on the caller's actor and waits for its outcome, or `nil` if it ended by
+    /// cancellation.
+    ///
+    /// Choose it over ``value-7wpyp`` to handle the error without `do`/`catch`, as a typed
+    /// `Result`:
     ///
     /// ```swift
     /// if case .success(let user)? = await fetchUser(id).result { show(user) }
     /// ```
+    ///
+    /// The run ends by cancellation if the task was cancelled (after its `onCancel` handlers and
+    /// `ensure` steps), or an operation dropped or cancelled its resolver. The steps up to the
+    /// first operation that resolves later run on the caller's actor (its executor, custom or not);
+    /// the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
     @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
             let handle = RunHandle(last: last)
@@ -1083,8 +1302,12 @@ extension Promise {
         }
     }
 
-    /// Runs the promise and waits for its value; throws its error, and gives `nil` if the run
-    /// ended by cancellation: `guard let user = try await fetchUser(id).value else { return }`.
+    /// Runs the promise and waits for its value, or `nil` if the run ended by cancellation.
+    ///
+    /// The way to use a promise from async code: it throws the promise's typed error, and
+    /// cancelling the task cancels the run:
+    /// `guard let user = try await fetchUser(id).value else { return }`. To handle the error
+    /// without `catch`, await ``result`` instead.
     @inlinable nonisolated(nonsending) public var value: Value? {
         get async throws(Failure) { try await result?.get() }
     }
@@ -1092,6 +1315,9 @@ extension Promise {
 
 extension Promise where Failure == Never {
     /// Runs the guarantee and waits for its value, or `nil` if the run ended by cancellation.
+    ///
+    /// A guarantee cannot fail, so there is no `try`: `let feed = await cachedFeed().value`. Like
+    /// the other `value`, it starts a run on the caller's actor.
     @inlinable nonisolated(nonsending) public var value: Value? {
         get async { await result?.get() }
     }
