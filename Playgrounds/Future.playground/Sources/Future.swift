@@ -24,9 +24,10 @@ import Dispatch
 /// starts the work anew:
 ///
 /// ```swift
-/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }.map { $0 + 1 }
+/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }
+///     .map { $0 + 1 }
 /// answer.run(some: { print($0) })  // prints 42
-/// answer.run(some: { print($0) })  // runs the operation again, and prints 42 again
+/// answer.run(some: { print($0) })  // runs it all again: 42 again
 /// ```
 ///
 /// Errors are typed: a `Promise<Value, Never>` (``Guarantee``) cannot fail. A promise is a
@@ -54,7 +55,8 @@ public struct Promise<Value, Failure: Swift.Error>: Sendable {
 ///
 /// ```swift
 /// Guarantee(value: 1).run(some: { print($0) })
-/// let feed = await fetchFeed().recover { _ in Feed.empty }.value  // no `try`: it cannot fail
+/// // No `try`: a guarantee cannot fail.
+/// let feed = await fetchFeed().recover { _ in Feed.empty }.value
 /// ```
 ///
 /// A guarantee joins a chain that can fail as a step of it; a chain that cannot fail takes the
@@ -257,7 +259,9 @@ extension Promise {
     /// let contents = Promise<Data, any Error> { resolver in
     ///     fetch { data, error in resolver.resolve(data, error) }
     /// }
-    /// let one = Guarantee<Int> { resolver in queue.async { resolver.fulfill(1) } }
+    /// let one = Guarantee<Int> { resolver in
+    ///     queue.async { resolver.fulfill(1) }
+    /// }
     /// ```
     ///
     /// `file` and `line` name the promise in the debug report of an operation that dropped its
