@@ -93,3 +93,11 @@ let isFresh = false
 let cached = Feed.empty
 let photo = Image()
 @MainActor var text = ""
+
+// The iTunes lookup of the Getting started article.
+enum ITunesError: Error { case requestFailed, malformedAnswer, noRockArtist }
+struct Artist: Decodable, Sendable { var artistName: String, primaryGenreName: String }
+struct Answer: Decodable, Sendable { var results: [Artist] }
+func iTunesLookUp(id: String) -> Promise<Data, ITunesError> { given() }
+func decodeAnswer(_ data: Data) -> Result<Answer, ITunesError> { given() }
+func firstRockArtist(_ answer: Answer) -> Result<Artist, ITunesError> { given() }

@@ -4,10 +4,15 @@
 //   swift run itunes-lookup 909253                     # from the answer built into this file
 //   swift run itunes-lookup --live 909253              # from the real iTunes lookup API
 //   swift run itunes-lookup --base-url URL 909253      # from any server: URL/lookup?id=909253
+//   swift run itunes-lookup --timeout 3 --retries 2 --live 909253
 //
-// The name goes to standard output; the progress line and the errors go to standard error.
-// Exit status: 0 found, 1 usage, 2 bad id, 3 request failed, 4 malformed response, 5 no rock
-// artist, 130 cancelled (Ctrl-C cancels the run: the request is cancelled, `ensure` runs).
+// The name goes to standard output; the progress line and the errors go to standard error, and
+// `--help` prints the usage. Each request gives up after `--timeout` seconds (10 by default), and
+// a request that failed for want of an answer, or with an HTTP 5xx status, is tried again
+// `--retries` times (none by default): the library's `timeout` and `retry`.
+// Exit status: 0 found, 1 usage, 2 bad id, 3 request failed (no answer in time, or an HTTP
+// error), 4 malformed response, 5 no rock artist, 6 no artist, 130 cancelled (Ctrl-C cancels the
+// run: the request is cancelled, `ensure` runs).
 
 import Dispatch
 import Foundation
@@ -28,6 +33,19 @@ enum LookupError: Error {
     case dictionaryWrongFormat
     case invalidJson
     case noResultFound
+    // What the command adds to the tutorial's cases, to say what went wrong.
+    case httpStatus(Int)
+    case timedOut
+    case noArtistFound
+
+    /// Whether trying again may help: no answer, or a server error, but not a client's.
+    var isTransient: Bool {
+        switch self {
+        case .RequestFailed, .timedOut: true
+        case .httpStatus(let status): status >= 500
+        default: false
+        }
+    }
 }
 
 /// Where the answers come from.
@@ -54,11 +72,13 @@ func iTunesLookUp(id: String, from source: Source) -> Promise<Data, LookupError>
             }
             let task = URLSession.shared.dataTask(with: URLRequest(url: url)) {
                 data, response, error in
-                let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-                if let data, error == nil, (200..<300).contains(status) {
+                let status = (response as? HTTPURLResponse)?.statusCode
+                if let data, error == nil, let status, (200..<300).contains(status) {
                     callback(.success(data))
                 } else if (error as? URLError)?.code == .cancelled {
                     callback.cancel()  // the run was cancelled: nothing to report
+                } else if error == nil, let status {
+                    callback(.failure(.httpStatus(status)))
                 } else {
                     callback(.failure(.RequestFailed))
                 }
@@ -128,6 +148,7 @@ func toModel(from dict: [String: AnyObject]) -> Result<ItunesLookupResponseModel
 func filterModels(
     model: ItunesLookupResponseModel
 ) -> Result<ItunesLookupResultResponseModel, LookupError> {
+    if model.results.isEmpty { return .failure(.noArtistFound) }
     let results = model.results.filter {
         return $0.primaryGenreName == "Rock"
     }
@@ -144,18 +165,25 @@ func printName(model: ItunesLookupResultResponseModel) {
     exit(0)
 }
 
-func error(error: LookupError) {
+/// What the command tells the user, given the failure of the lookup of artist `id`.
+func error(error: LookupError, id: String, timeout: String, attempts: Int) {
+    let tries = error.isTransient && attempts > 1 ? " (\(attempts) attempts)" : ""
     let (message, status): (String, Int32) =
         switch error {
-        case .NoUrl: ("not an artist id: give a number, such as 909253", 2)
-        case .RequestFailed: ("the lookup request failed: no answer, or an HTTP error", 3)
+        case .NoUrl: (notAnId, 2)
+        case .RequestFailed: ("the lookup request failed: the server could not be reached", 3)
+        case .httpStatus(let code): ("the server answered HTTP \(code)", 3)
+        case .timedOut: ("no answer within \(timeout) s (see --timeout)", 3)
         case .parsingJsonFailed, .dictionaryWrongFormat, .invalidJson:
             ("the lookup answered with a malformed response (\(error))", 4)
-        case .noResultFound: ("no rock artist has that id", 5)
+        case .noResultFound: ("no rock artist has the id \(id)", 5)
+        case .noArtistFound: ("no artist has the id \(id)", 6)
         }
-    note("error: \(message)\n")
+    note("error: \(message)\(tries)\n")
     exit(status)
 }
+
+let notAnId = "not an artist id: give a number, such as 909253"
 
 // MARK: - The answer built in
 
@@ -200,12 +228,41 @@ func note(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
     after(.milliseconds(200)).on(.main).map { note(".") }.then { progress() }
 }
 
-let usage = "usage: itunes-lookup [--live | --base-url URL] ARTIST-ID   (try 909253)\n"
+let usage = """
+    usage: itunes-lookup [--live | --base-url URL] [--timeout SECONDS] [--retries N] ARTIST-ID
+      ARTIST-ID          an iTunes artist id, such as 909253
+      --live             ask the iTunes lookup API (by default, an answer built into the app)
+      --base-url URL     ask the server at URL: URL/lookup?id=ARTIST-ID
+      --timeout SECONDS  give up on a request after SECONDS (default 10)
+      --retries N        try a request that got no answer, or an HTTP 5xx, N times more (default 0)
+      -h, --help         print this and exit
+
+    """
 var source = Source.builtIn
 var ids: [String] = []
+var timeout = "10"
+var retries = 0
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {
+    case "-h", "--help":
+        print(usage, terminator: "")
+        exit(0)
+    case "--timeout":
+        guard let seconds = arguments.popFirst(), let value = Double(seconds), value > 0,
+            value <= 86_400
+        else {
+            note("--timeout needs a number of seconds above 0, such as 10\n" + usage)
+            exit(1)
+        }
+        timeout = seconds
+    case "--retries":
+        guard let count = arguments.popFirst().flatMap({ Int($0) }), (0...100).contains(count)
+        else {
+            note("--retries needs a number from 0 to 100\n" + usage)
+            exit(1)
+        }
+        retries = count
     case "--live":
         source = .server(base: "https://itunes.apple.com")
     case "--base-url":
@@ -228,13 +285,23 @@ guard ids.count == 1, let id = ids.first else {
     note(usage)
     exit(1)
 }
+// A malformed id is the user's mistake, told at once, before the lookup starts.
+guard !id.isEmpty, id.allSatisfy({ "0123456789".contains($0) }) else {
+    note("error: \(notAnId)\n")
+    exit(2)
+}
 
 // Everything that prints or exits from here on does so on the main queue, one thing at a time,
 // once `dispatchMain()` below runs it: the progress dots, the rest of the pipeline, and Ctrl-C.
 // So the progress line comes first, and Ctrl-C either cancels the run or comes too late to.
 
 let dots = progress().run()
+let (seconds, attempts) = (Double(timeout)!, retries + 1)
 let lookup = iTunesLookUp(id: id, from: source)
+    // A request that gets no answer in time is cancelled; one that failed for want of an answer
+    // is made again, after a pause, up to `attempts` times in all.
+    .timeout(.milliseconds(Int(seconds * 1000)), orFailWith: .timedOut)
+    .retry(attempts, delay: .milliseconds(500), while: { $0.isTransient })
     .on(.main)
     .then(toDictionary)
     .then(toModel)
@@ -243,7 +310,9 @@ let lookup = iTunesLookUp(id: id, from: source)
         dots.cancel()
         note(" done waiting\n")
     }
-    .run(some: printName, none: error)
+    .run(
+        some: printName,
+        none: { [timeout] in error(error: $0, id: id, timeout: timeout, attempts: attempts) })
 
 // Ctrl-C cancels the run: the request is cancelled, and the `ensure` step above runs before
 // `cancel()` returns (the run is waiting: for the answer, or for the main queue).

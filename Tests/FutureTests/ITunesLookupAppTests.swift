@@ -23,17 +23,64 @@ import Testing
         #expect(run.stderr.hasSuffix(" done waiting\n"))  // the `ensure` step
     }
 
-    @Test func aBadIdExitsWith2() async throws {
+    @Test func aMalformedIdIsRejectedBeforeTheLookupStarts() async throws {
         let run = try await App.run("--base-url", try server.base, "abc")
         #expect(run.ending == .exit(2))
         #expect(run.stdout.isEmpty)
-        #expect(run.stderr.contains("error: not an artist id: give a number, such as 909253\n"))
+        #expect(run.stderr == "error: not an artist id: give a number, such as 909253\n")
     }
 
-    @Test func aFailedRequestExitsWith3() async throws {
-        let run = try await App.run("--base-url", try server.base + "/missing", "909253")  // 404
+    @Test(arguments: ["--help", "-h"]) func helpPrintsTheUsageAndExitsWith0(option: String)
+        async throws
+    {
+        let run = try await App.run(option)
+        #expect(run.ending == .exit(0))
+        #expect(run.stdout.hasPrefix("usage: itunes-lookup"))
+        #expect(run.stdout.contains("--timeout SECONDS"))
+        #expect(run.stderr.isEmpty)
+    }
+
+    @Test func anHTTPErrorIsReportedWithItsStatusAndNotRetried() async throws {
+        let run = try await App.run(
+            "--retries", "2", "--base-url", try server.base + "/missing", "909253")  // 404
         #expect(run.ending == .exit(3))
-        #expect(run.stderr.contains("error: the lookup request failed"))
+        #expect(run.stderr.hasSuffix("error: the server answered HTTP 404\n"))  // one attempt
+    }
+
+    @Test func aServerErrorIsRetriedThenReportedWithItsStatus() async throws {
+        let server = try self.server
+        let before = server.stats()["lookup500"] ?? 0
+        let run = try await App.run("--retries", "2", "--base-url", server.base, "500")
+        #expect(run.ending == .exit(3))
+        #expect(run.stderr.hasSuffix("error: the server answered HTTP 500 (3 attempts)\n"))
+        #expect(server.stats()["lookup500"] == before + 3)  // the library's `retry`
+    }
+
+    @Test func retriesGetPastAFlakyServer() async throws {
+        // The server fails two requests of every three for this id; three attempts get through.
+        let run = try await App.run("--retries", "2", "--base-url", try server.base, "4")
+        #expect(run.ending == .exit(0))
+        #expect(run.stdout == "The Loud Ones\n")
+    }
+
+    @Test func aServerThatNeverAnswersEndsAtTheTimeout() async throws {
+        let server = try self.server
+        let before = server.stats()["silentClosed"] ?? 0
+        let started = ContinuousClock.now
+        let run = try await App.run("--timeout", "1", "--base-url", server.base, "9")  // 30 s
+        #expect(ContinuousClock.now - started < .seconds(15))  // 1 s, on a loaded machine
+        #expect(run.ending == .exit(3))
+        #expect(run.stderr.hasSuffix("error: no answer within 1 s (see --timeout)\n"))
+        // The library's `timeout` cancelled the request: the client closed the connection.
+        #expect(eventually { server.stats()["silentClosed"] == before + 1 })
+    }
+
+    @Test(arguments: ["0", "-1", "soon"]) func aBadTimeoutIsAUsageError(seconds: String)
+        async throws
+    {
+        let run = try await App.run("--timeout", seconds, "909253")
+        #expect(run.ending == .exit(1))
+        #expect(run.stderr.hasPrefix("--timeout needs a number of seconds above 0"))
     }
 
     @Test func aMalformedResponseExitsWith4() async throws {
@@ -43,9 +90,16 @@ import Testing
     }
 
     @Test func noRockArtistExitsWith5() async throws {
-        let run = try await App.run("--base-url", try server.base, "3")  // no results
+        let run = try await App.run("--base-url", try server.base, "100")  // a jazz artist
         #expect(run.ending == .exit(5))
-        #expect(run.stderr.contains("error: no rock artist has that id\n"))
+        #expect(run.stderr.hasSuffix("error: no rock artist has the id 100\n"))
+    }
+
+    @Test func anUnknownIdSaysNoArtistHasItAndExitsWith6() async throws {
+        let run = try await App.run("--base-url", try server.base, "3")  // no results
+        #expect(run.ending == .exit(6))
+        #expect(run.stdout.isEmpty)
+        #expect(run.stderr.hasSuffix("error: no artist has the id 3\n"))
     }
 
     @Test func withoutAnIdItPrintsUsage() async throws {

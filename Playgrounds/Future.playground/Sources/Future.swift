@@ -18,18 +18,26 @@ import Dispatch
 
 // MARK: - Promise
 
-/// A description of asynchronous work that produces a `Value` or fails with a `Failure`. It is
-/// lazy: nothing runs until a terminal such as ``run(some:none:)`` starts it, and every run starts
-/// the work anew:
+/// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
+///
+/// It is lazy: nothing runs until a terminal such as ``run(some:none:)`` starts it, and every run
+/// starts the work anew:
 ///
 /// ```swift
-/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }.map { $0 + 1 }
+/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }
+///     .map { $0 + 1 }
 /// answer.run(some: { print($0) })  // prints 42
-/// answer.run(some: { print($0) })  // runs the operation again, and prints 42 again
+/// answer.run(some: { print($0) })  // runs it all again: 42 again
 /// ```
 ///
 /// Errors are typed: a `Promise<Value, Never>` (``Guarantee``) cannot fail. A promise is a
 /// `Sendable` value, to copy, keep and run from any thread, so the closures it keeps are too.
+///
+/// Choose a promise over a bare `async` function when the work is a value to pass around before it
+/// runs: to retry it, time it out, race it, run it at most four at a time, or hand it to a
+/// callback-based API. Make one with ``init(file:line:_:)-(_,_,(Resolver<Value,Failure>)->Void)``,
+/// chain steps with ``map(_:)`` and `then` (see <doc:ChoosingAStep>), handle errors with `recover`
+/// or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
 public struct Promise<Value, Failure: Swift.Error>: Sendable {
     /// The last step of the chain; each step knows the one before it (see Internals).
     @usableFromInline let last: RunHandle.Stage
@@ -37,16 +45,45 @@ public struct Promise<Value, Failure: Swift.Error>: Sendable {
     @inlinable init(last: RunHandle.Stage) { self.last = last }
 }
 
-/// A promise that cannot fail: `Guarantee(value: 1).run(some: { print($0) })`.
+/// A promise that cannot fail: a `Promise<Value, Never>`.
+///
+/// Choose a guarantee for work that always ends with a value, such as a timer, a cache read or a
+/// default, and for a chain whose errors are handled: ``Promise/recover(_:)->Guarantee<Value>`` and
+/// ``Promise/catch(_:)`` return one. So the type tells you when an error is still owed: only a
+/// guarantee has ``Promise/run()`` and ``Promise/run(some:)``, and its ``Promise/value-9o2n2`` is
+/// awaited without `try`:
+///
+/// ```swift
+/// Guarantee(value: 1).run(some: { print($0) })
+/// // No `try`: a guarantee cannot fail.
+/// let feed = await fetchFeed().recover { _ in Feed.empty }.value
+/// ```
+///
+/// A guarantee joins a chain that can fail as a step of it; a chain that cannot fail takes the
+/// error type of a step that can with ``Promise/flatMap(_:)->Promise<NewValue,NewFailure>``.
 public typealias Guarantee<Value> = Promise<Value, Never>
 
 /// The errors Future raises itself.
+///
+/// Only a promise that fails with `any Error` meets them: on a chain with a typed error, the
+/// operations that would raise them take the error to raise instead, such as
+/// ``Promise/timeout(_:orFailWith:)`` and ``Promise/compactMap(orFailWith:_:)``. Match them as any
+/// error:
+/// `if case .failure(PromiseError.timedOut)? = await fetch(url).timeout(.seconds(5)).result {}`.
 public enum PromiseError: Swift.Error, Equatable, Sendable {
     /// A completion handler passed neither a value nor an error to ``Resolver/resolve(_:_:)``.
+    ///
+    /// An API that does so means "no result" in its own way: handle that case in the operation,
+    /// with ``Resolver/fulfill(_:)`` or ``Resolver/reject(_:)``, before calling `resolve`.
     case missingValue
     /// The transform given to ``Promise/compactMap(_:)`` returned `nil`.
+    ///
+    /// To fail with an error that says what was missing, use ``Promise/compactMap(orFailWith:_:)``.
     case compactMapReturnedNil
     /// The promise did not settle within the interval given to ``Promise/timeout(_:)``.
+    ///
+    /// The work it gave up on was cancelled. On a chain with a typed error, say which error a
+    /// timeout is with ``Promise/timeout(_:orFailWith:)``.
     case timedOut
 }
 
@@ -55,14 +92,16 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// What an operation receives, to report its outcome and to learn that its run was cancelled.
 ///
 /// Call it with a `Result`, or use ``fulfill(_:)`` and ``reject(_:)``: `resolver(.success(data))`.
-/// The first outcome counts, later ones are ignored. Call it from any thread, during the
-/// operation or after. The run then goes on on the thread that is free to carry it: the resolving
-/// one if the operation had returned, else the operation's own once it returns (so to go on on a
-/// given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`).
+/// The first outcome counts, later ones are ignored. Call it from any thread, during the operation
+/// or after. The run then goes on on the thread that is free to carry it: the resolving one if the
+/// operation had returned, else the operation's own once it returns (so to go on on a given queue,
+/// use ``Promise/on(_:)``, not `queue.async { resolver… }`).
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
-///     let task = session.dataTask(with: url) { data, _, error in resolver.resolve(data, error) }
+///     let task = session.dataTask(with: url) { data, _, error in
+///         resolver.resolve(data, error)
+///     }
 ///     resolver.onCancel { _ in task.cancel() }
 ///     task.resume()
 /// }
@@ -94,27 +133,56 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     }
 
     /// Reports the outcome of the operation.
+    ///
+    /// The form to use when you hold a `Result`, or build one: `resolver(.success(data))`. The
+    /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
+    /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
         run.resolve(operation) { slot in slot.put(result) }
     }
 
     /// Reports success.
+    ///
+    /// The same as `resolver(.success(value))`. The value is `sending`: the run takes it over, so
+    /// an operation cannot keep mutating what it handed on: `resolver.fulfill(data)`.
     @inlinable public func fulfill(_ value: sending Value) { self(.success(value)) }
 
     /// Reports failure.
+    ///
+    /// The error has the promise's `Failure` type. To end the run as cancelled rather than failed
+    /// (the user gave up; nothing went wrong), call ``cancel()``.
     @inlinable public func reject(_ error: Failure) { self(.failure(error)) }
 
-    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would: for work that
-    /// learns elsewhere that it was cancelled.
+    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would.
+    ///
+    /// For work that learns elsewhere that it was cancelled, such as an API that reports
+    /// cancellation as an error: the run then delivers no completion, and an await of it gets
+    /// `nil`, where ``reject(_:)`` would report a failure. For completion handlers,
+    /// ``resolve(_:_:cancelledIf:)`` does this for you.
     public func cancel() { run.cancel(operation) }
 
-    /// Whether the run was cancelled while this operation was part of it; a long operation can
-    /// check it to stop early.
+    /// Whether the run was cancelled while this operation was part of it.
+    ///
+    /// Check it between the pieces of long synchronous work, to stop early. To stop work that waits
+    /// (a request, a timer), register ``onCancel(_:)`` instead, which is called as soon as the run
+    /// is cancelled.
     public var isCancelled: Bool { run.isCancelled(since: operation) }
 
-    /// Registers work to do if the run is cancelled before this operation resolves: at most once,
-    /// on the thread that cancels (at once if the run already is). The handler gets the resolver:
-    /// one that captured its own resolver would keep its run alive forever.
+    /// Registers work to do if the run is cancelled before this operation resolves.
+    ///
+    /// The handler is called at most once, on the thread that cancels (at once if the run already
+    /// is); use it to cancel the request, timer or task the operation started. It gets the
+    /// resolver: one that captured its own resolver would keep its run alive forever.
+    ///
+    /// ```swift
+    /// Promise<Data, any Error> { resolver in
+    ///     let task = session.dataTask(with: url) { data, _, error in
+    ///         resolver.resolve(data, error)
+    ///     }
+    ///     resolver.onCancel { _ in task.cancel() }
+    ///     task.resume()
+    /// }
+    /// ```
     public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
         let (operation, file) = (operation, StaticString("a cancel handler"))
         run.onCancel(operation) {
@@ -125,19 +193,30 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
 
 extension Resolver where Value == Void {
     /// Reports success for an operation that produces no value.
+    ///
+    /// The same as `resolver(.success(()))`, for a `Promise<Void, Failure>`, such as a save or a
+    /// write that ends with nothing to pass on.
     @inlinable public func fulfill() { self(.success(())) }
 }
 
 extension Resolver where Failure == any Swift.Error {
-    /// Reports what a completion handler passes: an error wins over a value, and with neither the
-    /// operation fails with ``PromiseError/missingValue``. From a completion handler:
-    /// `fetch { data, error in resolver.resolve(data, error) }`.
+    /// Reports what a completion handler passes.
+    ///
+    /// An error wins over a value, and with neither the operation fails with
+    /// ``PromiseError/missingValue``. The adapter for the `(Value?, Error?) -> Void` handlers of
+    /// Foundation and older APIs: `fetch { data, error in resolver.resolve(data, error) }`. If the
+    /// API reports cancellation as an error, use ``resolve(_:_:cancelledIf:)``, so that a cancelled
+    /// run does not look like a failure.
     public func resolve(_ value: sending Value?, _ error: (any Swift.Error)?) {
         resolve(value, error, cancelledIf: { _ in false })
     }
 
+    /// Reports what a completion handler passes, ending the run as cancelled on a cancellation
+    /// error.
+    ///
     /// Like ``resolve(_:_:)``, but an error that `isCancellation` recognizes ends the run as
-    /// cancelled: `resolver.resolve(data, error, cancelledIf: { $0 is CancellationError })`.
+    /// cancelled, as ``cancel()`` does:
+    /// `resolver.resolve(data, error, cancelledIf: { $0 is CancellationError })`.
     public func resolve(
         _ value: sending Value?, _ error: (any Swift.Error)?,
         cancelledIf isCancellation: (any Swift.Error) -> Bool
@@ -154,6 +233,9 @@ extension Resolver where Failure == any Swift.Error {
 
 extension Resolver where Value == Void, Failure == any Swift.Error {
     /// Reports what a completion handler that passes an optional error passes.
+    ///
+    /// For a `Promise<Void, any Error>` around an `(Error?) -> Void` handler, as a save or a delete
+    /// has: `nil` is success, anything else the failure.
     public func resolve(_ error: (any Swift.Error)?) {
         if let error { reject(error) } else { fulfill() }
     }
@@ -165,9 +247,25 @@ extension Promise {
     @usableFromInline typealias Node<Payload: Sendable> = RunHandle.Node<Payload>
     @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
 
-    /// Makes a promise from an operation that reports its outcome through a ``Resolver``, at once
-    /// or later, from any thread: `Guarantee<Int> { r in queue.async { r.fulfill(1) } }`. `file`
-    /// and `line` name the promise in debug reports.
+    /// Makes a promise from an operation that reports its outcome through a ``Resolver``.
+    ///
+    /// The operation runs on every run, on the thread that starts the run or where the step before
+    /// it finished; it resolves at once or later, from any thread. This is how to wrap a callback
+    /// API. For an outcome you already have, choose ``init(value:)``, ``init(error:)`` or
+    /// ``init(result:)``; for a throwing function ``init(catching:)``; for async code
+    /// ``init(file:line:_:)-1zmct``.
+    ///
+    /// ```swift
+    /// let contents = Promise<Data, any Error> { resolver in
+    ///     fetch { data, error in resolver.resolve(data, error) }
+    /// }
+    /// let one = Guarantee<Int> { resolver in
+    ///     queue.async { resolver.fulfill(1) }
+    /// }
+    /// ```
+    ///
+    /// `file` and `line` name the promise in the debug report of an operation that dropped its
+    /// resolver without resolving it.
     @inlinable public init(
         file: StaticString = #fileID, line: UInt = #line,
         _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void
@@ -175,8 +273,13 @@ extension Promise {
         self.init(last: RunHandle.Source(operation, file: file, line: line))
     }
 
-    /// Makes a promise from async code: each run starts a `Task` that calls `work`, and cancelling
-    /// the run cancels it: `Promise<Data, any Error> { try await session.data(from: url).0 }`.
+    /// Makes a promise from async code: each run starts a `Task` that calls `work`.
+    ///
+    /// Cancelling the run cancels that task, so an `await` in `work` that honours cancellation
+    /// stops. Choose it to bring an async API into a chain; to go the other way, awaiting a promise
+    /// from async code, use ``value-7wpyp`` or ``result``. A typed `throws(Failure)` keeps the
+    /// error's type; an untyped `throws` makes a `Promise<Value, any Error>`:
+    /// `Promise<Data, any Error> { try await session.data(from: url).0 }`.
     @inlinable public init(
         file: StaticString = #fileID, line: UInt = #line,
         _ work: @escaping @Sendable () async throws(Failure) -> Value
@@ -192,6 +295,16 @@ extension Promise {
     }
 
     /// Makes a promise that fails with `error`.
+    ///
+    /// Every run fails at once. It is the failing branch of a step that returns a promise; for a
+    /// step that can fail at once and has no promise to wait for, a `Result` step of `then` is
+    /// lighter:
+    ///
+    /// ```swift
+    /// let details = lookUp(id: id).then { name -> Promise<Model, LookupError> in
+    ///     name.isEmpty ? Promise(error: .notFound) : fetchDetails(of: .unknown)
+    /// }
+    /// ```
     @inlinable public init(error: Failure) {
         self.init(
             last: Node(error, after: nil, output: Outcome.self) { stage, slot, _ in
@@ -200,8 +313,12 @@ extension Promise {
             })
     }
 
-    /// Makes a promise that calls `body` on every run, failing with what it throws:
-    /// `Promise(catching: { () throws(DecodingError) in try loadConfig() })`.
+    /// Makes a promise that calls `body` on every run, failing with what it throws.
+    ///
+    /// Choose it to bring synchronous work that throws into a chain. Write the closure's
+    /// `throws(…)` to keep a typed error, as Swift infers `any Error` for an untyped one:
+    /// `Promise(catching: { () throws(DecodingError) in try loadConfig() })`. For a throwing step
+    /// in the middle of a chain, use ``tryMap(_:)``.
     @inlinable public init(catching body: @escaping @Sendable () throws(Failure) -> Value) {
         self = Promise<Void, Failure>(value: ()).then { () -> Outcome in
             Swift.Result { () throws(Failure) in try body() }
@@ -210,7 +327,11 @@ extension Promise {
 }
 
 extension Promise where Value: Sendable {
-    /// Makes a promise that settles with `result`; its value is `Sendable`, as every run has it.
+    /// Makes a promise that settles with `result`.
+    ///
+    /// Every run settles with it at once. Choose it to hand a `Result` you already have to code
+    /// that takes a promise; for a value or an error alone, ``init(value:)`` and ``init(error:)``
+    /// read better. The value is `Sendable`, as every run gets it.
     @inlinable public init(result: Swift.Result<Value, Failure>) {
         self.init(
             last: Node(result, after: nil, output: Outcome.self) { stage, slot, _ in
@@ -220,14 +341,30 @@ extension Promise where Value: Sendable {
     }
 
     /// Makes a promise that succeeds with `value`.
+    ///
+    /// Every run succeeds at once, with the same value, which must be `Sendable`. Name the error
+    /// type, as Swift cannot infer it from a value: `Promise<Int, LookupError>(value: 1)`. Where
+    /// the type is known from context, ``value(_:)`` is shorter.
     @inlinable public init(value: Value) { self.init(result: .success(value)) }
 
-    /// Makes a promise that succeeds with `value`: `isFresh ? .value(cached) : fetchFeed()`.
+    /// Makes a promise that succeeds with `value`, where the promise's type is known from context.
+    ///
+    /// The same as ``init(value:)``, shorter as one branch of a choice, where the other branch
+    /// gives the type: `isFresh ? .value(cached) : fetchFeed()`.
     @inlinable public static func value(_ value: Value) -> Promise { Promise(value: value) }
 }
 
-/// Starts a chain with the promise `body` makes anew on every run, to line the steps up:
-/// `firstly { login() }.then { fetchAvatar(for: $0.user) }.run(some: show, none: report)`.
+/// Starts a chain with the promise `body` makes anew on every run.
+///
+/// It lines the steps up, each on a line of its own, as PromiseKit's `firstly` does; `body` is
+/// called when a run starts, not when the chain is built. Calling the function that makes the first
+/// promise directly does the same work, as a promise is lazy anyway.
+///
+/// ```swift
+/// firstly { login() }
+///     .then { credentials in fetchAvatar(for: credentials.user) }
+///     .run(some: show, none: report)
+/// ```
 @inlinable public func firstly<Value, Failure>(
     _ body: @escaping @Sendable () -> Promise<Value, Failure>
 ) -> Promise<Value, Failure> {
@@ -237,8 +374,12 @@ extension Promise where Value: Sendable {
 // MARK: - Running
 
 extension Promise {
-    /// Starts a new run of the work and calls `completion` with its outcome: at most once, on the
-    /// thread where the last step finished, and never after the run is cancelled.
+    /// Starts a new run of the work and calls `completion` with its outcome.
+    ///
+    /// `completion` is called at most once, on the thread where the last step finished, and never
+    /// after the run is cancelled. Choose it to pass the whole `Result` on, say to a completion
+    /// handler of your own; ``run(some:none:)`` splits it in two closures. The handle it returns
+    /// cancels the run, and can be ignored: `lookUp(id: id).run { result in show(result) }`.
     ///
     /// The run keeps the chain's steps, and what they captured, until it ends, and lets go of them
     /// on the thread that ends it: after ``on(_:)``, on that queue (so a view a step captured goes
@@ -256,8 +397,12 @@ extension Promise {
         return handle
     }
 
-    /// Starts a run and calls `some` with its value or `none` with its error:
-    /// `lookUp(id: id).then(toModel).run(some: show, none: report)`.
+    /// Starts a run and calls `some` with its value or `none` with its error.
+    ///
+    /// The usual way to run a promise that can fail: both paths are spelled out where the run
+    /// starts, and functions can be passed by name:
+    /// `lookUp(id: id).then(toModel).run(some: show, none: report)`. Keep the returned
+    /// ``RunHandle`` to cancel the run, or store it in a ``RunBag``.
     @inlinable @discardableResult
     public consuming func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
@@ -298,13 +443,19 @@ extension Promise {
 
 extension Promise where Failure == Never {
     /// Starts work that cannot fail, for its effects alone.
+    ///
+    /// The end of a chain whose steps did the work, as ``done(_:)`` and ``catch(_:)`` do:
+    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Only a ``Guarantee`` has it: a
+    /// promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
         (consume self).run { (_: Swift.Result<Value, Never>) in }
     }
 
-    /// Starts work that cannot fail and calls `some` with its value (write the label: a bare
-    /// trailing closure means ``run(_:)``).
+    /// Starts work that cannot fail and calls `some` with its value.
+    ///
+    /// Write the label: a bare trailing closure means ``run(_:)``, which passes a `Result`. Only a
+    /// ``Guarantee`` has it: `cachedFeed().run(some: show)`.
     @inlinable @discardableResult @_disfavoredOverload
     public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
         (consume self).run { some($0.get()) }
@@ -324,9 +475,13 @@ extension Promise where Failure == Never {
 // `Failure == Never` extension below takes the step's error type instead.
 
 extension Promise {
-    /// Transforms the value, as ``map(_:)`` does: `fetchAvatar(id).then(resize)`. Pass a function;
-    /// for a closure, choose `map`, which Swift type-checks at once where a long chain of `then`
-    /// closures, weighed against three shapes, can take seconds.
+    /// Transforms the value with a function, as ``map(_:)`` does.
+    ///
+    /// Choose it to pass a function by name, so that a pipeline reads as a list of `then`s,
+    /// whatever each step returns: `fetchAvatar(id).then(resize)`. For a closure, choose `map`:
+    /// Swift type-checks a chain as one expression and weighs each closure against all three shapes
+    /// of `then`, so a long chain of `then` value closures can take seconds to compile, where `map`
+    /// is checked at once. See <doc:ChoosingAStep>.
     ///
     /// (Disfavored, so that a step returning a promise or a `Result` chains rather than becoming
     /// the next value.)
@@ -334,8 +489,11 @@ extension Promise {
         _ transform: @escaping @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> { map(transform) }
 
-    /// Continues with the promise `next` makes from the value, and waits for it:
-    /// `login().then { credentials in fetchAvatar(for: credentials.user) }`.
+    /// Continues with the promise `next` makes from the value, and waits for it.
+    ///
+    /// The step for work that is itself asynchronous, such as a request that needs the value
+    /// before: `login().then { credentials in fetchAvatar(for: credentials.user) }`. For a step
+    /// that succeeds or fails at once, return a `Result`; for a plain value, use ``map(_:)``.
     ///
     /// The step's promise fails with the chain's error type, or cannot fail (a ``Guarantee``), or,
     /// on a chain that fails with `any Error`, fails with any error. Another error type is a
@@ -343,8 +501,8 @@ extension Promise {
     /// chain that cannot fail, continue with `flatMap`, which takes the step's error type. A
     /// promise made in the closure names its error type: `Promise<Int, LookupError>(value: 1)`.
     ///
-    /// (Disfavored, as the value shape is, which Swift settles faster in long chains: measured
-    /// 73 ms against 123 ms for six closures. It still wins over the value shape, which is less
+    /// (Disfavored, as the value shape is, which Swift settles faster in long chains: measured 73
+    /// ms against 123 ms for six closures. It still wins over the value shape, which is less
     /// specific.)
     @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
@@ -357,9 +515,20 @@ extension Promise {
         return flatMap { next($0).mapError(convert) }
     }
 
-    /// Continues with a step that succeeds or fails at once: `download(url).then(toDictionary)`.
-    /// Its error type joins the chain as a step's promise's does; a `Result` made in the closure
-    /// names its error type, as `.failure(LookupError.notFound)` does.
+    /// Continues with a step that succeeds or fails at once.
+    ///
+    /// Choose it for validation and parsing, where a step can fail but has nothing to wait for; the
+    /// step's `Result` decides, with no promise built: `download(url).then(toDictionary)`. Its
+    /// error type joins the chain as a step's promise's does; a `Result` made in the closure names
+    /// its error type, as `.failure(LookupError.notFound)` does:
+    ///
+    /// ```swift
+    /// let count = lookUp(id: id).then { name -> Result<Int, LookupError> in
+    ///     name.isEmpty ? .failure(.notFound) : .success(name.count)
+    /// }
+    /// ```
+    ///
+    /// A step that throws instead of returning a `Result` is a ``tryMap(_:)``.
     @inlinable public func then<NewValue, StepFailure>(
         _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
@@ -394,8 +563,12 @@ extension Promise {
         return { $0 as! Failure }  // a `Never` never comes; an error is an `any Error`
     }
 
-    /// Transforms the value when the promise succeeds: `name.map { $0.count }`. The way to write a
-    /// value step in a closure: with one shape, it type-checks at once in a chain of any length.
+    /// Transforms the value when the promise succeeds.
+    ///
+    /// The way to write a value step in a closure: with one shape, it type-checks at once in a
+    /// chain of any length, where a `then` closure is weighed against three:
+    /// `name.map { $0.count }`. A failure passes through untouched. When the step returns a promise
+    /// or a `Result`, use `then`; when it throws, ``tryMap(_:)``; when it only looks, ``get(_:)``.
     @inlinable public func map<NewValue>(
         _ transform: @escaping @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> {
@@ -406,8 +579,12 @@ extension Promise {
         }
     }
 
-    /// Continues with the promise that `next` makes from the value, which fails with the chain's
-    /// error type: the promise shape of `then` in one shape, for when Swift needs it spelled out.
+    /// Continues with the promise `next` makes from the value, which fails with the chain's error
+    /// type.
+    ///
+    /// The promise shape of `then`, in one shape: the same step, for when Swift needs it spelled
+    /// out, such as a closure whose promise type it cannot infer alone. Prefer `then`, which also
+    /// takes a step that cannot fail: `fetchUser(id).flatMap { user in fetchAvatar(for: user) }`.
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
@@ -422,8 +599,13 @@ extension Promise {
         }
     }
 
-    /// Transforms the value with a function that throws `Failure`: `fetch(url).tryMap {
-    /// (data) throws(any Error) in try decoder.decode(User.self, from: data) }`.
+    /// Transforms the value with a function that throws `Failure`.
+    ///
+    /// Choose it to call throwing code, such as a decoder, in the middle of a chain; what it throws
+    /// is the chain's failure. Write the closure's `throws(…)` when the chain's error is typed, as
+    /// Swift infers `any Error` for an untyped one: `fetch(url).tryMap { (data) throws(any Error)
+    /// in try decoder.decode(User.self, from: data) }`. For a step that returns a `Result`, use
+    /// `then`.
     @inlinable public func tryMap<NewValue>(
         _ transform: @escaping @Sendable (Value) throws(Failure) -> NewValue
     ) -> Promise<NewValue, Failure> {
@@ -432,8 +614,13 @@ extension Promise {
         }
     }
 
-    /// Transforms the value, failing with `error` when the transform returns `nil`:
-    /// `results.compactMap(orFailWith: .noResultFound) { $0.first }`.
+    /// Transforms the value, failing with `error` when the transform returns `nil`.
+    ///
+    /// Choose it to take something out of a value that may not hold it, such as the first search
+    /// result, and fail with an error of the chain's type that says what was missing:
+    /// `results.compactMap(orFailWith: .noResultFound) { $0.first }`. The error is made only when
+    /// needed. On a chain that fails with `any Error`, ``compactMap(_:)`` fails with
+    /// ``PromiseError/compactMapReturnedNil``.
     @inlinable public func compactMap<NewValue>(
         orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
         _ transform: @escaping @Sendable (Value) -> NewValue?
@@ -444,11 +631,19 @@ extension Promise {
     }
 
     /// Ends the success path with a side effect; what is left is a `Promise<Void, Failure>`.
+    ///
+    /// The step that uses the value, before ``catch(_:)`` handles the error and ``run()`` starts
+    /// it: `fetchFeed().done { show($0) }.catch { report($0) }.run()`. To look at the value and
+    /// pass it on, use ``get(_:)``.
     @inlinable public func done(
         _ body: @escaping @Sendable (Value) -> Void
     ) -> Promise<Void, Failure> { map(body) }
 
-    /// Looks at the value without changing it: `fetchUser(id).get { cache.store($0) }`.
+    /// Looks at the value without changing it.
+    ///
+    /// For a side effect in the middle of a chain, such as caching or logging a value that later
+    /// steps still need: `fetchUser(id).get { cache.store($0) }`. To end the chain with the effect,
+    /// use ``done(_:)``; to see failures too, ``tap(_:)``.
     @inlinable public func get(_ body: @escaping @Sendable (Value) -> Void) -> Promise {
         map { value -> Value in
             body(value)
@@ -456,7 +651,11 @@ extension Promise {
         }
     }
 
-    /// Looks at the outcome, success or failure, without changing it: handy for logging.
+    /// Looks at the outcome, success or failure, without changing it.
+    ///
+    /// Handy for logging: the body sees what the step before produced, and the chain goes on as if
+    /// it were not there: `fetchFeed().tap { print("feed:", $0) }`. To see the value alone, use
+    /// ``get(_:)``; to run something however the chain ends, cancellation included, ``ensure(_:)``.
     @inlinable public func tap(
         _ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> Promise {
@@ -469,6 +668,10 @@ extension Promise {
 
 extension Promise where Failure == any Swift.Error {
     /// Transforms the value, failing with ``PromiseError/compactMapReturnedNil`` on `nil`.
+    ///
+    /// For a chain that fails with `any Error`; on a chain with a typed error, say which error
+    /// `nil` is with ``compactMap(orFailWith:_:)``:
+    /// `fetch(url).compactMap { String(data: $0, encoding: .utf8) }`.
     @inlinable public func compactMap<NewValue>(
         _ transform: @escaping @Sendable (Value) -> NewValue?
     ) -> Promise<NewValue, Failure> {
@@ -477,9 +680,13 @@ extension Promise where Failure == any Swift.Error {
 }
 
 extension Promise where Failure == Never {
-    /// Continues a chain that cannot fail with a promise that can, taking its error type:
-    /// `after(.seconds(1)).flatMap { fetchStatus() }`. (`then` keeps the chain's error type, and
-    /// has no such shape: each shape more would slow the type-checking of every `then`.)
+    /// Continues a chain that cannot fail with a promise that can, taking its error type.
+    ///
+    /// Choose it after a guarantee, such as ``after(_:)`` or a cache read, when the next step is
+    /// work that can fail: `after(.seconds(1)).flatMap { fetchStatus() }` is a
+    /// `Promise<Status, NetworkError>`. `then` keeps the chain's error type and has no such shape,
+    /// as each shape more would slow the type-checking of every `then`; on a chain that can fail,
+    /// `flatMap` and `then` keep its error type too.
     @inlinable @_disfavoredOverload public func flatMap<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
@@ -487,6 +694,11 @@ extension Promise where Failure == Never {
     }
 
     /// Gives a promise that cannot fail the error type of the chain it joins.
+    ///
+    /// Needed where Swift wants one error type, such as a guarantee among the members of
+    /// ``when(fulfilled:)->Promise<[Value],Failure>``, or one branch of a choice:
+    /// `isFresh ? cachedFeed().setFailureType(to: FeedError.self) : fetchFeed()`. As a step of
+    /// `then`, a guarantee joins a chain that can fail without it.
     @inlinable public func setFailureType<NewFailure>(
         to _: NewFailure.Type
     ) -> Promise<Value, NewFailure> {
@@ -498,22 +710,43 @@ extension Promise where Failure == Never {
 
 extension Promise {
     /// Transforms the error when the promise fails.
+    ///
+    /// Choose it to give a chain one error type from steps of several, or to turn a low-level error
+    /// into one of your domain: `fetchUser(id).mapError { _ in LookupError.notFound }`. A value
+    /// passes through untouched. To turn an error into a value, use `recover` or
+    /// ``flatMapError(_:)``; to forget the type, ``eraseToAnyError()``.
     @inlinable public func mapError<NewFailure>(
         _ transform: @escaping @Sendable (Failure) -> NewFailure
     ) -> Promise<Value, NewFailure> {
         mapOutcome { $0.mapError(transform) }
     }
 
-    /// Turns an error into a value or another error, at once: `fetchFeed().flatMapError {
-    /// $0 == .notFound ? .success(.empty) : .failure(FeedError.unavailable) }`.
+    /// Turns an error into a value or another error, at once.
+    ///
+    /// Choose it to recover from some errors and not others, with no promise to wait for; its
+    /// `Result` decides: `fetchFeed().flatMapError { $0 == .notFound ? .success(.empty) :
+    /// .failure(FeedError.unavailable) }`. To continue with other work, such as a retry or a cache
+    /// read, use ``recover(_:)->Promise<Value,NewFailure>``.
     @inlinable public func flatMapError<NewFailure>(
         _ transform: @escaping @Sendable (Failure) -> Swift.Result<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
         mapOutcome { $0.flatMapError(transform) }
     }
 
-    /// Continues with the promise `next` makes from the error; a success passes through. When
-    /// `next` gives a ``Guarantee``, so does this: `fetchFeed().recover { _ in cachedFeed() }`.
+    /// Continues with the promise `next` makes from the error; a success passes through.
+    ///
+    /// Choose it to fall back on other work, such as a cache or a mirror. When `next` gives a
+    /// ``Guarantee``, so does this, and the chain cannot fail any more:
+    /// `fetchFeed().recover { _ in cachedFeed() }`. A fallback that can fail too gives the chain
+    /// its error type:
+    ///
+    /// ```swift
+    /// let feed = fetchFeed().recover { error in
+    ///     error.isTransient ? fetchFeed() : Promise(error: error)
+    /// }
+    /// ```
+    ///
+    /// To replace an error with a value, use ``recover(_:)->Guarantee<Value>``.
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
@@ -529,14 +762,23 @@ extension Promise {
     }
 
     /// Replaces an error with a value, so the result cannot fail.
+    ///
+    /// The simplest recovery, when a default will do: `lookUp(id: id).recover { _ in "stranger" }`
+    /// is a ``Guarantee``, to run with ``run(some:)`` or await without `try`. To recover from some
+    /// errors only, use ``flatMapError(_:)``; to fall back on other work, the promise form of
+    /// `recover`; to handle the error with a side effect, ``catch(_:)``.
     @inlinable public func recover(
         _ transform: @escaping @Sendable (Failure) -> Value
     ) -> Guarantee<Value> {
         mapOutcome { $0.flatMapError { .success(transform($0)) } }
     }
 
-    /// Handles the error and ends the success path, leaving a ``Guarantee`` to run:
-    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`.
+    /// Handles the error and ends the success path, leaving a ``Guarantee`` to run.
+    ///
+    /// The PromiseKit ending: ``done(_:)`` for the value, `catch` for the error, then ``run()``:
+    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Unlike PromiseKit's, it runs
+    /// nothing by itself: the chain is still a promise. Choose `recover` instead when a value can
+    /// stand in for the error and later steps need it.
     @inlinable public func `catch`(_ body: @escaping @Sendable (Failure) -> Void) -> Guarantee<Void>
     {
         mapOutcome { outcome in
@@ -546,7 +788,12 @@ extension Promise {
     }
 
     /// Runs `body` when the chain gets here, succeeded or failed, and also when a run is cancelled
-    /// before it: `spinner.start(); fetchFeed().ensure { spinner.stop() }.catch(report).run()`.
+    /// before it.
+    ///
+    /// The place to undo what a run set up, such as a spinner, whatever happens to the run:
+    /// `spinner.start(); fetchFeed().ensure { spinner.stop() }.catch(report).run()`. Unlike
+    /// ``tap(_:)``, it runs on cancellation too (once the cancel handlers have returned), and sees
+    /// no outcome.
     @inlinable public func ensure(_ body: @escaping @Sendable () -> Void) -> Promise {
         appending(body, isEnsure: true) { stage, _, _ in
             Node<@Sendable () -> Void>.payload(of: stage)()
@@ -555,6 +802,11 @@ extension Promise {
     }
 
     /// Forgets the error's type, to chain with promises that fail with `any Error`.
+    ///
+    /// Choose it to combine promises of different error types, or to use an API typed for
+    /// `any Error`, such as ``timeout(_:)``:
+    /// `lookUp(id: id).eraseToAnyError().timeout(.seconds(5))`. To keep a typed error, convert it
+    /// with ``mapError(_:)`` instead.
     @inlinable public func eraseToAnyError() -> Promise<Value, any Swift.Error> {
         mapOutcome { $0.mapError { $0 } }
     }
@@ -586,17 +838,25 @@ extension Promise {
 // otherwise, cancels those it no longer needs, and keeps input order. A member whose run ends by
 // cancellation ends a `when` or `any` as cancelled, and drops out of a race.
 
-/// Succeeds with every value, in the order given, or fails with the first error to arrive, and
-/// cancels the rest: `when(fulfilled: ids.map(fetchUser))`. No promises succeed with `[]`.
+/// Succeeds with every value, in the order given, or fails with the first error to arrive.
+///
+/// The combinator for work that is all needed, such as the pages of a report: the first failure
+/// decides, and the members still running are cancelled: `when(fulfilled: ids.map(fetchUser))`. No
+/// promises succeed with `[]`. To limit how many run at once, use
+/// ``when(fulfilled:concurrently:)``; to keep going past failures, ``when(resolved:)`` or
+/// ``any(_:)``; to take the first to finish, ``race(_:)``.
 @inlinable public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<[Value], Failure> {
     when(fulfilled: promises, concurrently: .max)
 }
 
-/// Like ``when(fulfilled:)->Promise<[Value],Failure>``, running at most `limit` promises at a
-/// time (the next starts as one finishes): `when(fulfilled: urls.map(download), concurrently: 4)`.
-/// A `limit` below 1 is a precondition failure.
+/// Like ``when(fulfilled:)->Promise<[Value],Failure>``, running at most `limit` promises at a time.
+///
+/// The next member starts as one finishes, in the order given, so a long list does not flood a
+/// server: `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 is a
+/// precondition failure. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the
+/// same as a step.
 @inlinable public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int
 ) -> Promise<[Value], Failure> {
@@ -610,8 +870,13 @@ extension Promise {
     }
 }
 
-/// Succeeds with a tuple of the values of promises of any types:
+/// Succeeds with a tuple of the values of promises of any types.
+///
+/// For a fixed number of different things needed together, such as a user and their avatar; the
+/// tuple keeps the order given, and the first failure cancels the rest:
 /// `when(fulfilled: fetchUser(id), fetchAvatar(id)).done { user, avatar in show(user, avatar) }`.
+/// The promises share one error type: convert the others first, with ``Promise/mapError(_:)`` or
+/// ``Promise/eraseToAnyError()``.
 public func when<each Value, Failure>(
     fulfilled promise: repeat Promise<each Value, Failure>
 ) -> Promise<(repeat each Value), Failure> {
@@ -640,6 +905,10 @@ public func when<each Value, each Failure>(
 ) -> Promise<(repeat each Value), any Swift.Error> { fatalError() }
 
 /// Succeeds with the values of a dictionary's promises, under their keys.
+///
+/// For work keyed by an identifier, where the order does not matter but the pairing does; the first
+/// failure cancels the rest, as with an array:
+/// `when(fulfilled: Dictionary(uniqueKeysWithValues: ids.map { ($0, fetchUser($0)) }))`.
 public func when<Key: Hashable & Sendable, Value, Failure>(
     fulfilled promises: [Key: Promise<Value, Failure>]
 ) -> Promise<[Key: Value], Failure> {
@@ -648,6 +917,11 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 }
 
 /// Waits for every promise and succeeds with every outcome, in the order given; never fails.
+///
+/// Choose it when each outcome matters on its own, such as a batch of uploads to report one by one:
+/// a ``Guarantee`` of `Result`s, one per member. ``any(_:)`` is the same but fails when every
+/// member failed; ``when(fulfilled:)->Promise<[Value],Failure>`` stops at the first failure:
+/// `when(resolved: ids.map(fetchUser)).run(some: { results in show(results) })`.
 @inlinable public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>]
 ) -> Guarantee<[Swift.Result<Value, Failure>]> {
@@ -657,8 +931,12 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
     }
 }
 
-/// Waits for every promise and succeeds with every outcome, in the order given, unless all
-/// failed: then it fails with all their errors. No promises succeed with `[]`.
+/// Waits for every promise and succeeds with every outcome, in the order given, unless all failed.
+///
+/// Choose it to make the most of partial success, such as loading from several sources: it fails,
+/// with an ``AllPromisesFailedError`` holding every error, only when nothing succeeded. No promises
+/// succeed with `[]`. ``when(resolved:)`` never fails; ``race(fulfilled:)`` stops at the first
+/// success: `any(mirrors.map(download))`.
 @inlinable public func any<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<[Swift.Result<Value, Failure>], AllPromisesFailedError<Failure>> {
@@ -672,7 +950,11 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 }
 
 /// The first promise to settle, with a value or an error, decides; the others are cancelled.
-/// When every member has ended by cancellation (or none was given), the race ends so too.
+///
+/// Choose it when the fastest answer is the answer, failure included; to ignore failures until one
+/// succeeds, use ``race(fulfilled:)``. When every member has ended by cancellation (or none was
+/// given), the race ends so too. A race against ``after(_:)`` is a timeout, but
+/// ``Promise/timeout(_:orFailWith:)`` says it in one step: `race(mirrors.map(download))`.
 @inlinable public func race<Value, Failure>(_ promises: [Promise<Value, Failure>]) -> Promise<
     Value, Failure
 > {
@@ -682,9 +964,13 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
     }
 }
 
-/// The first value wins and the others are cancelled: `race(fulfilled: mirrors.map(download))`.
-/// Errors drop out; it fails only when every promise failed (at once if none was given), with
-/// all their errors, or ends by cancellation if some ended so and the rest failed.
+/// The first value wins and the others are cancelled.
+///
+/// Choose it for redundant sources, such as mirrors, where a failure should not end the race:
+/// `race(fulfilled: mirrors.map(download))`. Errors drop out; it fails only when every promise
+/// failed (at once if none was given), with an ``AllPromisesFailedError`` of all their errors, or
+/// ends by cancellation if some ended so and the rest failed. ``race(_:)`` lets the first failure
+/// win too.
 @inlinable public func race<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<Value, AllPromisesFailedError<Failure>> {
@@ -697,19 +983,29 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 }
 
 /// The error of a combination that needed a value and got none: every error, in input order.
+///
+/// ``any(_:)`` and ``race(fulfilled:)`` fail with it. Look at ``errors`` to report each source's
+/// failure: `race(fulfilled: mirrors.map(download)).catch { report($0.errors.first ?? .offline) }`.
 public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
     /// The errors, in the order the promises were given.
+    ///
+    /// Empty when no promise was given, as `race(fulfilled: [])` fails at once.
     public let errors: [Failure]
 
     /// Makes the error from every member's error.
+    ///
+    /// For tests, and for combinators of your own that fail the same way as ``any(_:)``.
     public init(_ errors: [Failure]) { self.errors = errors }
 }
 
 extension AllPromisesFailedError: Equatable where Failure: Equatable {}
 
 extension Promise {
-    /// On a promise of an array: makes a promise of each element and joins them in order, like
-    /// ``when(fulfilled:concurrently:)``: `followers.thenMap(concurrently: 4) { avatar(of: $0) }`.
+    /// On a promise of an array: makes a promise of each element and joins them in order.
+    ///
+    /// The step form of ``when(fulfilled:concurrently:)``, for a list that comes from the step
+    /// before; `limit` caps how many run at once, and the first failure cancels the rest:
+    /// `followers.thenMap(concurrently: 4) { avatar(of: $0) }`.
     public func thenMap<Element, NewValue>(
         concurrently limit: Int = .max,
         _ transform: @escaping @Sendable (Element) -> Promise<NewValue, Failure>
@@ -721,12 +1017,20 @@ extension Promise {
 
 // MARK: - Time
 
-/// A guarantee that succeeds after `interval`, holding no thread: `after(.seconds(1)).flatMap(poll)`.
+/// A guarantee that succeeds after `interval`, holding no thread.
+///
+/// Start a chain with it to wait first, as a poll does; a guarantee, so continue with `flatMap` for
+/// work that can fail: `after(.seconds(1)).flatMap(poll)`. Cancelling the run cancels the timer. To
+/// wait in the middle of a chain, use ``Promise/delay(_:)``.
 public func after(_ interval: Duration) -> Guarantee<Void> { Guarantee(value: ()).delay(interval) }
 
 extension Promise {
-    /// Passes the outcome, value or error, on after `interval`, on a global queue. Cancelling the
-    /// run meanwhile cancels the timer.
+    /// Passes the outcome, value or error, on after `interval`, on a global queue.
+    ///
+    /// Choose it to pace a chain, such as a pause before showing a result; cancelling the run
+    /// meanwhile cancels the timer: `fetchStatus().delay(.milliseconds(300))`. The steps after it
+    /// run on a global queue: add ``on(_:)`` to go on elsewhere. To start with a wait, use
+    /// ``after(_:)``; to wait between attempts, ``retry(_:delay:while:)``.
     public func delay(_ interval: Duration) -> Promise {
         let nanoseconds = Int(max(0, min(interval / .nanoseconds(1), 9e18)))
         return appending(nanoseconds) { stage, _, _ in
@@ -735,8 +1039,12 @@ extension Promise {
         }
     }
 
-    /// Fails with `error()`, and cancels the work, unless the promise settles within `interval`
-    /// (which cancels the timer): `download(url).timeout(.seconds(9), orFailWith: .slow)`.
+    /// Fails with `error()` unless the promise settles within `interval`, and cancels the work.
+    ///
+    /// The way to bound a wait with a typed error: the work it gave up on is cancelled (not left
+    /// running), and a settled promise cancels the timer:
+    /// `download(url).timeout(.seconds(9), orFailWith: .slow)`. Put it after
+    /// ``retry(_:delay:while:)`` to bound every attempt together, before it to bound each one.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -746,9 +1054,13 @@ extension Promise {
         }
     }
 
-    /// Runs the work again after a failure, `attempts` times at most in all, waiting `delay` before
-    /// each new attempt, while `shouldRetry` accepts the error. `attempts` below 1 is a
-    /// precondition failure: `fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })`.
+    /// Runs the work again after a failure, `attempts` times at most in all.
+    ///
+    /// As a promise is lazy, a retry runs the whole chain before it again, not a stored result. It
+    /// waits `delay` before each new attempt, and retries while `shouldRetry` accepts the error;
+    /// `attempts` below 1 is a precondition failure:
+    /// `fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })`. The last attempt's
+    /// error is the chain's.
     public func retry(
         _ attempts: Int, delay: Duration = .zero,
         while shouldRetry: @escaping @Sendable (Failure) -> Bool = { _ in true }
@@ -777,6 +1089,9 @@ extension Promise {
 
 extension Promise where Failure == any Swift.Error {
     /// Fails with ``PromiseError/timedOut``, cancelling the work, if it has not settled in time.
+    ///
+    /// For a chain that fails with `any Error`: `fetch(url).timeout(.seconds(9))`. On a chain with
+    /// a typed error, say which error a timeout is with ``timeout(_:orFailWith:)``.
     @inlinable public func timeout(_ interval: Duration) -> Promise {
         timeout(interval, orFailWith: PromiseError.timedOut)
     }
@@ -787,12 +1102,20 @@ extension Promise where Failure == any Swift.Error {
 // A step runs where the step before it finished: on the thread that started the run, or the one
 // that resolved an operation. `on` is the one way to choose a queue: a hop, made every time.
 
-/// A guarantee that goes on on `queue`, to start work there: `on(.global()).map { resize(photo) }`.
+/// A guarantee that goes on on `queue`, to start work there.
+///
+/// Start a chain with it to do slow synchronous work off the calling thread:
+/// `on(.global()).map { resize(photo) }`. To move the steps of a chain that is under way, use
+/// ``Promise/on(_:)``.
 public func on(_ queue: DispatchQueue) -> Guarantee<Void> { Guarantee(value: ()).on(queue) }
 
 extension Promise {
-    /// Runs the steps after this one on `queue`, every time, however the work before settled; a
-    /// run cancelled while it waits for the queue goes no further: `name.on(.main).done(show)`.
+    /// Runs the steps after this one on `queue`, every time, however the work before settled.
+    ///
+    /// A step runs where the step before it finished, as fast as a callback; `on` is the one way to
+    /// choose: a hop, made every time, not a hint. A run cancelled while it waits for the queue
+    /// goes no further: `name.on(.main).done(show)`. From async code, no hop is needed for the code
+    /// after `await promise.value`, which goes on on the caller's actor.
     public func on(_ queue: DispatchQueue) -> Promise {
         appending(queue) { stage, _, _ in .hop(Node<DispatchQueue>.payload(of: stage), nil) }
     }
@@ -800,12 +1123,18 @@ extension Promise {
 
 // MARK: - Cancelling a run
 
-/// A run of a promise, returned by every terminal, to cancel it. After ``cancel()`` no completion
-/// is delivered, the operation waiting gets its ``Resolver/onCancel(_:)`` handlers called once,
-/// no later step starts, and the ``Promise/ensure(_:)`` steps still ahead run once those handlers
-/// have returned. Cancelling is idempotent and safe from any thread; dropping a handle does not
-/// cancel. A step that cancels its own run stops it before the next step; from another thread,
-/// the run stops at its next operation, hop, entered promise or end (steps take no lock).
+/// A run of a promise, returned by every terminal, to cancel it.
+///
+/// After ``cancel()`` no completion is delivered, the operation waiting gets its
+/// ``Resolver/onCancel(_:)`` handlers called once, no later step starts, and the
+/// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
+/// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
+/// own run stops it before the next step; from another thread, the run stops at its next operation,
+/// hop, entered promise or end (steps take no lock).
+///
+/// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
+/// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. An awaited promise
+/// needs no handle: cancelling the task cancels the run. See <doc:Cancellation>.
 public final class RunHandle: @unchecked Sendable {
     // No property here or in `Join` needs an exclusivity check: one thread at a time uses each (as
     // said below), and the checks cost a quarter of the time of a combination's members.
@@ -848,6 +1177,8 @@ public final class RunHandle: @unchecked Sendable {
     }
 
     /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
+    ///
+    /// A run that ended with an outcome stays not cancelled, whatever is called later.
     public var isCancelled: Bool { locked { cancelRequested } }
 
     /// Whether the chain that operation `id` belongs to was cancelled: an operation of a chain
@@ -855,9 +1186,17 @@ public final class RunHandle: @unchecked Sendable {
     func isCancelled(since id: Int) -> Bool { locked { cancelRequested && id >= firstOperation } }
 
     /// Cancels the run; see ``RunHandle`` for what that does.
+    ///
+    /// Safe from any thread, and as often as you like:
+    /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call does anything,
+    /// and none after the run ended.
     public func cancel() { _ = cancel(operation: nil) }
 
     /// Puts the run in `bag`, to be cancelled with it.
+    ///
+    /// For runs that belong to an owner, such as a screen, whose bag cancels them when it goes
+    /// away: `fetchFeed().run(some: show, none: report).store(in: model.runs)`. The bag forgets
+    /// runs that ended, so storing many does not grow it without bound.
     @discardableResult public func store(in bag: RunBag) -> RunHandle {
         bag.lock.withLock {
             if bag.runs.count == bag.runs.capacity { bag.runs.removeAll { $0.isFinished } }
@@ -867,13 +1206,20 @@ public final class RunHandle: @unchecked Sendable {
     }
 }
 
-/// Runs to cancel together, with ``cancelAll()`` and when the bag goes away (as Combine's
-/// `AnyCancellable`s in a set): `fetchFeed().run(some: show, none: report).store(in: model.runs)`.
+/// Runs to cancel together, with ``cancelAll()`` and when the bag goes away.
+///
+/// It plays the part of Combine's set of `AnyCancellable`s: keep one in a screen or a view model,
+/// store each run in it, and the runs end with their owner:
+/// `fetchFeed().run(some: show, none: report).store(in: model.runs)`. To cancel one run, keep its
+/// ``RunHandle`` instead.
 public final class RunBag: @unchecked Sendable {
     fileprivate let lock = RunHandle.Lock()
     fileprivate var runs: [RunHandle] = []
 
     /// Makes an empty bag.
+    ///
+    /// Keep it in the object whose lifetime the runs share: its runs are cancelled when it goes
+    /// away.
     public init() {}
 
     deinit {
@@ -882,6 +1228,9 @@ public final class RunBag: @unchecked Sendable {
     }
 
     /// Cancels every run in the bag and empties it.
+    ///
+    /// For a reset that keeps the bag, such as a search field whose old queries are stale:
+    /// `model.runs.cancelAll()`.
     public func cancelAll() {
         let cancelled = lock.withLock { () -> [RunHandle] in
             defer { runs = [] }
@@ -894,19 +1243,26 @@ public final class RunBag: @unchecked Sendable {
 // MARK: - Sharing one run
 
 extension Promise where Value: Sendable {
-    /// A promise whose work runs once for many runs (opt-in eagerness): `fetchProfile().share()`.
+    /// A promise whose work runs once for many runs: opt-in eagerness.
+    ///
+    /// Choose it for work that many parts of an app need the same answer from, such as a profile or
+    /// a configuration, when running it again would be wasted or wrong: `fetchProfile().share()`.
     /// The first run starts the work, runs that come while it is under way wait and go on in turn,
     /// later runs get its outcome, value or error, at once. Cancelling a run leaves the others
     /// waiting; once every waiting run is cancelled, so is the work, and the next run starts it
-    /// again, as after work that ended by cancellation.
+    /// again, as after work that ended by cancellation. Keep the shared promise, not the one it
+    /// came from, which runs anew.
     public func share() -> Promise {
         let shared = RunHandle.Shared(self)
         return Promise { shared.join($0) }
     }
 
-    /// A promise and the resolver that settles it from outside, for work no run starts, such as a
-    /// delegate's callbacks: `let (location, resolver) = Promise<Place, GPSError>.pending()`. Its
-    /// runs wait for the resolver or get its outcome; if it goes unused, they end by cancellation.
+    /// A promise and the resolver that settles it from outside, for work no run starts.
+    ///
+    /// Choose it for outcomes that arrive through a delegate or a notification, rather than an
+    /// operation: `let (location, resolver) = Promise<Place, GPSError>.pending()`. Its runs wait
+    /// for the resolver or get its outcome, as a shared promise's do; if the resolver goes unused,
+    /// they end by cancellation.
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
@@ -920,15 +1276,20 @@ extension Promise where Value: Sendable {
 // MARK: - Swift concurrency
 
 extension Promise {
-    /// Starts a run on the caller's actor, if it has one, and waits for its outcome, or `nil` if
-    /// the run ended by cancellation: if the task was cancelled (after its `onCancel` handlers and
-    /// `ensure` steps), or an operation dropped or cancelled its resolver. The steps up to the
-    /// first operation that resolves later run on the caller's actor (its executor, custom or
-    /// not); the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
+    /// Starts a run on the caller's actor and waits for its outcome, or `nil` if it ended by
+    /// cancellation.
+    ///
+    /// Choose it over ``value-7wpyp`` to handle the error without `do`/`catch`, as a typed
+    /// `Result`:
     ///
     /// ```swift
     /// if case .success(let user)? = await fetchUser(id).result { show(user) }
     /// ```
+    ///
+    /// The run ends by cancellation if the task was cancelled (after its `onCancel` handlers and
+    /// `ensure` steps), or an operation dropped or cancelled its resolver. The steps up to the
+    /// first operation that resolves later run on the caller's actor (its executor, custom or not);
+    /// the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
     @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
             let handle = RunHandle(last: last)
@@ -945,8 +1306,12 @@ extension Promise {
         }
     }
 
-    /// Runs the promise and waits for its value; throws its error, and gives `nil` if the run
-    /// ended by cancellation: `guard let user = try await fetchUser(id).value else { return }`.
+    /// Runs the promise and waits for its value, or `nil` if the run ended by cancellation.
+    ///
+    /// The way to use a promise from async code: it throws the promise's typed error, and
+    /// cancelling the task cancels the run:
+    /// `guard let user = try await fetchUser(id).value else { return }`. To handle the error
+    /// without `catch`, await ``result`` instead.
     @inlinable nonisolated(nonsending) public var value: Value? {
         get async throws(Failure) { try await result?.get() }
     }
@@ -954,6 +1319,9 @@ extension Promise {
 
 extension Promise where Failure == Never {
     /// Runs the guarantee and waits for its value, or `nil` if the run ended by cancellation.
+    ///
+    /// A guarantee cannot fail, so there is no `try`: `let feed = await cachedFeed().value`. Like
+    /// the other `value`, it starts a run on the caller's actor.
     @inlinable nonisolated(nonsending) public var value: Value? {
         get async { await result?.get() }
     }

@@ -8,10 +8,15 @@ line of standard output. Stops when its standard input closes (when the test pro
              909253  the fixture, as /artist (its rock artist is The Loud Ones)
              1       a malformed body, not JSON
              2       as /slow: only after 30 s, counting the clients that close first
+             4       fails with 503 on two requests of every three, then answers as 909253
+             9       only after 30 s, as /slow, counted apart (silentOpened, silentClosed)
+             100     a jazz artist alone: no rock artist
+             500     fails with 500, counting its requests (lookup500)
              others  valid JSON without results: {"resultCount": 0, "results": []}
            and a missing or empty id fails with 400
   /stats   the counts, as JSON: flaky, slowOpened (requests /slow and the slow lookup got),
-           slowClosed (clients of those that closed the connection before the answer)
+           slowClosed (clients of those that closed the connection before the answer),
+           flakyLookup, lookup500, silentOpened and silentClosed
 """
 
 import json
@@ -25,7 +30,12 @@ from urllib.parse import parse_qs, urlsplit
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "itunes-lookup.json")
 MALFORMED_ID = "1"
 SLOW_ID = "2"
-counts = {"flaky": 0, "slowOpened": 0, "slowClosed": 0}
+counts = {
+    "flaky": 0, "slowOpened": 0, "slowClosed": 0,
+    "flakyLookup": 0, "lookup500": 0, "silentOpened": 0, "silentClosed": 0,
+}
+JAZZ_ONLY = json.dumps({"resultCount": 1, "results": [
+    {"artistId": 100, "artistName": "Jazz Ensemble", "primaryGenreName": "Jazz"}]}).encode()
 lock = threading.Lock()
 
 
@@ -44,16 +54,16 @@ class Handler(BaseHTTPRequestHandler):
         with open(FIXTURE, "rb") as fixture:
             self.send(200, fixture.read())
 
-    def send_slowly(self):
+    def send_slowly(self, opened="slowOpened", closed="slowClosed"):
         """Answers after 30 s, unless the client closes the connection first."""
         with lock:
-            counts["slowOpened"] += 1
+            counts[opened] += 1
         self.connection.settimeout(0.05)
         for _ in range(600):  # 30 s
             try:
                 if self.connection.recv(1) == b"":
                     with lock:
-                        counts["slowClosed"] += 1
+                        counts[closed] += 1
                     return
             except socket.timeout:
                 continue
@@ -81,6 +91,22 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(200, b"<html>Service temporarily unavailable</html>", "text/html")
             elif artist_id == SLOW_ID:
                 self.send_slowly()
+            elif artist_id == "4":
+                with lock:
+                    counts["flakyLookup"] += 1
+                    attempt = counts["flakyLookup"]
+                if attempt % 3:
+                    self.send(503, b'{"error": "try again"}')
+                else:
+                    self.send_fixture()
+            elif artist_id == "9":
+                self.send_slowly("silentOpened", "silentClosed")
+            elif artist_id == "100":
+                self.send(200, JAZZ_ONLY)
+            elif artist_id == "500":
+                with lock:
+                    counts["lookup500"] += 1
+                self.send(500, b'{"error": "internal"}')
             elif artist_id:
                 self.send(200, b'{"resultCount": 0, "results": []}')
             else:

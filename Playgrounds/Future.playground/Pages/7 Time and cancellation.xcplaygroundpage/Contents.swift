@@ -55,7 +55,8 @@ print(
         .value ?? "")
 //> worker
 
-//: Cancelling: a handle cancels its run; a `RunBag` cancels many, also when it goes away.
+//: Cancelling: a handle cancels its run; a `RunBag` cancels many, also when it goes away, once
+//: `store(in:)` has put each run in it.
 func slow(_ name: String) -> Guarantee<Void> {
     after(.seconds(60)).ensure { print("\(name) cleaned up") }
 }

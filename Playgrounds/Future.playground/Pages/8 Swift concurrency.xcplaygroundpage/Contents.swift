@@ -24,7 +24,9 @@ if case .failure(let error)? = await lookUp(id: 1).result { print("failed:", err
 //> failed: notFound
 
 //: Cancelling the awaiting task cancels the run: its `onCancel` handlers and `ensure` steps run,
-//: then the await returns `nil`. An await never hangs.
+//: then the await returns `nil`. An await never hangs. (`pending()` gives a promise and the
+//: resolver that settles it from outside, as the Sharing page shows: here, a signal that the
+//: work is under way.)
 let (started, start) = Guarantee<Void>.pending()
 let endless = Guarantee<Int> { resolver in
     let sleeper = Task {
