@@ -2006,10 +2006,13 @@ extension RunHandle {
             resolver(outcome)
         }
 
-        /// Cancels every member still running: the combination settled, or was cancelled.
+        /// Cancels every member still running: the combination settled, or was cancelled. Every
+        /// call cancels them all, even after another: a cancel of the combination's run that
+        /// comes while the run that settled it is still cancelling the members must not return
+        /// before they are (cancelling one twice is a no-op).
         @inlinable func stop() {
             let running = lock.withLock { () -> [RunHandle] in
-                defer { (resolver, self.running) = (nil, []) }
+                resolver = nil
                 return self.running.compactMap { $0 }
             }
             for handle in running { handle.cancel() }
