@@ -1159,6 +1159,9 @@ public final class RunHandle: @unchecked Sendable {
     @exclusivity(unchecked) private var firstOperation = 1
     @exclusivity(unchecked) private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
     @exclusivity(unchecked) private var driver = pthread_self()
+    /// Set by a cancel that came after the run had finished: a combination that claimed the
+    /// handle for its next member, and was cancelled before it started it, so it never starts.
+    @exclusivity(unchecked) private var cancelledWhileFinished = false
     /// Set while a canceller calls the handlers; it then halts the run itself.
     @exclusivity(unchecked) private var cancelling = false
     /// What a run hopping to a queue waits for, and the type of the outcome it holds meanwhile.
@@ -1508,7 +1511,8 @@ extension RunHandle {
         _ last: consuming Stage, immediately: Bool = false, _ finish: @escaping (Slot?) -> Void
     ) {
         let cancelled = locked { () -> Bool in
-            (driver, firstOperation) = (pthread_self(), operation + 1)
+            (phase, driver, firstOperation) = (.driving, pthread_self(), operation + 1)
+            if cancelledWhileFinished { (cancelRequested, cancelledWhileFinished) = (true, false) }
             return cancelRequested  // e.g. an awaiting task cancelled before the start
         }
         (output, self.finish) = (last.output, finish)
@@ -1560,12 +1564,6 @@ extension RunHandle {
         #endif
         source.operation(Resolver(run: self, operation: id, file: file, line: line))
         return .suspend
-    }
-
-    /// Readies a handle whose run ended with an outcome to run another chain.
-    @usableFromInline func rearm() -> RunHandle {
-        locked { phase = .driving }
-        return self
     }
 
     /// Numbers a new operation, unless the run is cancelled.
@@ -1634,6 +1632,7 @@ extension RunHandle {
     /// the handlers, then halts the run if it waits, or once the thread driving it stops.
     private func cancel(operation id: Int?) -> Bool {
         let handlers = locked { () -> [@Sendable (RunHandle) -> Void]? in
+            if id == nil, phase == .finished { cancelledWhileFinished = true }
             guard !cancelRequested, phase != .finished, id.map(isPending) ?? true else {
                 return nil
             }
@@ -1958,16 +1957,15 @@ extension RunHandle {
             // The handle that runs members one after another while each ends at once (see `start`).
             var lane: (handle: RunHandle, finish: (Slot?) -> Void)?
             // A member's handle is in `running` from the moment it is claimed, before it starts,
-            // so that `stop()` reaches it: a member cancelled before `start` never begins. Lock
-            // order: `lock`, then the handle's (`rearm`); no handle's lock is held while taking
-            // a combination's.
+            // so that `stop()` reaches it: a member cancelled before `start` never begins (even on
+            // a handle whose last member has finished: see `cancelledWhileFinished`).
             while let (index, handle) = lock.withLock({ () -> (Int, RunHandle)? in
                 guard resolver != nil, started < members.count, started - tally.ended < width else {
                     launching = false
                     return nil
                 }
                 started += 1
-                let handle = lane?.handle.rearm() ?? RunHandle(last: members[started - 1].last)
+                let handle = lane?.handle ?? RunHandle(last: members[started - 1].last)
                 running[started - 1] = handle
                 return (started - 1, handle)
             }) {
