@@ -1755,11 +1755,12 @@ extension RunHandle {
 
 // Runs and releases can nest without bound. A run started or resumed inside a step of another run
 // (a combination's member, a shared run, a resolver called from a step, a cancel handler) runs on
-// the same stack; and releasing a promise that holds promises (a combination's members, a shared
-// promise's work, a promise that a step's closure captured) releases them from inside its own
-// release. Nested 10,000 deep, either would overflow the stack. So past `limit` levels of either
-// on a thread, the run or the release waits until the levels below have returned: the bottom
-// level does it before it returns, so what a call started is done when the call returns.
+// the same stack; and releasing an operation that holds promises (a combination's members, a
+// shared promise's work) releases them from inside its own release. Nested 10,000 deep, either
+// would overflow the stack. So past `limit` levels of either on a thread, the run or the release
+// waits until the levels below have returned: the bottom level does it before it returns, so what
+// a call started is done when the call returns. (A step's closure that captured a promise is
+// still released recursively: see the README's "Nesting is flat".)
 
 extension RunHandle {
     /// What a run does next, once there is room on the stack.
