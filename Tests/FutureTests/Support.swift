@@ -84,7 +84,7 @@ final class Counter: @unchecked Sendable {
 /// drop resolvers on purpose read their own reports here, and standard error stays quiet.
 let reports: Log = {
     let log = Log()
-    RunHandle.Diagnostics.listener = { log.record($0) }
+    PromiseDiagnostics.handler = { log.record($0) }
     return log
 }()
 

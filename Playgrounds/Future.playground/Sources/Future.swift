@@ -80,6 +80,11 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
     ///
     /// To fail with an error that says what was missing, use ``Promise/compactMap(orFailWith:_:)``.
     case compactMapReturnedNil
+    /// The sequence given to ``Promise/firstValue`` or ``Promise/lastValue`` was empty.
+    ///
+    /// On a chain with a typed error, say which error an empty sequence is, with
+    /// ``Promise/compactMap(orFailWith:_:)``.
+    case emptySequence
     /// The promise did not settle within the interval given to ``Promise/timeout(_:)``.
     ///
     /// The work it gave up on was cancelled. On a chain with a typed error, say which error a
@@ -197,6 +202,14 @@ extension Resolver where Value == Void {
     /// The same as `resolver(.success(()))`, for a `Promise<Void, Failure>`, such as a save or a
     /// write that ends with nothing to pass on.
     @inlinable public func fulfill() { self(.success(())) }
+
+    /// Reports what a completion handler that passes an optional error passes.
+    ///
+    /// For a `Promise<Void, any Error>` around an `(Error?) -> Void` handler, as a save or a delete
+    /// has: `nil` is success, anything else the failure.
+    public func resolve(_ error: (any Swift.Error)?) where Failure == any Swift.Error {
+        if let error { reject(error) } else { fulfill() }
+    }
 }
 
 extension Resolver where Failure == any Swift.Error {
@@ -231,13 +244,22 @@ extension Resolver where Failure == any Swift.Error {
     }
 }
 
-extension Resolver where Value == Void, Failure == any Swift.Error {
-    /// Reports what a completion handler that passes an optional error passes.
+// A method whose value is `sending` cannot be passed where a completion handler is expected, whose
+// parameter is not: these are for that, and Swift prefers the `sending` ones for a direct call.
+extension Resolver where Value: Sendable {
+    /// Reports success, as a function to pass where a completion handler is expected.
     ///
-    /// For a `Promise<Void, any Error>` around an `(Error?) -> Void` handler, as a save or a delete
-    /// has: `nil` is success, anything else the failure.
-    public func resolve(_ error: (any Swift.Error)?) {
-        if let error { reject(error) } else { fulfill() }
+    /// The same as ``fulfill(_:)``, for a `Sendable` value, whose parameter is not `sending`, so
+    /// that it converts to a handler's type: `Promise { load(completion: $0.fulfill) }`.
+    @_disfavoredOverload public func fulfill(_ value: Value) { self(.success(value)) }
+
+    /// Reports what a completion handler passes, as a function to pass as that handler.
+    ///
+    /// The same as ``resolve(_:_:)``, for a `Sendable` value, so that PromiseKit's way of wrapping
+    /// a callback API compiles: `Promise { fetch(completion: $0.resolve) }`.
+    @_disfavoredOverload public func resolve(_ value: Value?, _ error: (any Swift.Error)?)
+    where Failure == any Swift.Error {
+        resolve(value, error, cancelledIf: { _ in false })
     }
 }
 
@@ -421,24 +443,14 @@ extension Promise {
 extension Promise {
     /// Not for a promise that can fail: its error must go somewhere. Handle it first, with
     /// ``catch(_:)`` or `recover`, or run it with ``run(some:none:)``.
-    // swift-format-ignore: LineLength
-    @available(
-        *, unavailable,
-        message:
-            "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)"
-    )
+    // swift-format-ignore
+    @available(*, unavailable, message: "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)")
     @discardableResult public func run() -> RunHandle { fatalError() }
 
     /// Not for a promise that can fail, as ``run()``: use ``run(some:none:)``.
-    // swift-format-ignore: LineLength
-    @available(
-        *, unavailable,
-        message:
-            "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)"
-    )
-    @discardableResult public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        fatalError()
-    }
+    // swift-format-ignore
+    @available(*, unavailable, message: "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)")
+    @discardableResult public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle { fatalError() }
 }
 
 extension Promise where Failure == Never {
@@ -842,23 +854,15 @@ extension Promise {
 ///
 /// The combinator for work that is all needed, such as the pages of a report: the first failure
 /// decides, and the members still running are cancelled: `when(fulfilled: ids.map(fetchUser))`. No
-/// promises succeed with `[]`. To limit how many run at once, use
-/// ``when(fulfilled:concurrently:)``; to keep going past failures, ``when(resolved:)`` or
-/// ``any(_:)``; to take the first to finish, ``race(_:)``.
-@inlinable public func when<Value, Failure>(
-    fulfilled promises: [Promise<Value, Failure>]
-) -> Promise<[Value], Failure> {
-    when(fulfilled: promises, concurrently: .max)
-}
-
-/// Like ``when(fulfilled:)->Promise<[Value],Failure>``, running at most `limit` promises at a time.
+/// promises succeed with `[]`. To keep going past failures, use ``when(resolved:)`` or
+/// ``any(_:)-(Array)``; to take the first to finish, ``race(_:)``.
 ///
-/// The next member starts as one finishes, in the order given, so a long list does not flood a
-/// server: `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 is a
-/// precondition failure. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the
-/// same as a step.
+/// With a `limit`, at most that many members run at once: the next starts as one finishes, in the
+/// order given, so a long list does not flood a server:
+/// `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 is a precondition
+/// failure. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the same as a step.
 @inlinable public func when<Value, Failure>(
-    fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int
+    fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Promise<[Value], Failure> {
     precondition(limit > 0, "when(fulfilled:concurrently:) needs a limit of at least 1")
     return RunHandle.join(promises, limit) { tally, ended in
@@ -883,26 +887,18 @@ public func when<each Value, Failure>(
     var members: [Promise<Any, Failure>] = []
     repeat members.append((each promise).map { $0 })
     return when(fulfilled: members).map { values in
-        var index = -1
-        func next<Element>() -> Element {
-            index += 1
-            return values[index] as! Element
-        }
+        var values = values.makeIterator()
+        func next<Element>() -> Element { values.next()! as! Element }
         return (repeat next() as each Value)
     }
 }
 
 /// Not for promises of different error types, which one `Failure` cannot hold: convert them to one
 /// first, with ``Promise/mapError(_:)`` or ``Promise/eraseToAnyError()``.
-// swift-format-ignore: LineLength
-@available(
-    *, unavailable,
-    message:
-        "when(fulfilled:) needs promises of one error type: convert the others with mapError(_:), or call eraseToAnyError() on each"
-)
-public func when<each Value, each Failure>(
-    fulfilled promise: repeat Promise<each Value, each Failure>
-) -> Promise<(repeat each Value), any Swift.Error> { fatalError() }
+// swift-format-ignore
+@available(*, unavailable, message: "when(fulfilled:) needs promises of one error type: convert the others with mapError(_:), or call eraseToAnyError() on each")
+public func when<each Value, each Failure>(fulfilled promise: repeat Promise<each Value, each Failure>)
+    -> Promise<(repeat each Value), any Swift.Error> { fatalError() }
 
 /// Succeeds with the values of a dictionary's promises, under their keys.
 ///
@@ -946,6 +942,25 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
         let errors = tally.errors
         return errors.count < tally.outcomes.count || errors.isEmpty
             ? .settle(.success(tally.results)) : .settle(.failure(AllPromisesFailedError(errors)))
+    }
+}
+
+/// Waits for promises of any types and succeeds with a tuple of their outcomes, unless all failed.
+///
+/// The tuple form of ``any(_:)``, for a fixed number of different sources:
+/// `any(fetchProfile(), fetchAvatar()).done { profile, avatar in show(try? profile.get(), try?
+/// avatar.get()) }`. The promises share one error type, as with ``when(fulfilled:)``.
+public func any<each Value, Failure>(
+    _ promise: repeat Promise<each Value, Failure>
+) -> Promise<(repeat Swift.Result<each Value, Failure>), AllPromisesFailedError<Failure>> {
+    var members: [Promise<Any, Failure>] = []
+    repeat members.append((each promise).map { $0 })
+    return any(members).map { results in
+        var results = results.makeIterator()
+        func next<Element>() -> Swift.Result<Element, Failure> {
+            results.next()!.map { $0 as! Element }
+        }
+        return (repeat next() as Swift.Result<each Value, Failure>)
     }
 }
 
@@ -1000,18 +1015,88 @@ public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
 
 extension AllPromisesFailedError: Equatable where Failure: Equatable {}
 
-extension Promise {
-    /// On a promise of an array: makes a promise of each element and joins them in order.
+// MARK: - Promises of sequences
+
+// PromiseKit's helpers for a promise of a list: each a `map` or a `thenMap` of what a sequence does.
+// (`SendableMetatype`: a step's closure, which may run on any thread, uses the sequence's type.)
+
+extension Promise where Value: Sequence & SendableMetatype {
+    /// Transforms each element: a `map` of the sequence's `map`.
     ///
-    /// The step form of ``when(fulfilled:concurrently:)``, for a list that comes from the step
-    /// before; `limit` caps how many run at once, and the first failure cancels the rest:
-    /// `followers.thenMap(concurrently: 4) { avatar(of: $0) }`.
-    public func thenMap<Element, NewValue>(
+    /// For a list that comes from the step before: `fetchUsers().mapValues { $0.name }`.
+    @inlinable public func mapValues<NewElement>(
+        _ transform: @escaping @Sendable (Value.Element) -> NewElement
+    ) -> Promise<[NewElement], Failure> { map { $0.map(transform) } }
+
+    /// Transforms each element into a sequence and joins them in one array.
+    ///
+    /// For a list of lists, such as each album's tracks: `fetchAlbums().flatMapValues(\.tracks)`.
+    @inlinable public func flatMapValues<Segment: Sequence & SendableMetatype>(
+        _ transform: @escaping @Sendable (Value.Element) -> Segment
+    ) -> Promise<[Segment.Element], Failure> { map { $0.flatMap(transform) } }
+
+    /// Transforms each element, keeping the results that are not `nil`.
+    ///
+    /// For a list to parse, where what does not parse is dropped:
+    /// `fetchLines().compactMapValues { Int($0) }`.
+    @inlinable public func compactMapValues<NewElement>(
+        _ transform: @escaping @Sendable (Value.Element) -> NewElement?
+    ) -> Promise<[NewElement], Failure> { map { $0.compactMap(transform) } }
+
+    /// Keeps the elements that `isIncluded` accepts, in order.
+    ///
+    /// `fetchUsers().filterValues { $0.isActive }`.
+    @inlinable public func filterValues(
+        _ isIncluded: @escaping @Sendable (Value.Element) -> Bool
+    ) -> Promise<[Value.Element], Failure> { map { $0.filter(isIncluded) } }
+
+    /// Makes a promise of each element and joins them in order: the step form of
+    /// ``when(fulfilled:concurrently:)``.
+    ///
+    /// For a list that comes from the step before; `limit` caps how many run at once, and the
+    /// first failure cancels the rest: `followers.thenMap(concurrently: 4) { avatar(of: $0) }`.
+    public func thenMap<NewValue>(
         concurrently limit: Int = .max,
-        _ transform: @escaping @Sendable (Element) -> Promise<NewValue, Failure>
-    ) -> Promise<[NewValue], Failure> where Value == [Element] {
+        _ transform: @escaping @Sendable (Value.Element) -> Promise<NewValue, Failure>
+    ) -> Promise<[NewValue], Failure> {
         precondition(limit > 0, "thenMap(concurrently:_:) needs a limit of at least 1")
         return flatMap { when(fulfilled: $0.map(transform), concurrently: limit) }
+    }
+
+    /// Makes a promise of a sequence from each element, and joins their elements in one array.
+    ///
+    /// As ``thenMap(concurrently:_:)``, for steps that each give a list, such as a page of
+    /// results per query: `queries.thenFlatMap { search($0) }`.
+    public func thenFlatMap<Segment: Sequence & SendableMetatype>(
+        concurrently limit: Int = .max,
+        _ transform: @escaping @Sendable (Value.Element) -> Promise<Segment, Failure>
+    ) -> Promise<[Segment.Element], Failure> {
+        thenMap(concurrently: limit, transform).flatMapValues { $0 }
+    }
+}
+
+extension Promise where Value: Sequence & SendableMetatype, Value.Element: Comparable {
+    /// Sorts the elements in increasing order: `fetchScores().sortedValues()`.
+    @inlinable public func sortedValues() -> Promise<[Value.Element], Failure> {
+        map { $0.sorted() }
+    }
+}
+
+extension Promise where Value: Sequence & SendableMetatype, Failure == any Swift.Error {
+    /// The first element; fails with ``PromiseError/emptySequence`` if there is none.
+    ///
+    /// `fetchResults().firstValue`. On a chain with a typed error, say which error an empty
+    /// sequence is: `results.compactMap(orFailWith: .noResult) { $0.first }`.
+    @inlinable public var firstValue: Promise<Value.Element, Failure> {
+        compactMap(orFailWith: PromiseError.emptySequence) { $0.first { _ in true } }
+    }
+
+    /// The last element; fails with ``PromiseError/emptySequence`` if there is none.
+    ///
+    /// `fetchMessages().lastValue`. On a chain with a typed error, use
+    /// ``compactMap(orFailWith:_:)`` as ``firstValue`` says.
+    @inlinable public var lastValue: Promise<Value.Element, Failure> {
+        compactMap(orFailWith: PromiseError.emptySequence) { Array($0).last }
     }
 }
 
@@ -1078,12 +1163,8 @@ extension Promise {
 extension Promise {
     /// Not for a chain with a typed error, which ``PromiseError/timedOut`` is not: say which error
     /// a timeout is, with ``timeout(_:orFailWith:)``, or erase the type first.
-    // swift-format-ignore: LineLength
-    @available(
-        *, unavailable,
-        message:
-            "timeout(_:) fails with PromiseError.timedOut, which this chain's error type is not: give the error with timeout(_:orFailWith:), or call eraseToAnyError() first"
-    )
+    // swift-format-ignore
+    @available(*, unavailable, message: "timeout(_:) fails with PromiseError.timedOut, which this chain's error type is not: give the error with timeout(_:orFailWith:), or call eraseToAnyError() first")
     public func timeout(_ interval: Duration) -> Promise { fatalError() }
 }
 
@@ -1118,6 +1199,70 @@ extension Promise {
     /// after `await promise.value`, which goes on on the caller's actor.
     public func on(_ queue: DispatchQueue) -> Promise {
         appending(queue) { stage, _, _ in .hop(Node<DispatchQueue>.payload(of: stage), nil) }
+    }
+}
+
+/// The main actor, as the place a step runs: the `on` of ``Promise/map(on:tiedTo:_:)``,
+/// ``Promise/done(on:tiedTo:_:)`` and ``Promise/catch(on:tiedTo:_:)``.
+///
+/// Its one value is `.main`: `loadItem(1).done(on: .main) { self.items = [$0] }`.
+public enum MainActorContext: Sendable {
+    /// The main actor, whose code runs on the main queue.
+    case main
+}
+
+// A step isolated to the main actor hops to the main queue, as `on(.main)` does, and calls its
+// closure there as the main actor's: the values that cross are `Sendable`, which the compiler
+// checks. A token's check is one lock, in tied steps alone.
+extension Promise where Value: Sendable {
+    /// Transforms the value on the main actor, where the closure may use main-actor state.
+    ///
+    /// The step hops to the main queue first, on every run; the steps after it run there too. With
+    /// a `token`, an invalidated token cancels the run instead of calling `transform`, as there is
+    /// then no value to go on with: `loadItem(1).map(on: .main) { self.cell(for: $0) }`.
+    public func map<NewValue: Sendable>(
+        on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
+        _ transform: @escaping @MainActor @Sendable (Value) -> NewValue
+    ) -> Promise<NewValue, Failure> {
+        let isValid = InvalidationToken.validity(of: token)
+        return on(.main).flatMap { value in
+            // After the hop, on the main queue: the main actor's executor.
+            MainActor.assumeIsolated {
+                isValid() ? .value(transform(value)) : Promise<NewValue, Failure> { $0.cancel() }
+            }
+        }
+    }
+
+    /// Ends the success path with a side effect on the main actor, such as showing the value.
+    ///
+    /// What PromiseKit's `done` does by default, checked by Swift 6: the closure may set main-actor
+    /// state. With a `token`, an invalidated token skips the closure, and the chain goes on:
+    ///
+    /// ```swift
+    /// loadItem(1)
+    ///     .done(on: .main, tiedTo: token) { self.items = [$0] }
+    ///     .catch(on: .main) { self.show($0) }
+    ///     .run()
+    /// ```
+    public func done(
+        on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
+        _ body: @escaping @MainActor @Sendable (Value) -> Void
+    ) -> Promise<Void, Failure> {
+        let isValid = InvalidationToken.validity(of: token)
+        return on(.main).done { value in MainActor.assumeIsolated { if isValid() { body(value) } } }
+    }
+
+    /// Handles the error on the main actor, such as showing an alert, leaving a ``Guarantee``.
+    ///
+    /// The main-actor form of ``catch(_:)``: `fetchFeed().done(on: .main, show).catch(on: .main,
+    /// report).run()`. With a `token`, an invalidated token skips the closure.
+    public func `catch`(
+        on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
+        _ body: @escaping @MainActor @Sendable (Failure) -> Void
+    ) -> Guarantee<Void> {
+        let isValid = InvalidationToken.validity(of: token)
+        return on(.main).catch { error in MainActor.assumeIsolated { if isValid() { body(error) } }
+        }
     }
 }
 
@@ -1215,7 +1360,7 @@ public final class RunHandle: @unchecked Sendable {
 /// store each run in it, and the runs end with their owner:
 /// `fetchFeed().run(some: show, none: report).store(in: model.runs)`. To cancel one run, keep its
 /// ``RunHandle`` instead.
-public final class RunBag: @unchecked Sendable {
+public class RunBag: @unchecked Sendable {
     fileprivate let lock = RunHandle.Lock()
     fileprivate var runs: [RunHandle] = []
 
@@ -1240,6 +1385,83 @@ public final class RunBag: @unchecked Sendable {
             return runs
         }
         for run in cancelled { run.cancel() }
+    }
+}
+
+/// Silences the callbacks tied to it once ``invalidate()`` is called, while the work goes on.
+///
+/// Tomorrowland's invalidation token. Tie the callbacks that update a screen to the screen's token,
+/// and invalidate it when what they would show is stale: a new search started, a cell reused, the
+/// screen gone (a token invalidates itself as it goes away). A tied callback does not run once the
+/// token was invalidated after the callback was tied, even one already waiting for the main queue;
+/// the run and the steps that are not tied go on. A token can be used again: callbacks tied after
+/// an `invalidate()` run.
+///
+/// ```swift
+/// func search(_ text: String) {
+///     token.invalidate()  // the results of the previous search are stale
+///     find(text).done(on: .main, tiedTo: token) { self.results = $0 }.catch(report).run()
+/// }
+/// ```
+///
+/// A token silences callbacks; a ``RunBag`` or a ``RunHandle`` cancels runs, which stops their
+/// work. Use a bag when the work itself is no longer wanted, a token when it may finish (a save, a
+/// cache fill) but nobody should hear of it. A token is also a bag: the runs stored in it, as
+/// Tomorrowland's `requestCancelOnInvalidate` does, are cancelled when it is invalidated:
+/// `image(url).done(on: .main, tiedTo: token, show).run().store(in: token)`.
+public final class InvalidationToken: RunBag, @unchecked Sendable {
+    private var generation = 0  // guarded by the bag's lock
+
+    /// Makes a token, which invalidates itself as it goes away.
+    ///
+    /// Keep it in the object whose callbacks it silences, such as a view controller: when it goes,
+    /// so do the callbacks, and the runs stored in the token are cancelled, as a bag's are.
+    override public init() {}
+
+    /// Silences every callback tied so far, and cancels the runs stored in the token.
+    ///
+    /// Callbacks tied afterwards run: call it before starting the work that replaces stale work,
+    /// such as the next search: `token.invalidate()`. To cancel the runs alone, as Tomorrowland's
+    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``.
+    public func invalidate() {
+        lock.withLock { generation += 1 }
+        cancelAll()
+    }
+
+    /// Ties a callback to the token: the callback it returns does nothing once the token is
+    /// invalidated.
+    ///
+    /// For any step or terminal that takes a callback, off the main actor (on it, pass the token
+    /// to the step: ``Promise/done(on:tiedTo:_:)``): `fetch().get(token.tie { cache.store($0) })`.
+    public func tie<Argument>(
+        _ callback: @escaping @Sendable (Argument) -> Void
+    ) -> @Sendable (Argument) -> Void {
+        { [isValid = Self.validity(of: self)] in if isValid() { callback($0) } }
+    }
+
+    /// Whether `token` has not been invalidated since now (no token has not; one that went away
+    /// has).
+    static func validity(of token: InvalidationToken?) -> @Sendable () -> Bool {
+        guard let token else { return { true } }
+        let tied = token.lock.withLock { token.generation }
+        return { [weak token] in token?.lock.withLock { token?.generation == tied } ?? false }
+    }
+}
+
+extension Promise {
+    /// A promise whose work goes on when a run of it is cancelled; the run itself ends at once.
+    ///
+    /// For work worth finishing though nobody waits for it any more, such as an upload: each run
+    /// starts the work in a run of its own, which the run's cancellation does not reach. So the
+    /// uploads of a `when` go on after one failed:
+    /// `when(fulfilled: files.map { upload($0).ignoringCancel() })`. Tomorrowland's
+    /// `cancelOnFailure: false` is this.
+    public func ignoringCancel() -> Promise {
+        Promise { resolver in
+            RunHandle(last: last).start(last) { slot in
+                if let slot { resolver(slot.take(Outcome.self)) } else { resolver.cancel() }
+            }
+        }
     }
 }
 
@@ -1328,6 +1550,34 @@ extension Promise where Failure == Never {
     @inlinable nonisolated(nonsending) public var value: Value? {
         get async { await result?.get() }
     }
+}
+
+// MARK: - Debug reports
+
+/// Where debug builds of Future report misuse, such as an operation that let its resolver go
+/// without resolving it.
+///
+/// Reports go to standard error unless you set ``handler``, say to your app's logger, as
+/// PromiseKit's `conf.logHandler` does. Release builds check nothing and report nothing.
+///
+/// ```swift
+/// PromiseDiagnostics.handler = { message in logger.warning("\(message)") }
+/// ```
+public enum PromiseDiagnostics {
+    /// Receives each report, on the thread that found the misuse.
+    ///
+    /// Set it once at launch, or from a test to collect reports; safe to read and set from any
+    /// thread, and called outside Future's locks. The default writes `Future: ` and the message to
+    /// standard error.
+    public static var handler: @Sendable (String) -> Void {
+        get { lock.withLock { current } }
+        set { lock.withLock { current = newValue } }
+    }
+
+    nonisolated(unsafe) private static var current: @Sendable (String) -> Void = { message in
+        _ = "Future: \(message)\n".withCString { write(2, $0, strlen($0)) }
+    }
+    nonisolated(unsafe) private static let lock = RunHandle.Lock()
 }
 
 // MARK: - Internals: how a chain is stored
@@ -1622,10 +1872,11 @@ extension RunHandle {
     /// An operation's resolver went away: if it never resolved, nothing ever will.
     func resolverReleased(_ id: Int, _ promise: @autoclosure () -> String) {
         guard cancel(operation: id) else { return }
-        assert(
-            Diagnostics.report(
+        #if DEBUG
+            PromiseDiagnostics.handler(
                 "an operation of \(promise()) released its resolver without resolving it. "
-                    + "Its run can never finish, so it was cancelled."))
+                    + "Its run can never finish, so it was cancelled.")
+        #endif
     }
 
     /// Cancels the run, if it is still going (and operation `id`, if given, still pending): calls
@@ -2103,18 +2354,4 @@ extension RunHandle {
         }
     }
 
-    /// Where debug builds report misuse: standard error, unless a listener is set (for tests).
-    enum Diagnostics {
-        nonisolated(unsafe) static var listener: ((String) -> Void)?
-        nonisolated(unsafe) private static let lock = Lock()
-
-        /// Reports `message`; returns `true`, so that `assert` can call it in debug builds only.
-        static func report(_ message: String) -> Bool {
-            lock.withLock {
-                if let listener { return listener(message) }
-                _ = "Future: \(message)\n".withCString { write(2, $0, strlen($0)) }
-            }
-            return true
-        }
-    }
 }
