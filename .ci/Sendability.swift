@@ -61,3 +61,52 @@ actor Tally {
         fetchCount().run { _ in }.cancel()
     }
 }
+
+// MARK: - From PromiseKit and Tomorrowland (issue 19)
+
+struct Item: Sendable { let id: Int }
+
+func loadItem(_ id: Int) -> Promise<Item, FetchError> { Promise { $0.fulfill(Item(id: id)) } }
+
+/// PromiseKit runs `done` on main; here a step says so, and may then use main-actor state.
+@MainActor final class ItemsScreen {
+    var items: [Item] = []
+    var message = ""
+    let token = InvalidationToken()
+
+    func show() {
+        loadItem(1)
+            .done(on: .main) { self.items = [$0] }
+            .catch(on: .main) { self.message = "\($0)" }
+            .run()
+    }
+
+    /// Tomorrowland's image view: a new load silences the last one's callbacks and cancels it.
+    func reload(_ id: Int) {
+        token.invalidate()
+        loadItem(id)
+            .map(on: .main, tiedTo: token) { "\($0.id) of \(self.items.count)" }
+            .done(on: .main, tiedTo: token) { self.message = $0 }
+            .catch(on: .main, tiedTo: token) { _ in self.message = "failed" }
+            .run()
+            .store(in: token)
+    }
+
+    /// Off the main actor, any callback can be tied, terminals included.
+    func prefetch(into cache: @escaping @Sendable (Item) -> Void) {
+        loadItem(2).run(some: token.tie(cache), none: token.tie { _ in })
+    }
+}
+
+/// PromiseKit's way of wrapping a completion handler (seed 000): the resolver passed point-free.
+func fetch(completion: @escaping @Sendable (String?, (any Error)?) -> Void) { completion("", nil) }
+func fetchGreeting() -> Promise<String, any Error> {
+    return Promise { fetch(completion: $0.resolve) }
+}
+
+func sequences() {
+    _ = Promise<[Int], any Error>(value: [3, 1]).filterValues { $0 > 1 }.sortedValues().firstValue
+    _ = any(loadItem(1), fetchCount())
+    _ = when(fulfilled: [loadItem(1).ignoringCancel(), loadItem(2).ignoringCancel()])
+    PromiseDiagnostics.handler = { message in print("promise:", message) }
+}

@@ -120,3 +120,33 @@ func anErasedChainWithATimeoutAndAGuaranteeRun() {
         .recover { _ in 0 }
         .run(some: { print($0) })
 }
+
+// Steps on the main actor, tied to a token, after value closures with operators and literals.
+@MainActor final class ArtistScreen {
+    var title = ""
+    var albums: [String] = []
+    let token = InvalidationToken()
+
+    func show(id: String) {
+        iTunesLookUp(id: id)
+            .map { $0.count * 2 + 1 }
+            .map { "\($0) bytes" }
+            .map(on: .main) { self.title + $0 }
+            .done(on: .main, tiedTo: token) { self.title = $0 }
+            .catch(on: .main, tiedTo: token) { self.title = "failed: \($0)" }
+            .run()
+            .store(in: token)
+    }
+}
+
+func sequenceHelpersInAPipeline() {
+    iTunesLookUp(id: "909253")
+        .map { bytes in bytes.map { Int($0) } }
+        .filterValues { $0 > 32 && $0 % 2 == 0 }
+        .mapValues { $0 * 3 + 1 }
+        .compactMapValues { $0 > 100 ? "\($0)" : nil }
+        .thenMap(concurrently: 2) { text in publish(text) }
+        .sortedValues()
+        .map { $0.joined(separator: ", ") }
+        .run(some: printLine, none: report)
+}

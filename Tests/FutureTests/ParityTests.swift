@@ -1,0 +1,398 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Main-actor state, as a screen has: only main-actor code may touch it.
+@MainActor final class Screen {
+    var items: [Int] = []
+    var errors: [String] = []
+}
+
+/// A promise that fails with `error` from another thread.
+func failingLater(_ error: TestError) -> Promise<Int, TestError> {
+    Promise { resolver in DispatchQueue.global().async { resolver.reject(error) } }
+}
+
+@Suite("Main-actor steps") @MainActor struct MainActorSteps {
+    @Test func doneOnMainSetsMainActorStateWithAValueResolvedElsewhere() async {
+        let screen = Screen()
+        let shown: Void? = await later(7).done(on: .main) { value in
+            dispatchPrecondition(condition: .onQueue(.main))
+            screen.items.append(value)
+        }.value
+        #expect(shown != nil)
+        #expect(screen.items == [7])
+    }
+
+    @Test func mapOnMainTransformsOnTheMainQueueAndTheStepsAfterItStayThere() async {
+        let screen = Screen()
+        screen.items = [1, 2]
+        let count = await later(10).map(on: .main) { $0 + screen.items.count }
+            .map { value -> Int in
+                dispatchPrecondition(condition: .onQueue(.main))
+                return value
+            }.value
+        #expect(count == 12)
+    }
+
+    @Test func catchOnMainHandlesTheErrorOnMainAndLeavesAGuarantee() async {
+        let screen = Screen()
+        let handled: Guarantee<Void> = failingLater(TestError("offline")).done(on: .main) {
+            screen.items.append($0)
+        }.catch(on: .main) { screen.errors.append($0.name) }
+        #expect(await handled.value != nil)
+        #expect(screen.items.isEmpty)
+        #expect(screen.errors == ["offline"])
+    }
+
+    @Test func aTiedCallbackAlreadyQueuedOnMainDoesNotRunOnceInvalidated() async {
+        let screen = Screen()
+        let token = InvalidationToken()
+        let ended = Delivery<Void>()
+        // Started on the main actor: the hop to the main queue is queued behind this code, which
+        // invalidates the token before the main queue can run the tied step.
+        Guarantee(value: 1).done(on: .main, tiedTo: token) { screen.items.append($0) }
+            .map { _ in ended.send(()) }.run()
+        token.invalidate()
+        #expect(await ended.arrival() != nil)  // the rest of the chain went on
+        #expect(screen.items.isEmpty)
+    }
+
+    @Test func anInvalidatedTiedCatchIsSkippedAndTheChainGoesOn() async {
+        let screen = Screen()
+        let token = InvalidationToken()
+        let ended = Delivery<Void>()
+        failingLater(TestError("stale")).catch(on: .main, tiedTo: token) {
+            screen.errors.append($0.name)
+        }.map { ended.send(()) }.run()
+        token.invalidate()
+        #expect(await ended.arrival() != nil)
+        #expect(screen.errors.isEmpty)
+    }
+
+    @Test func anInvalidatedTiedMapCancelsTheRunForWantOfAValue() async {
+        let token = InvalidationToken()
+        let after = Delivery<String>()
+        let handle = Guarantee(value: 1).map(on: .main, tiedTo: token) { $0 + 1 }
+            .ensure { after.send("ensure") }
+            .run { _ in after.send("completion") }
+        token.invalidate()
+        #expect(await after.arrival() == "ensure")
+        #expect(handle.isCancelled)
+        #expect(after.all == ["ensure"])
+    }
+
+    @Test func callbacksTiedAfterAnInvalidateRun() async {
+        let screen = Screen()
+        let token = InvalidationToken()
+        token.invalidate()
+        _ = await later(3).done(on: .main, tiedTo: token) { screen.items.append($0) }.value
+        #expect(screen.items == [3])
+    }
+}
+
+@Suite("Invalidation tokens") struct InvalidationTokens {
+    @Test func aTiedCallbackDoesNotRunOnceTheTokenIsInvalidatedAndTheWorkGoesOn() {
+        let token = InvalidationToken()
+        let (value, resolver) = Guarantee<Int>.pending()
+        let seen = Delivery<String>()
+        value.get(token.tie { seen.send("tied \($0)") })
+            .run(some: { seen.send("completion \($0)") })
+        token.invalidate()
+        resolver.fulfill(5)
+        #expect(seen.wait() == "completion 5")
+        #expect(seen.all == ["completion 5"])
+    }
+
+    @Test func terminalsCanBeTiedToo() {
+        let token = InvalidationToken()
+        let (value, resolver) = Promise<Int, TestError>.pending()
+        let seen = Delivery<String>()
+        value.ensure { seen.send("ensure") }
+            .run(some: token.tie { seen.send("value \($0)") }, none: token.tie { _ in })
+        token.invalidate()
+        resolver.fulfill(1)
+        #expect(seen.wait() == "ensure")
+        #expect(seen.all == ["ensure"])
+    }
+
+    @Test func aTokenThatGoesAwaySilencesItsCallbacksAndCancelsItsRuns() {
+        var token: InvalidationToken? = InvalidationToken()
+        let (value, resolver) = Guarantee<Int>.pending()
+        let seen = Delivery<String>()
+        let tied = value.done(token!.tie { seen.send("tied \($0)") })
+        let stored = value.ensure { seen.send("stored run ended") }.run().store(in: token!)
+        tied.ensure { seen.send("ensure") }.run()
+        token = nil
+        #expect(stored.isCancelled)
+        resolver.fulfill(2)
+        #expect(seen.all == ["stored run ended", "ensure"])
+    }
+
+    @Test func invalidatingCancelsTheStoredRunsAndCancelAllDoesNotInvalidate() {
+        let token = InvalidationToken()
+        let (waiting, resolver) = Guarantee<Int>.pending()
+        let first = waiting.run().store(in: token)
+        token.cancelAll()
+        #expect(first.isCancelled)
+        let seen = Delivery<Int>()
+        Guarantee(value: 4).done(token.tie { seen.send($0) }).run()
+        #expect(seen.all == [4])  // still valid: cancelAll did not invalidate
+
+        let second = waiting.run().store(in: token)
+        token.invalidate()
+        #expect(second.isCancelled)
+        resolver.fulfill(0)
+    }
+
+    @Test func invalidatingFromManyThreadsWhileTiedCallbacksRunIsSafe() {
+        let token = InvalidationToken()
+        let ran = Counter()
+        let group = DispatchGroup()
+        for index in 0..<2_000 {
+            group.enter()
+            DispatchQueue.global().async {
+                if index % 10 == 0 { token.invalidate() }
+                later(index).get(token.tie { _ in ran.increment() }).run(some: { _ in group.leave()
+                })
+            }
+        }
+        #expect(group.wait(timeout: .now() + timeout) == .success)
+        #expect(ran.value <= 2_000)
+    }
+}
+
+@Suite("Ignoring cancel") struct IgnoringCancel {
+    @Test func theWorkGoesOnWhenItsRunIsCancelledAndTheRunEndsAtOnce() {
+        let seen = Delivery<String>()
+        let resolvers = Delivery<Resolver<Int, Never>>()
+        let work = Guarantee<Int> { resolver in
+            resolver.onCancel { _ in seen.send("work cancelled") }
+            resolvers.send(resolver)
+        }
+        let handle = work.get { seen.send("work finished \($0)") }.ignoringCancel()
+            .ensure { seen.send("run ended") }
+            .run(some: { _ in seen.send("completion") })
+        handle.cancel()
+        #expect(seen.all == ["run ended"])
+        resolvers.wait()?.fulfill(3)
+        #expect(seen.all == ["run ended", "work finished 3"])
+    }
+
+    @Test func theOtherUploadsOfAWhenFinishAfterOneFailed() {
+        let finished = Counter()
+        let cancelled = Counter()
+        let gate = DispatchSemaphore(value: 0)
+        func upload(_ index: Int) -> Promise<Int, TestError> {
+            Promise { resolver in
+                resolver.onCancel { _ in cancelled.increment() }
+                DispatchQueue.global().async {
+                    gate.wait()
+                    finished.increment()
+                    resolver.fulfill(index)
+                }
+            }
+        }
+        let uploads = (0..<4).map { upload($0).ignoringCancel() }
+        let all = when(fulfilled: uploads + [Promise(error: TestError("disk full"))])
+        #expect(outcome(of: all) == .failure(TestError("disk full")))
+        for _ in 0..<4 { gate.signal() }
+        #expect(eventually { finished.value == 4 })
+        #expect(cancelled.value == 0)
+    }
+
+    @Test func aRaceLetsTheLosersFinish() {
+        let finished = Counter()
+        func mirror(_ delay: Int) -> Guarantee<Int> {
+            Guarantee { resolver in
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(delay)) {
+                    finished.increment()
+                    resolver.fulfill(delay)
+                }
+            }
+        }
+        let winner = value(of: race([mirror(0), mirror(50).ignoringCancel()]))
+        #expect(winner == 0)
+        #expect(eventually { finished.value == 2 })
+    }
+
+    @Test func aCancelledRunOfTheWorkEndsTheRunAsCancelled() {
+        let cancelledWork = Guarantee<Int> { $0.cancel() }.ignoringCancel()
+        let seen = Delivery<String>()
+        let handle = cancelledWork.ensure { seen.send("ensure") }.run { _ in seen.send("value") }
+        #expect(seen.wait() == "ensure")
+        #expect(handle.isCancelled)
+    }
+}
+
+@Suite("Sequence helpers") struct SequenceHelpers {
+    let numbers = Promise<[Int], TestError>(value: [3, 1, 2])
+
+    @Test func valueHelpersTransformEachElementInOrder() {
+        #expect(outcome(of: numbers.mapValues { $0 * 10 }) == .success([30, 10, 20]))
+        #expect(outcome(of: numbers.flatMapValues { [$0, $0] }) == .success([3, 3, 1, 1, 2, 2]))
+        #expect(
+            outcome(of: numbers.compactMapValues { $0 == 1 ? nil : "\($0)" })
+                == .success(["3", "2"]))
+        #expect(outcome(of: numbers.filterValues { $0 > 1 }) == .success([3, 2]))
+        #expect(outcome(of: numbers.sortedValues()) == .success([1, 2, 3]))
+    }
+
+    @Test func theyTakeAnySequenceAndPassAFailureThrough() {
+        let letters = Guarantee(value: Set(["b", "a"]))
+        #expect(value(of: letters.mapValues { $0.uppercased() }.sortedValues()) == ["A", "B"])
+        let failed = Promise<[Int], TestError>(error: TestError("x"))
+        #expect(outcome(of: failed.mapValues { $0 + 1 }) == .failure(TestError("x")))
+    }
+
+    @Test func thenFlatMapJoinsEachElementsPromiseOfASequence() {
+        let running = Counter()
+        let most = Counter()
+        let pages = numbers.thenFlatMap(concurrently: 2) { count -> Promise<[Int], TestError> in
+            Promise { resolver in
+                most.raise(to: running.increment())
+                DispatchQueue.global().async {
+                    running.decrement()
+                    resolver.fulfill(Array(repeating: count, count: count))
+                }
+            }
+        }
+        #expect(outcome(of: pages) == .success([3, 3, 3, 1, 2, 2]))
+        #expect(most.value <= 2)
+    }
+
+    @Test func firstAndLastValueFailOnAnEmptySequence() throws {
+        let list = Promise<[Int], any Error>(value: [4, 5, 6])
+        #expect(try outcome(of: list.firstValue)?.get() == 4)
+        #expect(try outcome(of: list.lastValue)?.get() == 6)
+        let empty = Promise<[Int], any Error>(value: [])
+        for promise in [empty.firstValue, empty.lastValue] {
+            guard case .failure(let error)? = outcome(of: promise) else {
+                Issue.record("an empty sequence did not fail")
+                continue
+            }
+            #expect(error as? PromiseError == .emptySequence)
+        }
+    }
+}
+
+@Suite("Any over a pack") struct AnyOverAPack {
+    @Test func itSucceedsWithEveryOutcomeInOrderUnlessAllFailed() {
+        let some = any(
+            later(1).setFailureType(to: TestError.self), failingLater(TestError("b")),
+            Promise<String, TestError>(value: "c"))
+        guard case .success(let (first, second, third))? = outcome(of: some) else {
+            Issue.record("any failed")
+            return
+        }
+        #expect(first == .success(1))
+        #expect(second == .failure(TestError("b")))
+        #expect(third == .success("c"))
+    }
+
+    @Test func itFailsWithEveryErrorWhenAllFailed() {
+        let none = any(
+            failingLater(TestError("a")), Promise<String, TestError>(error: TestError("b")))
+        #expect(
+            outcome(of: none).map { $0.map { _ in 0 } }
+                == .failure(AllPromisesFailedError([TestError("a"), TestError("b")])))
+    }
+
+    @Test func aMemberEndingByCancellationEndsItSo() {
+        let cancelled = Guarantee<Int> { $0.cancel() }
+        let seen = Delivery<String>()
+        let handle = any(later(1), cancelled).ensure { seen.send("ensure") }.run { _ in
+            seen.send("value")
+        }
+        #expect(seen.wait() == "ensure")
+        #expect(handle.isCancelled)
+    }
+}
+
+/// A completion-handler API, as Foundation's and older ones are.
+func fetch(_ outcome: Int, completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
+    DispatchQueue.global().async {
+        switch outcome {
+        case 0: completion("page", nil)
+        case 1: completion(nil, TestError("404"))
+        default: completion(nil, nil)
+        }
+    }
+}
+
+/// The error of a failed outcome, if any.
+func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
+    if case .failure(let error)? = outcome { error } else { nil }
+}
+
+@Suite("Resolvers passed point-free") struct PointFreeResolvers {
+    @Test func resolveAndFulfillCanBePassedAsCompletionHandlers() throws {
+        let page = Promise<String, any Error> { fetch(0, completion: $0.resolve) }
+        #expect(try outcome(of: page)?.get() == "page")
+        let failed = Promise<String, any Error> { fetch(1, completion: $0.resolve) }
+        #expect(failure(of: outcome(of: failed)) as? TestError == TestError("404"))
+        let missing = Promise<String, any Error> { fetch(2, completion: $0.resolve) }
+        #expect(failure(of: outcome(of: missing)) as? PromiseError == .missingValue)
+
+        @Sendable func count(completion: @escaping @Sendable (Int) -> Void) { completion(3) }
+        #expect(value(of: Guarantee { count(completion: $0.fulfill) }) == 3)
+        @Sendable func save(completion: @escaping @Sendable ((any Error)?) -> Void) {
+            completion(nil)
+        }
+        let saved = Promise<Void, any Error> { save(completion: $0.resolve) }
+        #expect(try outcome(of: saved)?.get() != nil)
+    }
+}
+
+@Suite("Debug reports") struct DebugReports {
+    @Test func aHandlerReceivesTheReportsAndStandardErrorStaysQuiet() async {
+        let result = await #expect(
+            processExitsWith: .success, observing: [\.standardErrorContent]
+        ) {
+            let heard = Log()
+            PromiseDiagnostics.handler = { heard.record($0) }
+            Guarantee<Int> { _ in }.run()  // drops its resolver
+            guard heard.all.count == 1, heard.all[0].contains("without resolving it") else {
+                exit(1)
+            }
+        }
+        let text = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(!text.contains("Future:"))
+    }
+
+    @Test func byDefaultReportsGoToStandardError() async {
+        let result = await #expect(
+            processExitsWith: .success, observing: [\.standardErrorContent]
+        ) {
+            Guarantee<Int> { _ in }.run()
+        }
+        let text = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(text.contains("Future: an operation of Promise<Int, Never> made at"))
+    }
+
+    @Test func theHandlerIsSafeToSetWhileReportsArrive() {
+        _ = reports.all  // the test process's handler, set first
+        let line = #line + 9
+        let group = DispatchGroup()
+        for index in 0..<1_000 {
+            DispatchQueue.global().async(group: group) {
+                if index % 100 == 0 {
+                    // Other tests' reports may come here meanwhile: they go on to `reports`.
+                    PromiseDiagnostics.handler = { reports.record($0) }
+                }
+                if index % 2 == 0 {
+                    Guarantee<Int> { _ in }.run()  // drops its resolver: a report
+                }
+            }
+        }
+        #expect(group.wait(timeout: .now() + timeout) == .success)
+        #expect(reports.reports(madeAt: line).count == 500)
+    }
+}
