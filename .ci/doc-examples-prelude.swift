@@ -101,3 +101,32 @@ struct Answer: Decodable, Sendable { var results: [Artist] }
 func iTunesLookUp(id: String) -> Promise<Data, ITunesError> { given() }
 func decodeAnswer(_ data: Data) -> Result<Answer, ITunesError> { given() }
 func firstRockArtist(_ answer: Answer) -> Result<Artist, ITunesError> { given() }
+
+// Promises of lists, for the sequence helpers.
+struct Album: Sendable { var tracks: [String] }
+extension User { var isActive: Bool { true } }
+func fetchUsers() -> Promise<[User], NetworkError> { given() }
+func fetchAlbums() -> Promise<[Album], NetworkError> { given() }
+func fetchLines() -> Promise<[String], NetworkError> { given() }
+func fetchScores() -> Promise<[Int], NetworkError> { given() }
+func fetchResults() -> Promise<[User], any Error> { given() }
+func fetchMessages() -> Promise<[String], any Error> { given() }
+func search(_ query: String) -> Promise<[User], NetworkError> { given() }
+let queries: Promise<[String], NetworkError> = given()
+let files = [url]
+func upload(_ file: URL) -> Promise<Void, NetworkError> { given() }
+
+// The main actor's side: a screen's state, and the token that silences its callbacks.
+struct Item: Sendable { var title: String }
+func loadItem(_ id: Int) -> Promise<Item, NetworkError> { given() }
+func find(_ text: String) -> Promise<[Item], NetworkError> { given() }
+func image(_ url: URL) -> Promise<Image, NetworkError> { given() }
+@MainActor final class Cell {}
+@MainActor func cell(for item: Item) -> Cell { given() }
+@MainActor var items: [Item] = []
+let token = InvalidationToken()
+
+// Callback APIs and a logger, for resolvers passed as handlers and debug reports.
+func load(completion: @escaping @Sendable (Data) -> Void) {}
+final class AppLogger: Sendable { func warning(_ message: String) {} }
+let logger = AppLogger()

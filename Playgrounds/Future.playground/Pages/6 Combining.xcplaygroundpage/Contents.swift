@@ -55,4 +55,32 @@ print(try await race(fulfilled: [square(-1), square(6, after: 20)]).value ?? 0)
 print(try await Promise<[Int], LookupError>(value: [7, 8]).thenMap { square($0) }.value ?? [])
 //> [49, 64]
 
+//: On a promise of a list, PromiseKit's helpers: each a `map` or a `thenMap` of what a
+//: sequence does:
+let numbers = Promise<[Int], LookupError>(value: [3, -1, 2])
+print(try await numbers.filterValues { $0 > 0 }.mapValues { $0 * 10 }.sortedValues().value ?? [])
+//> [20, 30]
+let pairs = numbers.filterValues { $0 > 0 }.thenFlatMap { n in square(n).map { [n, $0] } }
+print(try await pairs.value ?? [])
+//> [3, 9, 2, 4]
+
+//: `any` of promises of different types gives a tuple of `Result`s:
+if let (word, number) = try await any(Promise(value: "four"), square(-1)).value {
+    print(try word.get(), (try? number.get()).map(String.init) ?? "failed")
+}
+//> four failed
+
+//: A failed `when` cancels the members still running; `ignoringCancel()` lets a member's work
+//: finish anyway, as an upload should (Tomorrowland's `cancelOnFailure: false`):
+let (network, respond) = Guarantee<Void>.pending()
+let upload = network.map { print("uploaded") }.setFailureType(to: LookupError.self)
+do {
+    _ = try await when(fulfilled: [upload.ignoringCancel(), square(-1).map { _ in }]).value
+} catch {
+    print("failed:", error)
+}
+respond.fulfill()  // the upload was not cancelled
+//> failed: notFound
+//> uploaded
+
 //: [Next: time and cancellation](@next)

@@ -67,4 +67,20 @@ bag = nil
 //> first cleaned up
 //> second cleaned up
 
+//: A token does not cancel: it silences the callbacks tied to it before `invalidate()`, while
+//: the work and the rest of the chain go on. Callbacks tied afterwards run.
+let token = InvalidationToken()
+let stale = Guarantee(value: "stale").get(token.tie { print("showing", $0) })
+token.invalidate()
+print(await stale.value ?? "")
+//> stale
+print(await Guarantee(value: "fresh").get(token.tie { print("showing", $0) }).value ?? "")
+//> showing fresh
+//> fresh
+
+//: A token is also a bag: `invalidate()` cancels the runs stored in it.
+slow("stored").run().store(in: token)
+token.invalidate()
+//> stored cleaned up
+
 //: [Next: Swift concurrency](@next)
