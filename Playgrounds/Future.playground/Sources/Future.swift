@@ -71,10 +71,11 @@ public typealias Guarantee<Value> = Promise<Value, Never>
 /// error:
 /// `if case .failure(PromiseError.timedOut)? = await fetch(url).timeout(.seconds(5)).result {}`.
 public enum PromiseError: Swift.Error, Equatable, Sendable {
-    /// A completion handler passed neither a value nor an error to ``Resolver/resolve(_:_:)``.
+    /// A completion handler passed neither a value nor an error to
+    /// ``Resolver/resolve(_:_:)-14z48``.
     ///
     /// An API that does so means "no result" in its own way: handle that case in the operation,
-    /// with ``Resolver/fulfill(_:)`` or ``Resolver/reject(_:)``, before calling `resolve`.
+    /// with ``Resolver/fulfill(_:)-pc1s`` or ``Resolver/reject(_:)``, before calling `resolve`.
     case missingValue
     /// The transform given to ``Promise/compactMap(_:)`` returned `nil`.
     ///
@@ -96,8 +97,8 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
 
 /// What an operation receives, to report its outcome and to learn that its run was cancelled.
 ///
-/// Call it with a `Result`, or use ``fulfill(_:)`` and ``reject(_:)``: `resolver(.success(data))`.
-/// The first outcome counts, later ones are ignored. Call it from any thread, during the operation
+/// Call it with a `Result`, or use ``fulfill(_:)-pc1s`` and ``reject(_:)``:
+/// `resolver(.success(data))`. The first outcome counts, later ones are ignored. Call it from any thread, during the operation
 /// or after. The run then goes on on the thread that is free to carry it: the resolving one if the
 /// operation had returned, else the operation's own once it returns (so to go on on a given queue,
 /// use ``Promise/on(_:)``, not `queue.async { resolver… }`).
@@ -227,7 +228,7 @@ extension Resolver where Failure == any Swift.Error {
     /// Reports what a completion handler passes, ending the run as cancelled on a cancellation
     /// error.
     ///
-    /// Like ``resolve(_:_:)``, but an error that `isCancellation` recognizes ends the run as
+    /// Like ``resolve(_:_:)-14z48``, but an error that `isCancellation` recognizes ends the run as
     /// cancelled, as ``cancel()`` does:
     /// `resolver.resolve(data, error, cancelledIf: { $0 is CancellationError })`.
     public func resolve(
@@ -249,14 +250,15 @@ extension Resolver where Failure == any Swift.Error {
 extension Resolver where Value: Sendable {
     /// Reports success, as a function to pass where a completion handler is expected.
     ///
-    /// The same as ``fulfill(_:)``, for a `Sendable` value, whose parameter is not `sending`, so
-    /// that it converts to a handler's type: `Promise { load(completion: $0.fulfill) }`.
+    /// The same as ``fulfill(_:)-pc1s``, for a `Sendable` value, whose parameter is not
+    /// `sending`, so that it converts to a handler's type:
+    /// `Guarantee<Data> { load(completion: $0.fulfill) }`.
     @_disfavoredOverload public func fulfill(_ value: Value) { self(.success(value)) }
 
     /// Reports what a completion handler passes, as a function to pass as that handler.
     ///
-    /// The same as ``resolve(_:_:)``, for a `Sendable` value, so that PromiseKit's way of wrapping
-    /// a callback API compiles: `Promise { fetch(completion: $0.resolve) }`.
+    /// The same as ``resolve(_:_:)-14z48``, for a `Sendable` value, so that PromiseKit's way of
+    /// wrapping a callback API compiles: `Promise { fetch(completion: $0.resolve) }`.
     @_disfavoredOverload public func resolve(_ value: Value?, _ error: (any Swift.Error)?)
     where Failure == any Swift.Error {
         resolve(value, error, cancelledIf: { _ in false })
@@ -708,7 +710,7 @@ extension Promise where Failure == Never {
     /// Gives a promise that cannot fail the error type of the chain it joins.
     ///
     /// Needed where Swift wants one error type, such as a guarantee among the members of
-    /// ``when(fulfilled:)->Promise<[Value],Failure>``, or one branch of a choice:
+    /// ``when(fulfilled:concurrently:)``, or one branch of a choice:
     /// `isFresh ? cachedFeed().setFailureType(to: FeedError.self) : fetchFeed()`. As a step of
     /// `then`, a guarantee joins a chain that can fail without it.
     @inlinable public func setFailureType<NewFailure>(
@@ -855,7 +857,7 @@ extension Promise {
 /// The combinator for work that is all needed, such as the pages of a report: the first failure
 /// decides, and the members still running are cancelled: `when(fulfilled: ids.map(fetchUser))`. No
 /// promises succeed with `[]`. To keep going past failures, use ``when(resolved:)`` or
-/// ``any(_:)-(Array)``; to take the first to finish, ``race(_:)``.
+/// ``any(_:)-([Promise<Value,Failure>])``; to take the first to finish, ``race(_:)``.
 ///
 /// With a `limit`, at most that many members run at once: the next starts as one finishes, in the
 /// order given, so a long list does not flood a server:
@@ -915,8 +917,9 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 /// Waits for every promise and succeeds with every outcome, in the order given; never fails.
 ///
 /// Choose it when each outcome matters on its own, such as a batch of uploads to report one by one:
-/// a ``Guarantee`` of `Result`s, one per member. ``any(_:)`` is the same but fails when every
-/// member failed; ``when(fulfilled:)->Promise<[Value],Failure>`` stops at the first failure:
+/// a ``Guarantee`` of `Result`s, one per member. ``any(_:)-([Promise<Value,Failure>])`` is the
+/// same but fails when every member failed; ``when(fulfilled:concurrently:)`` stops at the first
+/// failure:
 /// `when(resolved: ids.map(fetchUser)).run(some: { results in show(results) })`.
 @inlinable public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>]
@@ -947,9 +950,10 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 
 /// Waits for promises of any types and succeeds with a tuple of their outcomes, unless all failed.
 ///
-/// The tuple form of ``any(_:)``, for a fixed number of different sources:
-/// `any(fetchProfile(), fetchAvatar()).done { profile, avatar in show(try? profile.get(), try?
-/// avatar.get()) }`. The promises share one error type, as with ``when(fulfilled:)``.
+/// The tuple form of ``any(_:)-([Promise<Value,Failure>])``, for a fixed number of different
+/// sources: `any(fetchProfile(), fetchAvatar(id)).done { profile, avatar in show(try? profile.get(),
+/// try? avatar.get()) }`. The promises share one error type, as with
+/// ``when(fulfilled:)->Promise<(Value),Failure>``.
 public func any<each Value, Failure>(
     _ promise: repeat Promise<each Value, Failure>
 ) -> Promise<(repeat Swift.Result<each Value, Failure>), AllPromisesFailedError<Failure>> {
@@ -999,8 +1003,9 @@ public func any<each Value, Failure>(
 
 /// The error of a combination that needed a value and got none: every error, in input order.
 ///
-/// ``any(_:)`` and ``race(fulfilled:)`` fail with it. Look at ``errors`` to report each source's
-/// failure: `race(fulfilled: mirrors.map(download)).catch { report($0.errors.first ?? .offline) }`.
+/// ``any(_:)-([Promise<Value,Failure>])`` and ``race(fulfilled:)`` fail with it. Look at
+/// ``errors`` to report each source's failure:
+/// `race(fulfilled: mirrors.map(download)).catch { report($0.errors.first ?? .offline) }`.
 public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
     /// The errors, in the order the promises were given.
     ///
@@ -1009,7 +1014,8 @@ public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
 
     /// Makes the error from every member's error.
     ///
-    /// For tests, and for combinators of your own that fail the same way as ``any(_:)``.
+    /// For tests, and for combinators of your own that fail the same way as
+    /// ``any(_:)-([Promise<Value,Failure>])``.
     public init(_ errors: [Failure]) { self.errors = errors }
 }
 
@@ -1086,7 +1092,7 @@ extension Promise where Value: Sequence & SendableMetatype, Failure == any Swift
     /// The first element; fails with ``PromiseError/emptySequence`` if there is none.
     ///
     /// `fetchResults().firstValue`. On a chain with a typed error, say which error an empty
-    /// sequence is: `results.compactMap(orFailWith: .noResult) { $0.first }`.
+    /// sequence is: `results.compactMap(orFailWith: .noResultFound) { $0.first }`.
     @inlinable public var firstValue: Promise<Value.Element, Failure> {
         compactMap(orFailWith: PromiseError.emptySequence) { $0.first { _ in true } }
     }
@@ -1205,7 +1211,7 @@ extension Promise {
 /// The main actor, as the place a step runs: the `on` of ``Promise/map(on:tiedTo:_:)``,
 /// ``Promise/done(on:tiedTo:_:)`` and ``Promise/catch(on:tiedTo:_:)``.
 ///
-/// Its one value is `.main`: `loadItem(1).done(on: .main) { self.items = [$0] }`.
+/// Its one value is `.main`: `loadItem(1).done(on: .main) { items = [$0] }`.
 public enum MainActorContext: Sendable {
     /// The main actor, whose code runs on the main queue.
     case main
@@ -1219,7 +1225,7 @@ extension Promise where Value: Sendable {
     ///
     /// The step hops to the main queue first, on every run; the steps after it run there too. With
     /// a `token`, an invalidated token cancels the run instead of calling `transform`, as there is
-    /// then no value to go on with: `loadItem(1).map(on: .main) { self.cell(for: $0) }`.
+    /// then no value to go on with: `loadItem(1).map(on: .main) { cell(for: $0) }`.
     public func map<NewValue: Sendable>(
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
         _ transform: @escaping @MainActor @Sendable (Value) -> NewValue
@@ -1239,10 +1245,17 @@ extension Promise where Value: Sendable {
     /// state. With a `token`, an invalidated token skips the closure, and the chain goes on:
     ///
     /// ```swift
-    /// loadItem(1)
-    ///     .done(on: .main, tiedTo: token) { self.items = [$0] }
-    ///     .catch(on: .main) { self.show($0) }
-    ///     .run()
+    /// @MainActor final class ItemScreen {
+    ///     let token = InvalidationToken()
+    ///     var items: [Item] = []
+    ///
+    ///     func load() {
+    ///         loadItem(1)
+    ///             .done(on: .main, tiedTo: token) { self.items = [$0] }
+    ///             .catch(on: .main) { report($0) }
+    ///             .run()
+    ///     }
+    /// }
     /// ```
     public func done(
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
@@ -1398,9 +1411,14 @@ public class RunBag: @unchecked Sendable {
 /// an `invalidate()` run.
 ///
 /// ```swift
-/// func search(_ text: String) {
-///     token.invalidate()  // the results of the previous search are stale
-///     find(text).done(on: .main, tiedTo: token) { self.results = $0 }.catch(report).run()
+/// @MainActor final class SearchScreen {
+///     let token = InvalidationToken()
+///     var results: [Item] = []
+///
+///     func search(_ text: String) {
+///         token.invalidate()  // the results of the previous search are stale
+///         find(text).done(on: .main, tiedTo: token) { self.results = $0 }.catch(report).run()
+///     }
 /// }
 /// ```
 ///
@@ -1408,7 +1426,7 @@ public class RunBag: @unchecked Sendable {
 /// work. Use a bag when the work itself is no longer wanted, a token when it may finish (a save, a
 /// cache fill) but nobody should hear of it. A token is also a bag: the runs stored in it, as
 /// Tomorrowland's `requestCancelOnInvalidate` does, are cancelled when it is invalidated:
-/// `image(url).done(on: .main, tiedTo: token, show).run().store(in: token)`.
+/// `image(url).done(on: .main, tiedTo: token, show).catch(report).run().store(in: token)`.
 public final class InvalidationToken: RunBag, @unchecked Sendable {
     private var generation = 0  // guarded by the bag's lock
 
@@ -1432,7 +1450,7 @@ public final class InvalidationToken: RunBag, @unchecked Sendable {
     /// invalidated.
     ///
     /// For any step or terminal that takes a callback, off the main actor (on it, pass the token
-    /// to the step: ``Promise/done(on:tiedTo:_:)``): `fetch().get(token.tie { cache.store($0) })`.
+    /// to the step: ``Promise/done(on:tiedTo:_:)``): `fetchUser(id).get(token.tie { cache.store($0) })`.
     public func tie<Argument>(
         _ callback: @escaping @Sendable (Argument) -> Void
     ) -> @Sendable (Argument) -> Void {
