@@ -1242,7 +1242,8 @@ extension Promise where Value: Sendable {
     /// Ends the success path with a side effect on the main actor, such as showing the value.
     ///
     /// What PromiseKit's `done` does by default, checked by Swift 6: the closure may set main-actor
-    /// state. With a `token`, an invalidated token skips the closure, and the chain goes on:
+    /// state. The step hops to the main queue first, and the steps after it run there too. With a
+    /// `token`, an invalidated token skips the closure, and the chain goes on:
     ///
     /// ```swift
     /// @MainActor final class ItemScreen {
@@ -1268,7 +1269,8 @@ extension Promise where Value: Sendable {
     /// Handles the error on the main actor, such as showing an alert, leaving a ``Guarantee``.
     ///
     /// The main-actor form of ``catch(_:)``: `fetchFeed().done(on: .main, show).catch(on: .main,
-    /// report).run()`. With a `token`, an invalidated token skips the closure.
+    /// report).run()`. It hops to the main queue, with a value or an error, and the steps after it
+    /// run there too. With a `token`, an invalidated token skips the closure.
     public func `catch`(
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
         _ body: @escaping @MainActor @Sendable (Failure) -> Void
@@ -1409,6 +1411,11 @@ public class RunBag: @unchecked Sendable {
 /// token was invalidated after the callback was tied, even one already waiting for the main queue;
 /// the run and the steps that are not tied go on. A token can be used again: callbacks tied after
 /// an `invalidate()` run.
+///
+/// A callback is tied when its step is built, with ``tie(_:)`` or a `tiedTo:` argument, as
+/// Tomorrowland ties one when it is registered. So build the chain where you run it, as below: a
+/// chain built once and run again after `invalidate()` stays silent. Keep the token, in the object
+/// whose callbacks it silences: ties do not keep it, and a token that has gone away silences them.
 ///
 /// ```swift
 /// @MainActor final class SearchScreen {
