@@ -92,10 +92,10 @@ func loadItem(_ id: Int) -> Promise<Item, FetchError> { Promise { $0.fulfill(Ite
             .store(in: token)
     }
 
-    /// Off the main actor, any callback can be tied, terminals included.
-    func prefetch(into cache: @escaping @Sendable (Item) -> Void) {
-        loadItem(2).run(some: token.tie(cache), none: token.tie { _ in })
-    }
+    /// A reload kept in a property: each run ties its steps to the token as it starts.
+    lazy var refresh: Guarantee<Void> = loadItem(3)
+        .done(on: .main, tiedTo: token) { self.items.append($0) }
+        .catch(on: .main, tiedTo: token) { _ in self.message = "failed" }
 }
 
 /// PromiseKit's way of wrapping a completion handler (seed 000): the resolver passed point-free.

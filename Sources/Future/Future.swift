@@ -871,7 +871,7 @@ extension Promise {
         switch ended {
         case .some((_, .failure(let error)?)): .settle(.failure(error))
         case .some((_, nil)): .cancel
-        default: tally.isComplete ? .settle(.success(tally.values)) : .wait
+        default: tally.isComplete ? .settle(.success(tally.outcomes.map { try! $0!.get() })) : .wait
         }
     }
 }
@@ -961,9 +961,7 @@ public func any<each Value, Failure>(
     repeat members.append((each promise).map { $0 })
     return any(members).map { results in
         var results = results.makeIterator()
-        func next<Element>() -> Swift.Result<Element, Failure> {
-            results.next()!.map { $0 as! Element }
-        }
+        func next<T>() -> Swift.Result<T, Failure> { results.next()!.map { $0 as! T } }
         return (repeat next() as Swift.Result<each Value, Failure>)
     }
 }
@@ -1221,20 +1219,21 @@ public enum MainActorContext: Sendable {
 // closure there as the main actor's: the values that cross are `Sendable`, which the compiler
 // checks. A token's check is one lock, in tied steps alone.
 extension Promise where Value: Sendable {
+    /// Whether a token has not been invalidated since a run started.
+    typealias Validity = @Sendable () -> Bool
+
     /// Transforms the value on the main actor, where the closure may use main-actor state.
     ///
     /// The step hops to the main queue first, on every run; the steps after it run there too. With
-    /// a `token`, an invalidated token cancels the run instead of calling `transform`, as there is
+    /// a `token`, an invalidated token cancels the run instead of calling `body`, as there is
     /// then no value to go on with: `loadItem(1).map(on: .main) { cell(for: $0) }`.
     public func map<NewValue: Sendable>(
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
-        _ transform: @escaping @MainActor @Sendable (Value) -> NewValue
+        _ body: @escaping @MainActor @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> {
-        let isValid = InvalidationToken.validity(of: token)
-        return on(.main).flatMap { value in
-            // After the hop, on the main queue: the main actor's executor.
-            MainActor.assumeIsolated {
-                isValid() ? .value(transform(value)) : Promise<NewValue, Failure> { $0.cancel() }
+        onMain(tiedTo: token) { chain, valid in
+            chain.flatMap { value in
+                MainActor.assumeIsolated { valid() ? .value(body(value)) : .init { $0.cancel() } }
             }
         }
     }
@@ -1262,8 +1261,9 @@ extension Promise where Value: Sendable {
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
         _ body: @escaping @MainActor @Sendable (Value) -> Void
     ) -> Promise<Void, Failure> {
-        let isValid = InvalidationToken.validity(of: token)
-        return on(.main).done { value in MainActor.assumeIsolated { if isValid() { body(value) } } }
+        onMain(tiedTo: token) { chain, valid in
+            chain.done { value in MainActor.assumeIsolated { if valid() { body(value) } } }
+        }
     }
 
     /// Handles the error on the main actor, such as showing an alert, leaving a ``Guarantee``.
@@ -1275,9 +1275,28 @@ extension Promise where Value: Sendable {
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
         _ body: @escaping @MainActor @Sendable (Failure) -> Void
     ) -> Guarantee<Void> {
-        let isValid = InvalidationToken.validity(of: token)
-        return on(.main).catch { error in MainActor.assumeIsolated { if isValid() { body(error) } }
+        onMain(tiedTo: token) { chain, valid in
+            chain.catch { error in MainActor.assumeIsolated { if valid() { body(error) } } }
         }
+    }
+
+    /// This promise with a hop to the main queue (the main actor's executor, so its steps may
+    /// assume the main actor), then the steps `add` adds, which ask `valid` whether `token` was
+    /// invalidated since the run started: added as each run starts, so that a promise kept and run
+    /// again after an `invalidate()` is tied anew.
+    func onMain<NewValue, NewFailure>(
+        tiedTo token: InvalidationToken?,
+        _ add: @escaping @Sendable (Promise, @escaping Validity) -> Promise<NewValue, NewFailure>
+    ) -> Promise<NewValue, NewFailure> {
+        guard let token else { return add(on(.main), { true }) }
+        return Guarantee(value: ()).flatMap { [weak token] in add(on(.main), Self.validity(token)) }
+    }
+
+    /// Whether `token` has not been invalidated since now (one that went away has).
+    static func validity(_ token: InvalidationToken?) -> Validity {
+        guard let token else { return { false } }
+        let tied = token.lock.withLock { token.generation }
+        return { [weak token] in token?.lock.withLock { token?.generation == tied } ?? false }
     }
 }
 
@@ -1412,10 +1431,11 @@ public class RunBag: @unchecked Sendable {
 /// the run and the steps that are not tied go on. A token can be used again: callbacks tied after
 /// an `invalidate()` run.
 ///
-/// A callback is tied when its step is built, with ``tie(_:)`` or a `tiedTo:` argument, as
-/// Tomorrowland ties one when it is registered. So build the chain where you run it, as below: a
-/// chain built once and run again after `invalidate()` stays silent. Keep the token, in the object
-/// whose callbacks it silences: ties do not keep it, and a token that has gone away silences them.
+/// Tie a main-actor step with its `tiedTo:` argument, such as ``Promise/done(on:tiedTo:_:)``'s.
+/// Each run ties it as the run starts: a run started before an `invalidate()` skips it, a run
+/// started after does not, so a promise kept and run again is not silenced for good. Keep the
+/// token, in the object whose callbacks it silences: ties do not keep it, and a token that has
+/// gone away silences them.
 ///
 /// ```swift
 /// @MainActor final class SearchScreen {
@@ -1435,7 +1455,7 @@ public class RunBag: @unchecked Sendable {
 /// Tomorrowland's `requestCancelOnInvalidate` does, are cancelled when it is invalidated:
 /// `image(url).done(on: .main, tiedTo: token, show).catch(report).run().store(in: token)`.
 public final class InvalidationToken: RunBag, @unchecked Sendable {
-    private var generation = 0  // guarded by the bag's lock
+    fileprivate var generation = 0  // guarded by the bag's lock
 
     /// Makes a token, which invalidates itself as it goes away.
     ///
@@ -1451,25 +1471,6 @@ public final class InvalidationToken: RunBag, @unchecked Sendable {
     public func invalidate() {
         lock.withLock { generation += 1 }
         cancelAll()
-    }
-
-    /// Ties a callback to the token: the callback it returns does nothing once the token is
-    /// invalidated.
-    ///
-    /// For any step or terminal that takes a callback, off the main actor (on it, pass the token
-    /// to the step: ``Promise/done(on:tiedTo:_:)``): `fetchUser(id).get(token.tie { cache.store($0) })`.
-    public func tie<Argument>(
-        _ callback: @escaping @Sendable (Argument) -> Void
-    ) -> @Sendable (Argument) -> Void {
-        { [isValid = Self.validity(of: self)] in if isValid() { callback($0) } }
-    }
-
-    /// Whether `token` has not been invalidated since now (no token has not; one that went away
-    /// has).
-    static func validity(of token: InvalidationToken?) -> @Sendable () -> Bool {
-        guard let token else { return { true } }
-        let tied = token.lock.withLock { token.generation }
-        return { [weak token] in token?.lock.withLock { token?.generation == tied } ?? false }
     }
 }
 
@@ -2168,7 +2169,6 @@ extension RunHandle {
         @inlinable init(_ count: Int) { outcomes = Array(repeating: nil, count: count) }
         @inlinable var isComplete: Bool { ended == outcomes.count }
         @inlinable var results: [Swift.Result<Member, Failure>] { outcomes.map { $0! } }
-        @inlinable var values: [Member] { outcomes.map { try! $0!.get() } }
         @inlinable var errors: [Failure] {
             outcomes.compactMap { if case .failure(let error)? = $0 { error } else { nil } }
         }

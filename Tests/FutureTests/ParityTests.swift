@@ -98,74 +98,75 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
     }
 }
 
-@Suite("Invalidation tokens") struct InvalidationTokens {
-    @Test func aTiedCallbackDoesNotRunOnceTheTokenIsInvalidatedAndTheWorkGoesOn() {
+@Suite("Invalidation tokens") @MainActor struct InvalidationTokens {
+    @Test func aRunStartedBeforeTheInvalidateSkipsItsTiedStepAndAKeptPromiseRunsAgain() async {
+        let screen = Screen()
         let token = InvalidationToken()
-        let (value, resolver) = Guarantee<Int>.pending()
-        let seen = Delivery<String>()
-        value.get(token.tie { seen.send("tied \($0)") })
-            .run(some: { seen.send("completion \($0)") })
-        token.invalidate()
-        resolver.fulfill(5)
-        #expect(seen.wait() == "completion 5")
-        #expect(seen.all == ["completion 5"])
+        let (answer, reply) = Guarantee<Int>.pending()
+        // Built once and kept, as a screen keeps its reload.
+        let show = answer.done(on: .main, tiedTo: token) { screen.items.append($0) }
+        let first = Delivery<Void>()
+        show.run(some: { first.send(()) })
+        token.invalidate()  // the first run is stale: its answer comes after this
+        reply.fulfill(1)
+        #expect(await first.arrival() != nil)  // it went on, and skipped the tied step
+        #expect(screen.items.isEmpty)
+        #expect(await show.value != nil)  // a run started after the invalidate
+        #expect(screen.items == [1])
     }
 
-    @Test func terminalsCanBeTiedToo() {
-        let token = InvalidationToken()
-        let (value, resolver) = Promise<Int, TestError>.pending()
-        let seen = Delivery<String>()
-        value.ensure { seen.send("ensure") }
-            .run(some: token.tie { seen.send("value \($0)") }, none: token.tie { _ in })
-        token.invalidate()
-        resolver.fulfill(1)
-        #expect(seen.wait() == "ensure")
-        #expect(seen.all == ["ensure"])
-    }
-
-    @Test func aTokenThatGoesAwaySilencesItsCallbacksAndCancelsItsRuns() {
+    @Test func aTokenThatGoesAwaySilencesItsStepsAndCancelsItsRuns() async {
+        let screen = Screen()
         var token: InvalidationToken? = InvalidationToken()
         let (value, resolver) = Guarantee<Int>.pending()
         let seen = Delivery<String>()
-        let tied = value.done(token!.tie { seen.send("tied \($0)") })
         let stored = value.ensure { seen.send("stored run ended") }.run().store(in: token!)
-        tied.ensure { seen.send("ensure") }.run()
+        let tied = value.done(on: .main, tiedTo: token) { screen.items.append($0) }
+            .map { seen.send("went on") }
+        tied.run()
         token = nil
         #expect(stored.isCancelled)
         resolver.fulfill(2)
-        #expect(seen.all == ["stored run ended", "ensure"])
+        #expect(await seen.arrival() == "stored run ended")
+        #expect(eventually { seen.all.count == 2 })
+        #expect(seen.all == ["stored run ended", "went on"])
+        #expect(screen.items.isEmpty)
     }
 
-    @Test func invalidatingCancelsTheStoredRunsAndCancelAllDoesNotInvalidate() {
+    @Test func invalidatingCancelsTheStoredRunsAndCancelAllDoesNotInvalidate() async {
+        let screen = Screen()
         let token = InvalidationToken()
         let (waiting, resolver) = Guarantee<Int>.pending()
         let first = waiting.run().store(in: token)
+        let tied = waiting.done(on: .main, tiedTo: token) { screen.items.append($0) }
+        tied.run()
         token.cancelAll()
         #expect(first.isCancelled)
-        let seen = Delivery<Int>()
-        Guarantee(value: 4).done(token.tie { seen.send($0) }).run()
-        #expect(seen.all == [4])  // still valid: cancelAll did not invalidate
+        resolver.fulfill(4)
+        _ = await Guarantee(value: ()).on(.main).value  // after the tied step's hop
+        #expect(screen.items == [4])  // cancelAll did not invalidate
 
-        let second = waiting.run().store(in: token)
+        let (unanswered, keep) = Guarantee<Int>.pending()
+        let second = unanswered.run().store(in: token)
         token.invalidate()
         #expect(second.isCancelled)
-        resolver.fulfill(0)
+        keep.fulfill(0)
     }
 
-    @Test func invalidatingFromManyThreadsWhileTiedCallbacksRunIsSafe() {
+    @Test func invalidatingFromManyThreadsWhileTiedStepsRunIsSafe() async {
+        let screen = Screen()
         let token = InvalidationToken()
-        let ran = Counter()
-        let group = DispatchGroup()
+        let ended = Counter()
+        let all = Delivery<Void>()
         for index in 0..<2_000 {
-            group.enter()
             DispatchQueue.global().async {
                 if index % 10 == 0 { token.invalidate() }
-                later(index).get(token.tie { _ in ran.increment() }).run(some: { _ in group.leave()
-                })
+                later(index).done(on: .main, tiedTo: token) { screen.items.append($0) }
+                    .run(some: { if ended.increment() == 2_000 { all.send(()) } })
             }
         }
-        #expect(group.wait(timeout: .now() + timeout) == .success)
-        #expect(ran.value <= 2_000)
+        #expect(await all.arrival() != nil)
+        #expect(screen.items.count <= 2_000)
     }
 }
 

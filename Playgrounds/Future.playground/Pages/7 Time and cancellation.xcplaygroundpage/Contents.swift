@@ -67,16 +67,20 @@ bag = nil
 //> first cleaned up
 //> second cleaned up
 
-//: A token does not cancel: it silences the callbacks tied to it before `invalidate()`, while
-//: the work and the rest of the chain go on. Callbacks tied afterwards run.
+//: A token does not cancel: it silences the main-actor steps tied to it in the runs started
+//: before `invalidate()`, while the work and the rest of the chain go on. Runs started afterwards
+//: are not silenced.
 let token = InvalidationToken()
-let stale = Guarantee(value: "stale").get(token.tie { print("showing", $0) })
+let (answer, reply) = Guarantee<String>.pending()
+let show = answer.done(on: .main, tiedTo: token) { print("showing", $0) }
+    .map { print("the run went on") }
+show.run()
 token.invalidate()
-print(await stale.value ?? "")
-//> stale
-print(await Guarantee(value: "fresh").get(token.tie { print("showing", $0) }).value ?? "")
-//> showing fresh
-//> fresh
+reply.fulfill("the answer")
+//> the run went on
+_ = await show.value
+//> showing the answer
+//> the run went on
 
 //: A token is also a bag: `invalidate()` cancels the runs stored in it.
 slow("stored").run().store(in: token)
