@@ -34,5 +34,10 @@ let package = Package(
         ),
         // Future's ratio to each peer, from runs of the two interleaved in pairs.
         .executableTarget(name: "Ratios", dependencies: ["Scenarios"]),
+        // The bytes a pending run holds, against a parked Task, measured in one process.
+        .target(name: "HeapInUse"),
+        .executableTarget(
+            name: "PendingRuns",
+            dependencies: [.product(name: "Future", package: "Future"), "HeapInUse"]),
     ]
 )
