@@ -863,6 +863,10 @@ extension Promise {
 /// order given, so a long list does not flood a server:
 /// `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 is a precondition
 /// failure. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the same as a step.
+///
+/// To let the other members' work finish after one failed, such as uploads worth completing, make
+/// each member ignore the cancel: `when(fulfilled: files.map { upload($0).ignoringCancel() })`.
+/// The combination still fails at once; the work goes on, and its outcome is dropped.
 @inlinable public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Promise<[Value], Failure> {
@@ -972,6 +976,9 @@ public func any<each Value, Failure>(
 /// succeeds, use ``race(fulfilled:)``. When every member has ended by cancellation (or none was
 /// given), the race ends so too. A race against ``after(_:)`` is a timeout, but
 /// ``Promise/timeout(_:orFailWith:)`` says it in one step: `race(mirrors.map(download))`.
+///
+/// The losers' work is cancelled; to let it finish, such as downloads that fill a cache, make each
+/// member ignore the cancel: `race(mirrors.map { download($0).ignoringCancel() })`.
 @inlinable public func race<Value, Failure>(_ promises: [Promise<Value, Failure>]) -> Promise<
     Value, Failure
 > {
