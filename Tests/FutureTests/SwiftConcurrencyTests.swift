@@ -114,6 +114,15 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
 }
 
 @Suite struct Sharing {
+    @Test func theRunsLeftWaitingGoOnInTheOrderTheyStartedAfterOthersLeft() {
+        let (answer, reply) = Guarantee<Int>.pending()
+        let order = Log()
+        let handles = (0..<6).map { index in answer.run(some: { _ in order.record("\(index)") }) }
+        for index in [4, 1, 2] { handles[index].cancel() }
+        reply.fulfill(1)
+        #expect(order.all == ["0", "3", "5"])
+    }
+
     @Test func theWorkRunsOnceForEveryRun() {
         let pending = Pending<Int>()
         let shared = pending.promise.share()

@@ -2310,7 +2310,8 @@ extension RunHandle {
         private var outcome: Swift.Result<Value, Failure>??
         /// The run of the work under way, numbered by the waiting run that started it.
         private var run: (number: Int, handle: RunHandle?)?
-        private var waiting: [(number: Int, resolver: Resolver<Value, Failure>)] = []
+        /// Keyed by number: a run that leaves is removed at once however many wait.
+        private var waiting: [Int: Resolver<Value, Failure>] = [:]
         private var lastNumber = 0
         /// The resolver that `pending()` hands out.
         var outside: Resolver<Value, Failure>?
@@ -2330,7 +2331,7 @@ extension RunHandle {
                 () -> (Int, Swift.Result<Value, Failure>??, (Stage, RunHandle)?) in
                 lastNumber += 1
                 if let outcome { return (lastNumber, outcome, nil) }
-                waiting.append((lastNumber, resolver))
+                waiting[lastNumber] = resolver
                 guard run == nil, let work else { return (lastNumber, nil, nil) }
                 run = (lastNumber, RunHandle(last: work.last))
                 return (lastNumber, nil, (work.last, run!.handle!))
@@ -2344,7 +2345,7 @@ extension RunHandle {
         /// A waiting run was cancelled; when none is left, the work is cancelled.
         private func leave(_ number: Int) {
             let abandoned = lock.withLock { () -> RunHandle? in
-                waiting.removeAll { $0.number == number }
+                waiting[number] = nil
                 guard waiting.isEmpty, work != nil, let run else { return nil }
                 self.run = nil
                 return run.handle
@@ -2359,8 +2360,8 @@ extension RunHandle {
                 guard run?.number == number else { return [] }
                 run = nil
                 if outcome != nil || work == nil { (self.outcome, work) = (.some(outcome), nil) }
-                defer { self.waiting = [] }
-                return self.waiting.map(\.resolver)
+                defer { self.waiting = [:] }
+                return self.waiting.sorted { $0.key < $1.key }.map(\.value)
             }
             for resolver in waiting {
                 if let outcome { resolver(outcome) } else { resolver.cancel() }
