@@ -29,10 +29,17 @@ final class Delivery<Value>: @unchecked Sendable {
     private let lock = TestLock()
     private let arrived = DispatchSemaphore(value: 0)
     private var values: [Value] = []
+    /// What `arrival()`s waiting for the first value do with it.
+    private var waiters: [(Value) -> Void] = []
 
     func send(_ value: Value) {
-        lock.withLock { values.append(value) }
+        let waiting = lock.withLock { () -> [(Value) -> Void] in
+            values.append(value)
+            defer { waiters = [] }
+            return waiters
+        }
         arrived.signal()
+        for waiter in waiting { waiter(value) }
     }
 
     /// Waits for the first value; `nil` if none came within `timeout`.
@@ -41,11 +48,19 @@ final class Delivery<Value>: @unchecked Sendable {
         return lock.withLock { values.first }
     }
 
-    /// Waits like `wait()`, without holding up a thread of Swift's concurrency pool, which the
-    /// tasks a test waits for may need.
+    /// Waits like `wait()`, holding up no thread: neither one of Swift's concurrency pool nor one
+    /// of Dispatch's, which the work a test waits for may need (on 2 cores, a few tests each
+    /// blocking a Dispatch thread here stalled every timer of the test run for a minute).
     func arrival() async -> Value? where Value: Sendable {
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: self.wait()) }
+            let once = ResumedOnce(continuation)
+            let first = lock.withLock { () -> Value?? in
+                if let first = values.first { return .some(first) }
+                waiters.append { once.resume($0) }
+                return .none
+            }
+            if let first { return once.resume(first) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { once.resume(nil) }
         }
     }
 
@@ -54,6 +69,18 @@ final class Delivery<Value>: @unchecked Sendable {
 
     /// Everything delivered so far.
     var all: [Value] { lock.withLock { values } }
+}
+
+/// A continuation resumed by whichever comes first: a value, or the timeout's `nil`.
+final class ResumedOnce<Value: Sendable>: @unchecked Sendable {
+    private let lock = TestLock()
+    private var continuation: CheckedContinuation<Value?, Never>?
+
+    init(_ continuation: CheckedContinuation<Value?, Never>) { self.continuation = continuation }
+
+    func resume(_ value: Value?) {
+        lock.withLock { continuation.take() }?.resume(returning: value)
+    }
 }
 
 /// A counter that many threads can bump.
