@@ -1328,7 +1328,8 @@ public final class RunHandle: @unchecked Sendable {
     @exclusivity(unchecked) private var slotSize: Int, slotAlignment: Int
     /// The type of the run's outcome, to destroy one that arrives after the run was cancelled.
     @exclusivity(unchecked) private var output: any Outcome.Type
-    @usableFromInline var member = 0  // which member of a combination it runs (see `Join`)
+    /// Which member of a combination it runs (see `Join`).
+    @exclusivity(unchecked) @usableFromInline var member = 0
 
     // Owned by the one thread that drives the run; ownership passes under `lock`.
     @exclusivity(unchecked) private var plan = Plan()
@@ -1337,7 +1338,7 @@ public final class RunHandle: @unchecked Sendable {
     @exclusivity(unchecked) private var cancelledByStep = false
 
     // Guarded by `lock`.
-    private let lock = Lock()
+    private let lock = Lock(room: 16)
     @exclusivity(unchecked) private var phase = Phase.driving
     @exclusivity(unchecked) private var cancelRequested = false
     @exclusivity(unchecked) private var operation = 0, resolved = 0
@@ -1356,12 +1357,14 @@ public final class RunHandle: @unchecked Sendable {
     private enum Phase { case driving, operating, waiting, finished }
 
     @usableFromInline init(last: Stage) {
-        (slotSize, slotAlignment, output) = (last.slotSize, last.slotAlignment, last.output)
-        slot = Slot(size: slotSize, alignment: slotAlignment)
+        // The slot starts in the 16 bytes after the mutex (see `Lock`): most outcomes fit there,
+        // and then a run costs one allocation less. `start` grows it for larger ones.
+        (slotSize, slotAlignment, output) = (16, 8, last.output)
+        slot = Slot(memory: lock.room)
     }
 
     deinit {
-        slot.memory.deallocate()
+        if slot.memory != lock.room { slot.memory.deallocate() }
         lock.free()
     }
 
@@ -1724,10 +1727,6 @@ extension RunHandle {
     @usableFromInline struct Slot {
         @usableFromInline let memory: UnsafeMutableRawPointer
 
-        init(size: Int, alignment: Int) {
-            memory = .allocate(byteCount: size, alignment: alignment)
-        }
-
         @inlinable func put<Output>(_ output: Output) {
             memory.initializeMemory(as: Output.self, to: output)
         }
@@ -1752,11 +1751,9 @@ extension RunHandle {
         private var root: Stage?
         private var chains: [(last: Stage, base: Int)] = []
 
-        /// Forgets the chains, keeping the stack's memory for another run (8 bytes a step).
-        mutating func end() {
-            (root, chains) = (nil, [])
-            stages.removeAll(keepingCapacity: true)
-        }
+        /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
+        /// run (8 bytes a step).
+        mutating func end() { (root, chains) = (nil, []) }
 
         mutating func push(_ last: consuming Stage, isRoot: Bool = false) {
             // Chains whose stages have all run are released here, not while their last step runs.
@@ -2022,10 +2019,10 @@ extension RunHandle {
     /// The slot, grown first if `chain` has larger outcomes (the slot is empty as a chain starts).
     private func fitSlot(to chain: Stage) -> Slot {
         guard chain.slotSize > slotSize || chain.slotAlignment > slotAlignment else { return slot }
-        slot.memory.deallocate()
+        if slot.memory != lock.room { slot.memory.deallocate() }
         slotSize = max(chain.slotSize, slotSize)
         slotAlignment = max(chain.slotAlignment, slotAlignment)
-        slot = Slot(size: slotSize, alignment: slotAlignment)
+        slot = Slot(memory: .allocate(byteCount: slotSize, alignment: slotAlignment))
         return slot
     }
 
@@ -2210,7 +2207,8 @@ extension RunHandle {
         // Guarded by `lock`.
         @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
         @exclusivity(unchecked) @usableFromInline var running: [RunHandle?]
-        @exclusivity(unchecked) @usableFromInline var started = 0, launching = false
+        /// Whether a thread runs the launch loop: at first, the one that starts the run.
+        @exclusivity(unchecked) @usableFromInline var started = 0, launching = true
         /// The combination's own resolver; `nil` once it has settled or been cancelled.
         @exclusivity(unchecked) @usableFromInline var resolver: Resolver<Output, OutFailure>?
 
@@ -2231,13 +2229,9 @@ extension RunHandle {
         }
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
-        /// end at once make room from inside `start`, and a hundred thousand must not nest.
+        /// end at once make room from inside `start`, and a hundred thousand must not nest. The
+        /// caller has claimed the loop (`launching`), so that one thread at a time runs it.
         @inlinable func launch() {
-            let claimed = lock.withLock { () -> Bool in
-                defer { launching = true }
-                return !launching
-            }
-            guard claimed else { return }
             // The handle that runs members one after another while each ends at once (see `start`).
             var lane: (handle: RunHandle, finish: (Slot?) -> Void)?
             // A member's handle is in `running` from the moment it is claimed, before it starts,
@@ -2248,6 +2242,9 @@ extension RunHandle {
                     launching = false
                     return nil
                 }
+                // The lane goes on only if its member ended with an outcome: else it goes on
+                // elsewhere, or was cancelled.
+                if let last = lane?.handle.member, tally.outcomes[last] == nil { lane = nil }
                 started += 1
                 let handle = lane?.handle ?? RunHandle(last: members[started - 1].last)
                 running[started - 1] = handle
@@ -2256,26 +2253,27 @@ extension RunHandle {
                 if lane == nil { lane = (handle, { [self] in end(handle.member, $0?.take()) }) }
                 handle.member = index
                 handle.start(members[index].last, lane!.finish)
-                // The lane goes on only if the member ended with an outcome: else it goes on
-                // elsewhere, or was cancelled.
-                let ended = lock.withLock { resolver != nil && tally.outcomes[index] != nil }
-                if !ended { lane = nil }
             }
         }
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation.
         @inlinable func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) {
+            var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
             let settled = lock.withLock {
                 () -> (Verdict<Output, OutFailure>, Resolver<Output, OutFailure>)? in
                 guard let resolver else { return nil }
                 running[index] = nil
                 (tally.ended, tally.outcomes[index]) = (tally.ended + 1, outcome)
                 let verdict = decide(tally, (index, outcome))
-                if case .wait = verdict { return nil }
+                if case .wait = verdict {
+                    (claimed, launching) = (!launching, true)
+                    return nil
+                }
                 (self.resolver, tally.outcomes) = (nil, [])
                 return (verdict, resolver)
             }
-            if let (verdict, resolver) = settled { settle(verdict, resolver) } else { launch() }
+            if let (verdict, resolver) = settled { settle(verdict, resolver) }
+            if claimed { launch() }
         }
 
         /// Cancels the members still running, then settles the combination's run.
@@ -2369,11 +2367,20 @@ extension RunHandle {
         }
     }
 
-    /// A mutex for an object that frees it in its `deinit` (a class: one more allocation a run).
+    /// A mutex for an object that frees it in its `deinit` (a class: one more allocation a run),
+    /// with `room` bytes after it for the object's use, in the same allocation.
     @usableFromInline struct Lock {
-        @usableFromInline let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-        @inlinable init() { pthread_mutex_init(mutex, nil) }
+        @inlinable init(room: Int = 0) {
+            let size = MemoryLayout<pthread_mutex_t>.stride + room
+            let memory = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+            mutex = memory.bindMemory(to: pthread_mutex_t.self, capacity: 1)
+            pthread_mutex_init(mutex, nil)
+        }
+
+        /// The room after the mutex, aligned to 8 bytes, as a mutex is.
+        var room: UnsafeMutableRawPointer { UnsafeMutableRawPointer(mutex + 1) }
 
         @usableFromInline func free() {
             pthread_mutex_destroy(mutex)
