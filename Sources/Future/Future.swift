@@ -1334,25 +1334,26 @@ public final class RunHandle: @unchecked Sendable {
     // Owned by the one thread that drives the run; ownership passes under `lock`.
     @exclusivity(unchecked) private var plan = Plan()
     @exclusivity(unchecked) private var finish: ((Slot?) -> Void)?
-    /// Set when a step cancels its own run, so that the very next step does not start.
-    @exclusivity(unchecked) private var cancelledByStep = false
 
-    // Guarded by `lock`.
+    // Guarded by `lock` (the flags last, side by side, to keep the handle small).
     private let lock = Lock(room: 16)
-    @exclusivity(unchecked) private var phase = Phase.driving
-    @exclusivity(unchecked) private var cancelRequested = false
     @exclusivity(unchecked) private var operation = 0, resolved = 0
     /// The first operation of the chain now running: the handle may have run others before.
     @exclusivity(unchecked) private var firstOperation = 1
     @exclusivity(unchecked) private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
     @exclusivity(unchecked) private var driver = pthread_self()
+    /// What a run hopping to a queue waits for, and the type of the outcome it holds meanwhile.
+    @exclusivity(unchecked) private var hop: (timer: DispatchSourceTimer?, held: any Outcome.Type)?
+    @exclusivity(unchecked) private var phase = Phase.driving
+    @exclusivity(unchecked) private var cancelRequested = false
     /// Set by a cancel that came after the run had finished: a combination that claimed the
     /// handle for its next member, and was cancelled before it started it, so it never starts.
     @exclusivity(unchecked) private var cancelledWhileFinished = false
     /// Set while a canceller calls the handlers; it then halts the run itself.
     @exclusivity(unchecked) private var cancelling = false
-    /// What a run hopping to a queue waits for, and the type of the outcome it holds meanwhile.
-    @exclusivity(unchecked) private var hop: (timer: DispatchSourceTimer?, held: any Outcome.Type)?
+    /// Set when a step cancels its own run, so that the very next step does not start (read
+    /// without the lock by the thread that drives the run, which is the one that sets it).
+    @exclusivity(unchecked) private var cancelledByStep = false
 
     private enum Phase { case driving, operating, waiting, finished }
 
