@@ -1118,7 +1118,10 @@ extension Promise where Value: Sequence & SendableMetatype, Failure == any Swift
 /// Start a chain with it to wait first, as a poll does; a guarantee, so continue with `flatMap` for
 /// work that can fail: `after(.seconds(1)).flatMap(poll)`. Cancelling the run cancels the timer. To
 /// wait in the middle of a chain, use ``Promise/delay(_:)``.
-public func after(_ interval: Duration) -> Guarantee<Void> { Guarantee(value: ()).delay(interval) }
+public func after(_ interval: Duration) -> Guarantee<Void> { immediately.delay(interval) }
+
+/// The first step of every `after`, made once rather than at every call.
+private let immediately = Guarantee(value: ())
 
 extension Promise {
     /// Passes the outcome, value or error, on after `interval`, on a global queue.
