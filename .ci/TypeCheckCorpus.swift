@@ -150,3 +150,51 @@ func sequenceHelpersInAPipeline() {
         .map { $0.joined(separator: ", ") }
         .run(some: printLine, none: report)
 }
+
+// A chain that cannot fail, followed by steps that can: the chain takes the step's error type.
+func cachedCount() -> Guarantee<Int> { Guarantee(value: 3) }
+func fetchAlbumCount(_ n: Int) -> Promise<Int, LookupError> { Promise(value: n) }
+
+func aRecoverThenAStepThatCanFail() {
+    iTunesLookUp(id: "909253")
+        .recover { _ in [] }
+        .then { bytes in fetchAlbumCount(bytes.count) }
+        .then { count in checkTitle("\(count) albums") }
+        .map { $0.count }
+        .run(some: { print($0) }, none: report)
+}
+
+func afterThenAStepThatCanFail() {
+    after(.milliseconds(10))
+        .then { iTunesLookUp(id: "909253") }
+        .then(toText)
+        .run(some: printLine, none: report)
+}
+
+func sixMapsAndTwoPromiseStepsOnAGuarantee() {
+    cachedCount()
+        .map { count in count.description }
+        .map { text in text.count }
+        .then { n in fetchAlbumCount(n) }
+        .map { count in "\(count) albums".uppercased() }
+        .map { line in "\(line) <\(line.lowercased())>" }
+        .map { line in line.count * 2 + 1 }
+        .then { n in iTunesLookUp(id: "\(n)") }
+        .map { bytes in bytes.isEmpty }
+        .run(some: { print($0) }, none: report)
+}
+
+func aGuaranteeThenAResultThenAPromise() {
+    Guarantee<String> { $0.fulfill("Rock") }
+        .then { checkTitle($0) }
+        .then { title in publish(title) }
+        .then { cover(for: $0) }
+        .run(some: printLine, none: report)
+}
+
+func whenResolvedThenAStepThatCanFail() {
+    when(resolved: [iTunesLookUp(id: "1"), iTunesLookUp(id: "2")])
+        .then { results in fetchAlbumCount(results.count) }
+        .map { "\($0) lookups" }
+        .run(some: printLine, none: report)
+}

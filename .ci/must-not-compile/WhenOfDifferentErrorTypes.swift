@@ -1,4 +1,4 @@
-// expect: error: 'when(fulfilled:)' is unavailable: when(fulfilled:) needs promises of one error type: convert the others with mapError(_:), or call eraseToAnyError() on each
+// expect: error: 'when(fulfilled:)' is unavailable: when(fulfilled:) needs promises of one error type: give a Guarantee the others' with setFailureType(to:), convert the others with mapError(_:), or call eraseToAnyError() on each
 // A combination fails with the first error of its members, so they must share one error type.
 import Future
 

@@ -79,6 +79,17 @@ import Testing
         #expect(throws: TestError("disk")) { try outcome(of: save(TestError("disk")))?.get() }
     }
 
+    @Test func aTypedResolverAdaptsCompletionHandlersByConvertingTheirError() {
+        func fetch(_ value: Int?, _ error: (any Error)?) -> Promise<Int, TestError> {
+            Promise { resolver in
+                resolver.resolve(value, error, mapError: { TestError("\($0)") })
+            }
+        }
+        #expect(outcome(of: fetch(1, nil)) == .success(1))
+        #expect(outcome(of: fetch(1, TestError("e"))) == .failure(TestError("\(TestError("e"))")))
+        #expect(outcome(of: fetch(nil, nil)) == .failure(TestError("missingValue")))
+    }
+
     @Test func operationsMayResolveLaterOnAnotherThread() {
         #expect(outcome(of: later(5).then { $0 + 1 }) == .success(6))
     }

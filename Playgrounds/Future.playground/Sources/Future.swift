@@ -123,7 +123,8 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     #endif
 
     @usableFromInline init(run: RunHandle, operation: Int, file: StaticString, line: UInt) {
-        (self.run, self.operation) = (run, operation)
+        self.run = run
+        self.operation = operation
         #if DEBUG
             origin = (file, line)
         #endif
@@ -243,6 +244,36 @@ extension Resolver where Failure == any Swift.Error {
             reject(PromiseError.missingValue)
         }
     }
+}
+
+extension Resolver {
+    /// Reports what a completion handler passes, converting its error to the promise's type.
+    ///
+    /// For a `(Value?, Error?) -> Void` handler on a promise with a typed error: the error, or
+    /// ``PromiseError/missingValue`` when there is neither, goes through `transform`:
+    ///
+    /// ```swift
+    /// Promise<Data, NetworkError> { resolver in
+    ///     fetch { data, error in resolver.resolve(data, error, mapError: { _ in .offline }) }
+    /// }
+    /// ```
+    public func resolve(
+        _ value: sending Value?, _ error: (any Swift.Error)?,
+        mapError transform: (any Swift.Error) -> Failure
+    ) {
+        if let error {
+            reject(transform(error))
+        } else if let value {
+            fulfill(value)
+        } else {
+            reject(transform(PromiseError.missingValue))
+        }
+    }
+
+    /// Not for a promise with a typed error: a handler's error is `any Error`.
+    // swift-format-ignore
+    @available(*, unavailable, message: "a (Value?, Error?) handler's error is any Error: convert it with resolve(_:_:mapError:), as in { resolver.resolve($0, $1, mapError: MyError.init) }, or make the promise a Promise<_, any Error> and mapError(_:) after")
+    public func resolve(_ value: Value?, _ error: (any Swift.Error)?) { fatalError() }
 }
 
 // A method whose value is `sending` cannot be passed where a completion handler is expected, whose
@@ -452,7 +483,9 @@ extension Promise {
     /// Not for a promise that can fail, as ``run()``: use ``run(some:none:)``.
     // swift-format-ignore
     @available(*, unavailable, message: "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)")
-    @discardableResult public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle { fatalError() }
+    @discardableResult public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
+        fatalError()
+    }
 }
 
 extension Promise where Failure == Never {
@@ -485,8 +518,12 @@ extension Promise where Failure == Never {
 // Swift weighs every overload of a name against every closure in a chain, so each shape more
 // multiplies the time a long chain takes to type-check. `map` has one shape: the fast way to write
 // a value step in a closure. The promise and `Result` shapes take any error type, so that such a
-// step is never taken for a value; on a chain that cannot fail, the promise shape of the
-// `Failure == Never` extension below takes the step's error type instead.
+// step is never taken for a value. On a chain that cannot fail, the `Failure == Never` extension
+// below gives those two shapes again, taking the step's error type as PromiseKit's
+// `Guarantee.then` does: Swift prefers them there, and they cost a chain that can fail nothing.
+// Rejecting every other pair of error types at compile time would take more shapes on every chain
+// (measured: a six-closure chain of the corpus went from 120 to 335 ms), so that stays a check as
+// the step is built.
 
 extension Promise {
     /// Transforms the value with a function, as ``map(_:)`` does.
@@ -510,10 +547,14 @@ extension Promise {
     /// that succeeds or fails at once, return a `Result`; for a plain value, use ``map(_:)``.
     ///
     /// The step's promise fails with the chain's error type, or cannot fail (a ``Guarantee``), or,
-    /// on a chain that fails with `any Error`, fails with any error. Another error type is a
-    /// precondition failure as the chain is built; convert it first (``mapError(_:)``), or, on a
-    /// chain that cannot fail, continue with `flatMap`, which takes the step's error type. A
-    /// promise made in the closure names its error type: `Promise<Int, LookupError>(value: 1)`.
+    /// on a chain that fails with `any Error`, fails with any error. On a chain that cannot fail,
+    /// it may fail with any error, and the chain takes its type:
+    /// `after(.seconds(1)).then { fetchStatus() }` can fail as `fetchStatus()` does. Any other
+    /// error type stops the program as the step is built, with a message that names the fix
+    /// (convert the step's error with ``mapError(_:)``, or erase the chain's with
+    /// ``eraseToAnyError()``): Swift cannot reject that pair at compile time without slowing every
+    /// chain. A promise made in the closure names its error type:
+    /// `Promise<Int, LookupError>(value: 1)`.
     ///
     /// (Disfavored, as the value shape is, which Swift settles faster in long chains: measured 73
     /// ms against 123 ms for six closures. It still wins over the value shape, which is less
@@ -561,19 +602,23 @@ extension Promise {
     /// How a step's errors join the chain, decided once, as the step is built, so that a run pays
     /// no test: `nil` when they are the chain's own; else a conversion, for a step that cannot fail
     /// or a chain that fails with `any Error`. Any other pair stops here, where the mistake is,
-    /// rather than at the first failure of some run.
+    /// rather than at the first failure of some run; `fatalError`, as a `precondition` loses its
+    /// message in a release build. (A chain that cannot fail reaches here only from generic code:
+    /// elsewhere Swift picks the shapes that take the step's error type.)
     @inlinable static func joining<StepFailure>(
         _: StepFailure.Type
     ) -> (@Sendable (StepFailure) -> Failure)? {
         if StepFailure.self == Failure.self { return nil }
-        precondition(
-            StepFailure.self == Never.self || Failure.self == (any Swift.Error).self,
-            """
-            then: a step that fails with \(StepFailure.self) cannot join a chain that fails with \
-            \(Failure.self): convert the step's error with mapError(_:), give a Guarantee chain \
-            its error type with setFailureType(to:) (or continue it with flatMap(_:), which takes \
-            the step's), or call eraseToAnyError() on the chain
-            """)
+        guard StepFailure.self == Never.self || Failure.self == (any Swift.Error).self else {
+            fatalError(
+                """
+                then: a step that fails with \(StepFailure.self) cannot join a chain that fails \
+                with \(Failure.self). Convert the step's error with mapError(_:), as in \
+                `.then { step($0).mapError { _ in MyError.failed } }`, or call eraseToAnyError() \
+                on the chain; a chain that cannot fail takes the step's error type with \
+                setFailureType(to:) first.
+                """)
+        }
         return { $0 as! Failure }  // a `Never` never comes; an error is an `any Error`
     }
 
@@ -694,25 +739,47 @@ extension Promise where Failure == any Swift.Error {
 }
 
 extension Promise where Failure == Never {
-    /// Continues a chain that cannot fail with a promise that can, taking its error type.
+    /// Continues a chain that cannot fail with the promise `next` makes, taking its error type.
     ///
-    /// Choose it after a guarantee, such as ``after(_:)`` or a cache read, when the next step is
-    /// work that can fail: `after(.seconds(1)).flatMap { fetchStatus() }` is a
-    /// `Promise<Status, NetworkError>`. `then` keeps the chain's error type and has no such shape,
-    /// as each shape more would slow the type-checking of every `then`; on a chain that can fail,
-    /// `flatMap` and `then` keep its error type too.
-    @inlinable @_disfavoredOverload public func flatMap<NewValue, NewFailure>(
+    /// PromiseKit's `Guarantee.then`: after ``after(_:)``, a `recover` or a cache read, the next
+    /// step is work that can fail, and so can the chain from there on:
+    /// `after(.seconds(1)).then { fetchStatus() }` is a `Promise<Status, NetworkError>`. A step
+    /// that cannot fail keeps the chain a ``Guarantee``.
+    @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        setFailureType(to: NewFailure.self).flatMap(next)
+        typealias Next = @Sendable (Value) -> Promise<NewValue, NewFailure>
+        return appending(next) { stage, slot, _ in
+            .enter(Node<Next>.payload(of: stage)(slot.take(Outcome.self).get()).last)
+        }
     }
+
+    /// Continues a chain that cannot fail with a step that succeeds or fails at once, taking its
+    /// error type.
+    ///
+    /// The `Result` shape of `then`, as the promise shape above is:
+    /// `lookUp(id: id).recover { _ in "guest" }.then(toModel)` fails as `toModel` does.
+    @inlinable public func then<NewValue, NewFailure>(
+        _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, NewFailure>
+    ) -> Promise<NewValue, NewFailure> {
+        mapOutcome { transform($0.get()) }
+    }
+
+    /// Continues a chain that cannot fail with the promise `next` makes, taking its error type.
+    ///
+    /// The same step as `then`, under the standard library's name:
+    /// `after(.seconds(1)).flatMap { fetchStatus() }` is a `Promise<Status, NetworkError>`.
+    @inlinable @_disfavoredOverload public func flatMap<NewValue, NewFailure>(
+        _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
+    ) -> Promise<NewValue, NewFailure> { then(next) }
 
     /// Gives a promise that cannot fail the error type of the chain it joins.
     ///
     /// Needed where Swift wants one error type, such as a guarantee among the members of
     /// ``when(fulfilled:concurrently:)``, or one branch of a choice:
     /// `isFresh ? cachedFeed().setFailureType(to: FeedError.self) : fetchFeed()`. As a step of
-    /// `then`, a guarantee joins a chain that can fail without it.
+    /// `then`, a guarantee joins a chain that can fail without it, and a chain that cannot fail
+    /// takes the error type of a `then` step that can.
     @inlinable public func setFailureType<NewFailure>(
         to _: NewFailure.Type
     ) -> Promise<Value, NewFailure> {
@@ -815,6 +882,11 @@ extension Promise {
         }
     }
 
+    /// PromiseKit's last step after `catch`, which Future calls ``ensure(_:)``.
+    // swift-format-ignore
+    @available(*, unavailable, renamed: "ensure", message: "Future's finally is ensure(_:): .catch { … }.ensure { … }.run()")
+    public func finally(_ body: @escaping @Sendable () -> Void) -> Promise { fatalError() }
+
     /// Forgets the error's type, to chain with promises that fail with `any Error`.
     ///
     /// Choose it to combine promises of different error types, or to use an API typed for
@@ -861,8 +933,8 @@ extension Promise {
 ///
 /// With a `limit`, at most that many members run at once: the next starts as one finishes, in the
 /// order given, so a long list does not flood a server:
-/// `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 is a precondition
-/// failure. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the same as a step.
+/// `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 stops the program
+/// with a message. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the same as a step.
 ///
 /// To let the other members' work finish after one failed, such as uploads worth completing, make
 /// each member ignore the cancel: `when(fulfilled: files.map { upload($0).ignoringCancel() })`.
@@ -870,7 +942,10 @@ extension Promise {
 @inlinable public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Promise<[Value], Failure> {
-    precondition(limit > 0, "when(fulfilled:concurrently:) needs a limit of at least 1")
+    // `fatalError`, not `precondition`: its message stays in a release build.
+    guard limit > 0 else {
+        fatalError("when(fulfilled:concurrently:) needs a limit of at least 1, not \(limit)")
+    }
     return RunHandle.join(promises, limit) { tally, ended in
         switch ended {
         case .some((_, .failure(let error)?)): .settle(.failure(error))
@@ -900,11 +975,13 @@ public func when<each Value, Failure>(
 }
 
 /// Not for promises of different error types, which one `Failure` cannot hold: convert them to one
-/// first, with ``Promise/mapError(_:)`` or ``Promise/eraseToAnyError()``.
+/// first, with ``Promise/setFailureType(to:)`` for a guarantee, ``Promise/mapError(_:)`` or
+/// ``Promise/eraseToAnyError()``.
 // swift-format-ignore
-@available(*, unavailable, message: "when(fulfilled:) needs promises of one error type: convert the others with mapError(_:), or call eraseToAnyError() on each")
-public func when<each Value, each Failure>(fulfilled promise: repeat Promise<each Value, each Failure>)
-    -> Promise<(repeat each Value), any Swift.Error> { fatalError() }
+@available(*, unavailable, message: "when(fulfilled:) needs promises of one error type: give a Guarantee the others' with setFailureType(to:), convert the others with mapError(_:), or call eraseToAnyError() on each")
+public func when<each Value, each Failure>(
+    fulfilled promise: repeat Promise<each Value, each Failure>
+) -> Promise<(repeat each Value), any Swift.Error> { fatalError() }
 
 /// Succeeds with the values of a dictionary's promises, under their keys.
 ///
@@ -1070,7 +1147,9 @@ extension Promise where Value: Sequence & SendableMetatype {
         concurrently limit: Int = .max,
         _ transform: @escaping @Sendable (Value.Element) -> Promise<NewValue, Failure>
     ) -> Promise<[NewValue], Failure> {
-        precondition(limit > 0, "thenMap(concurrently:_:) needs a limit of at least 1")
+        guard limit > 0 else {
+            fatalError("thenMap(concurrently:_:) needs a limit of at least 1, not \(limit)")
+        }
         return flatMap { when(fulfilled: $0.map(transform), concurrently: limit) }
     }
 
@@ -1157,14 +1236,16 @@ extension Promise {
     ///
     /// As a promise is lazy, a retry runs the whole chain before it again, not a stored result. It
     /// waits `delay` before each new attempt, and retries while `shouldRetry` accepts the error;
-    /// `attempts` below 1 is a precondition failure:
+    /// `attempts` below 1 stops the program with a message:
     /// `fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })`. The last attempt's
     /// error is the chain's.
     public func retry(
         _ attempts: Int, delay: Duration = .zero,
         while shouldRetry: @escaping @Sendable (Failure) -> Bool = { _ in true }
     ) -> Promise {
-        precondition(attempts > 0, "retry(_:delay:while:) needs at least 1 attempt")
+        guard attempts > 0 else {
+            fatalError("retry(_:delay:while:) needs at least 1 attempt, not \(attempts)")
+        }
         guard attempts > 1 else { return self }
         return recover { error in
             guard shouldRetry(error) else { return Promise(error: error) }
@@ -1214,6 +1295,14 @@ extension Promise {
     public func on(_ queue: DispatchQueue) -> Promise {
         appending(queue) { stage, _, _ in .hop(Node<DispatchQueue>.payload(of: stage), nil) }
     }
+
+    /// Not Future's way to choose a queue: hop with ``on(_:)`` before the step, or, for a step on
+    /// the main actor, use ``map(on:tiedTo:_:)`` or ``done(on:tiedTo:_:)``.
+    // swift-format-ignore
+    @available(*, unavailable, message: "Future has no then(on:): hop first with .on(queue), as in .on(.main).then { … }, or for main-actor work use map(on: .main) or done(on: .main)")
+    public func then<NewValue>(
+        on queue: DispatchQueue, _ body: @escaping @Sendable (Value) -> NewValue
+    ) -> Promise<NewValue, Failure> { fatalError() }
 }
 
 /// The main actor, as the place a step runs: the `on` of ``Promise/map(on:tiedTo:_:)``,
@@ -1328,7 +1417,8 @@ public final class RunHandle: @unchecked Sendable {
     // No property here or in `Join` needs an exclusivity check: one thread at a time uses each (as
     // said below), and the checks cost a quarter of the time of a combination's members.
     @exclusivity(unchecked) private var slot: Slot
-    @exclusivity(unchecked) private var slotSize: Int, slotAlignment: Int
+    @exclusivity(unchecked) private var slotSize: Int
+    @exclusivity(unchecked) private var slotAlignment: Int
     /// The type of the run's outcome, to destroy one that arrives after the run was cancelled.
     @exclusivity(unchecked) private var output: any Outcome.Type
     /// Which member of a combination it runs (see `Join`).
@@ -1340,7 +1430,8 @@ public final class RunHandle: @unchecked Sendable {
 
     // Guarded by `lock` (the flags last, side by side, to keep the handle small).
     private let lock = Lock(room: 16)
-    @exclusivity(unchecked) private var operation = 0, resolved = 0
+    @exclusivity(unchecked) private var operation = 0
+    @exclusivity(unchecked) private var resolved = 0
     /// The first operation of the chain now running: the handle may have run others before.
     @exclusivity(unchecked) private var firstOperation = 1
     @exclusivity(unchecked) private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
@@ -1363,7 +1454,9 @@ public final class RunHandle: @unchecked Sendable {
     @usableFromInline init(last: Stage) {
         // The slot starts in the 16 bytes after the mutex (see `Lock`): most outcomes fit there,
         // and then a run costs one allocation less. `start` grows it for larger ones.
-        (slotSize, slotAlignment, output) = (16, 8, last.output)
+        slotSize = 16
+        slotAlignment = 8
+        output = last.output
         slot = Slot(memory: lock.room)
     }
 
@@ -1634,7 +1727,9 @@ extension RunHandle {
 
         @exclusivity(unchecked) @usableFromInline var parent: Stage?
         @usableFromInline let step: Step
-        @usableFromInline let depth: Int, slotSize: Int, slotAlignment: Int
+        @usableFromInline let depth: Int
+        @usableFromInline let slotSize: Int
+        @usableFromInline let slotAlignment: Int
         @usableFromInline let isEnsure: Bool
         /// The type of the step's outcome, to destroy one that is left behind when a run stops.
         @usableFromInline let output: any Outcome.Type
@@ -1642,7 +1737,9 @@ extension RunHandle {
         @inlinable init<Output>(
             after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
         ) {
-            (self.parent, self.step, self.isEnsure) = (parent, step, isEnsure)
+            self.parent = parent
+            self.step = step
+            self.isEnsure = isEnsure
             self.output = Box<Output>.self
             depth = (parent?.depth ?? 0) + 1
             slotSize = max(parent?.slotSize ?? 1, MemoryLayout<Output>.size)
@@ -1795,11 +1892,17 @@ extension RunHandle {
         _ last: consuming Stage, immediately: Bool = false, _ finish: @escaping (Slot?) -> Void
     ) {
         let cancelled = locked { () -> Bool in
-            (phase, driver, firstOperation) = (.driving, pthread_self(), operation + 1)
-            if cancelledWhileFinished { (cancelRequested, cancelledWhileFinished) = (true, false) }
+            phase = .driving
+            driver = pthread_self()
+            firstOperation = operation + 1
+            if cancelledWhileFinished {
+                cancelRequested = true
+                cancelledWhileFinished = false
+            }
             return cancelRequested  // e.g. an awaiting task cancelled before the start
         }
-        (output, self.finish) = (last.output, finish)
+        output = last.output
+        self.finish = finish
         _ = fitSlot(to: last)
         plan.push(consume last, isRoot: true)  // the plan's alone, to let go of where the run ends
         let resumption = cancelled ? Resumption.halt : .drive
@@ -1854,7 +1957,8 @@ extension RunHandle {
     @usableFromInline func beginOperation() -> Int? {
         locked { () -> Int? in
             guard !cancelRequested else { return nil }
-            (phase, operation) = (.operating, operation + 1)
+            phase = .operating
+            operation += 1
             return operation
         }
     }
@@ -1880,7 +1984,9 @@ extension RunHandle {
             write(slot)
             resolved = id
             let wasWaiting = phase == .waiting
-            (unneeded, cancelHandlers, phase) = (cancelHandlers, [], .driving)
+            unneeded = cancelHandlers
+            cancelHandlers = []
+            phase = .driving
             if wasWaiting { driver = pthread_self() }
             return wasWaiting
         }
@@ -1924,7 +2030,8 @@ extension RunHandle {
             if id == nil, phase == .driving, pthread_equal(driver, pthread_self()) != 0 {
                 cancelledByStep = true
             }
-            (cancelRequested, cancelling) = (true, true)
+            cancelRequested = true
+            cancelling = true
             defer { cancelHandlers = [] }
             return cancelHandlers
         }
@@ -1957,7 +2064,10 @@ extension RunHandle {
         // release); with no deadline yet, it does not fire.
         timer?.activate()
         let parked = locked { () -> Bool in
-            if !cancelRequested { (phase, hop) = (.waiting, (timer, held)) }
+            if !cancelRequested {
+                phase = .waiting
+                hop = (timer, held)
+            }
             return !cancelRequested
         }
         guard parked else {
@@ -1973,7 +2083,9 @@ extension RunHandle {
     private func endHop() {
         let timer = locked { () -> DispatchSourceTimer?? in
             guard phase == .waiting, let hop else { return .none }
-            (phase, self.hop, driver) = (.driving, nil, pthread_self())
+            phase = .driving
+            self.hop = nil
+            driver = pthread_self()
             return .some(hop.timer)
         }
         guard let timer else { return }
@@ -2004,7 +2116,10 @@ extension RunHandle {
                 phase = .waiting
                 return .none
             }
-            defer { (phase, self.hop) = (.finished, nil) }
+            defer {
+                phase = .finished
+                self.hop = nil
+            }
             return .some(self.hop)
         }
         guard let hop else { return }
@@ -2013,7 +2128,8 @@ extension RunHandle {
             hop.held.discard(from: slot)
         }
         let finish = self.finish
-        (plan, self.finish) = (Plan(), nil)
+        plan = Plan()
+        self.finish = nil
         for stage in rest.stages.reversed() where stage.takeUnretainedValue().isEnsure {
             Node<@Sendable () -> Void>.payload(of: stage.takeUnretainedValue())()
         }
@@ -2075,8 +2191,10 @@ extension RunHandle {
         // change around a release, which may run any deinit, and with the checks off the optimizer
         // assumed that a release cannot touch them (seen in Swift 6.3.1 release builds: a double
         // free of `held`).
-        @exclusivity(unchecked) private var runs = 0, releases = 0
-        private var isDraining = false, isReleasing = false
+        @exclusivity(unchecked) private var runs = 0
+        @exclusivity(unchecked) private var releases = 0
+        private var isDraining = false
+        private var isReleasing = false
         private var waiting: [(RunHandle, Resumption)] = []
         private var held: [Any] = []
 
@@ -2212,7 +2330,8 @@ extension RunHandle {
         @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
         @exclusivity(unchecked) @usableFromInline var running: [RunHandle?]
         /// Whether a thread runs the launch loop: at first, the one that starts the run.
-        @exclusivity(unchecked) @usableFromInline var started = 0, launching = true
+        @exclusivity(unchecked) @usableFromInline var started = 0
+        @exclusivity(unchecked) @usableFromInline var launching = true
         /// The combination's own resolver; `nil` once it has settled or been cancelled.
         @exclusivity(unchecked) @usableFromInline var resolver: Resolver<Output, OutFailure>?
 
@@ -2220,8 +2339,11 @@ extension RunHandle {
             _ members: [Promise<Member, Failure>], _ width: Int,
             _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
         ) {
-            (self.members, self.width, self.decide) = (members, width, decide)
-            (tally, running) = (Tally(members.count), Array(repeating: nil, count: members.count))
+            self.members = members
+            self.width = width
+            self.decide = decide
+            tally = Tally(members.count)
+            running = Array(repeating: nil, count: members.count)
         }
 
         deinit { lock.free() }
@@ -2267,13 +2389,16 @@ extension RunHandle {
                 () -> (Verdict<Output, OutFailure>, Resolver<Output, OutFailure>)? in
                 guard let resolver else { return nil }
                 running[index] = nil
-                (tally.ended, tally.outcomes[index]) = (tally.ended + 1, outcome)
+                tally.ended += 1
+                tally.outcomes[index] = outcome
                 let verdict = decide(tally, (index, outcome))
                 if case .wait = verdict {
-                    (claimed, launching) = (!launching, true)
+                    claimed = !launching
+                    launching = true
                     return nil
                 }
-                (self.resolver, tally.outcomes) = (nil, [])
+                self.resolver = nil
+                tally.outcomes = []
                 return (verdict, resolver)
             }
             if let (verdict, resolver) = settled { settle(verdict, resolver) }
@@ -2361,7 +2486,10 @@ extension RunHandle {
             let waiting = lock.withLock { () -> [Resolver<Value, Failure>] in
                 guard run?.number == number else { return [] }
                 run = nil
-                if outcome != nil || work == nil { (self.outcome, work) = (.some(outcome), nil) }
+                if outcome != nil || work == nil {
+                    self.outcome = .some(outcome)
+                    work = nil
+                }
                 defer { self.waiting = [:] }
                 return self.waiting.sorted { $0.key < $1.key }.map(\.value)
             }
