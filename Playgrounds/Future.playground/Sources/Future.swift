@@ -615,8 +615,8 @@ extension Promise {
                 then: a step that fails with \(StepFailure.self) cannot join a chain that fails \
                 with \(Failure.self). Convert the step's error with mapError(_:), as in \
                 `.then { step($0).mapError { _ in MyError.failed } }`, or call eraseToAnyError() \
-                on the chain; a chain that cannot fail takes the step's error type with \
-                setFailureType(to:) first.
+                on the chain. (In generic code, a chain that cannot fail takes the step's error \
+                type with setFailureType(to:) first.)
                 """)
         }
         return { $0 as! Failure }  // a `Never` never comes; an error is an `any Error`
