@@ -1,4 +1,4 @@
-// expect: error: 'timeout' is unavailable: timeout(_:) fails with PromiseError.timedOut, which this chain's error type is not: give the error with timeout(_:orFailWith:), or call eraseToAnyError() first
+// expect: error: 'timeout' is unavailable: timeout(_:) fails with PromiseError.timedOut, which this chain's error type is not: give the error with timeout(_:orFailWith:) (on a Guarantee, after setFailureType(to:)), or call eraseToAnyError() first
 // timeout(_:) fails with PromiseError.timedOut, which only a chain failing with `any Error` can hold.
 import Future
 

@@ -409,6 +409,14 @@ extension Promise where Value: Sendable {
     @inlinable public static func value(_ value: Value) -> Promise { Promise(value: value) }
 }
 
+extension Promise where Value == Void {
+    /// Makes a promise that succeeds at once with no value.
+    ///
+    /// PromiseKit's `Promise()` and `Guarantee()`: a start for a chain whose first step needs no
+    /// input, or a branch with nothing to do: `isCached ? Guarantee() : refresh()`.
+    @inlinable public init() { self.init(value: ()) }
+}
+
 /// Starts a chain with the promise `body` makes anew on every run.
 ///
 /// It lines the steps up, each on a line of its own, as PromiseKit's `firstly` does; `body` is
@@ -710,6 +718,12 @@ extension Promise {
         }
     }
 
+    /// Forgets the value, keeping success or failure.
+    ///
+    /// For a promise whose caller needs to know only that the work is done, such as members of
+    /// different value types under one `when`: `when(fulfilled: [save(user).asVoid(), upload()])`.
+    @inlinable public func asVoid() -> Promise<Void, Failure> { map { _ in } }
+
     /// Looks at the outcome, success or failure, without changing it.
     ///
     /// Handy for logging: the body sees what the step before produced, and the chain goes on as if
@@ -880,6 +894,19 @@ extension Promise {
             Node<@Sendable () -> Void>.payload(of: stage)()
             return .proceed
         }
+    }
+
+    /// Runs `body` on `queue` when the chain gets here, as ``ensure(_:)`` does, and goes on at once.
+    ///
+    /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as a spinner on the main
+    /// queue: `fetchFeed().ensure(on: .main) { spinner.stop() }.catch(report).run()`. The steps
+    /// after it go on where the chain was, without waiting for `body`: unlike
+    /// `.on(queue).ensure { … }`, it moves nothing onto `queue`, so a later `queue.sync` cannot
+    /// deadlock on it.
+    @inlinable public func ensure(
+        on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void
+    ) -> Promise {
+        ensure { queue.async(execute: body) }
     }
 
     /// PromiseKit's last step after `catch`, which Future calls ``ensure(_:)``.
@@ -1065,6 +1092,17 @@ public func any<each Value, Failure>(
     }
 }
 
+/// The first of two or more promises to settle decides, as ``race(_:)-([Promise<Value,Failure>])``
+/// does for an array.
+///
+/// For a race written out: `race(fetch(from: primary), fetch(from: mirror))`.
+@inlinable public func race<Value, Failure>(
+    _ first: Promise<Value, Failure>, _ second: Promise<Value, Failure>,
+    _ others: Promise<Value, Failure>...
+) -> Promise<Value, Failure> {
+    race([first, second] + others)
+}
+
 /// The first value wins and the others are cancelled.
 ///
 /// Choose it for redundant sources, such as mirrors, where a failure should not end the race:
@@ -1194,10 +1232,15 @@ extension Promise where Value: Sequence & SendableMetatype, Failure == any Swift
 
 /// A guarantee that succeeds after `interval`, holding no thread.
 ///
-/// Start a chain with it to wait first, as a poll does; a guarantee, so continue with `flatMap` for
-/// work that can fail: `after(.seconds(1)).flatMap(poll)`. Cancelling the run cancels the timer. To
-/// wait in the middle of a chain, use ``Promise/delay(_:)``.
+/// Start a chain with it to wait first, as a poll does; a step that can fail gives the chain its
+/// error type: `after(.seconds(1)).then(poll)`. Cancelling the run cancels the timer. To wait in
+/// the middle of a chain, use ``Promise/delay(_:)``.
 public func after(_ interval: Duration) -> Guarantee<Void> { immediately.delay(interval) }
+
+/// Not Future's spelling: ``after(_:)`` takes a `Duration`.
+// swift-format-ignore
+@available(*, unavailable, message: "Future's after takes a Duration: after(.seconds(1)), after(.milliseconds(500))")
+public func after(seconds: Double) -> Guarantee<Void> { fatalError() }
 
 /// The first step of every `after`, made once rather than at every call.
 private let immediately = Guarantee(value: ())
@@ -1257,9 +1300,10 @@ extension Promise {
 
 extension Promise {
     /// Not for a chain with a typed error, which ``PromiseError/timedOut`` is not: say which error
-    /// a timeout is, with ``timeout(_:orFailWith:)``, or erase the type first.
+    /// a timeout is, with ``timeout(_:orFailWith:)`` (a guarantee takes an error type first, with
+    /// ``setFailureType(to:)``), or erase the type first.
     // swift-format-ignore
-    @available(*, unavailable, message: "timeout(_:) fails with PromiseError.timedOut, which this chain's error type is not: give the error with timeout(_:orFailWith:), or call eraseToAnyError() first")
+    @available(*, unavailable, message: "timeout(_:) fails with PromiseError.timedOut, which this chain's error type is not: give the error with timeout(_:orFailWith:) (on a Guarantee, after setFailureType(to:)), or call eraseToAnyError() first")
     public func timeout(_ interval: Duration) -> Promise { fatalError() }
 }
 

@@ -397,3 +397,46 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
         #expect(reports.reports(madeAt: line).count == 500)
     }
 }
+
+/// The small names a PromiseKit port reaches for.
+@Suite("PromiseKit's small names") struct SmallNames {
+    @Test func aVoidPromiseOrGuaranteeNeedsNoValue() {
+        #expect(value(of: Guarantee()) != nil)
+        let promise: Promise<Void, TestError> = Promise()
+        #expect(throws: Never.self) { try outcome(of: promise)?.get() }
+    }
+
+    @Test func asVoidForgetsTheValueAndKeepsTheFailure() {
+        let done: Promise<Void, TestError> = Promise(value: 1).asVoid()
+        #expect(throws: Never.self) { try outcome(of: done)?.get() }
+        let failed = Promise<Int, TestError>(error: TestError("lost")).asVoid()
+        #expect(throws: TestError("lost")) { try outcome(of: failed)?.get() }
+    }
+
+    @Test func raceOfPromisesWrittenOut() {
+        let (slow, _) = Promise<Int, TestError>.pending()
+        let fast = Promise<Int, TestError>(value: 2)
+        #expect(outcome(of: race(slow, fast, slow)) == .success(2))
+        #expect(outcome(of: race(fast, Promise(error: TestError("late")))) == .success(2))
+    }
+
+    /// PromiseKit's meaning: the cleanup runs on the queue; the chain does not move there.
+    @Test func ensureOnAQueueRunsTheCleanupThereAndMovesNothing() {
+        let key = DispatchSpecificKey<Int>()
+        let queue = DispatchQueue(label: "cleanup")
+        queue.setSpecific(key: key, value: 1)
+        let cleanedUpOnTheQueue = Delivery<Bool>()
+        let laterStepOffTheQueue = Delivery<Bool>()
+        Guarantee(value: 1)
+            .ensure(on: queue) {
+                cleanedUpOnTheQueue.send(DispatchQueue.getSpecific(key: key) == 1)
+            }
+            .map { _ in
+                let offTheQueue = DispatchQueue.getSpecific(key: key) == nil
+                queue.sync { laterStepOffTheQueue.send(offTheQueue) }  // would deadlock on it
+            }
+            .run()
+        #expect(cleanedUpOnTheQueue.wait() == true)
+        #expect(laterStepOffTheQueue.wait() == true)
+    }
+}
