@@ -1227,7 +1227,8 @@ nonisolated extension Promise {
 /// The main actor, as the place a step runs: the `on` of ``Promise/map(on:tiedTo:_:)``,
 /// ``Promise/done(on:tiedTo:_:)`` and ``Promise/catch(on:tiedTo:_:)``.
 ///
-/// Its one value is `.main`: `loadItem(1).done(on: .main) { items = [$0] }`.
+/// Its one value is `.main`: `loadItem(1).done(on: .main) { items = [$0] }`. The steps run on
+/// the main queue, in an app as in a command-line tool that calls `dispatchMain()`.
 nonisolated public enum MainActorContext: Sendable {
     /// The main actor, whose code runs on the main queue.
     case main
@@ -1251,7 +1252,7 @@ nonisolated extension Promise where Value: Sendable {
     ) -> Promise<NewValue, Failure> {
         onMain(tiedTo: token) { chain, valid in
             chain.flatMap { value in
-                MainActor.assumeIsolated { valid() ? .value(body(value)) : .init { $0.cancel() } }
+                Self.asMainActor { valid() ? .value(body(value)) : .init { $0.cancel() } }
             }
         }
     }
@@ -1280,7 +1281,7 @@ nonisolated extension Promise where Value: Sendable {
         _ body: @escaping @MainActor @Sendable (Value) -> Void
     ) -> Promise<Void, Failure> {
         onMain(tiedTo: token) { chain, valid in
-            chain.done { value in MainActor.assumeIsolated { if valid() { body(value) } } }
+            chain.done { value in Self.asMainActor { if valid() { body(value) } } }
         }
     }
 
@@ -1294,7 +1295,7 @@ nonisolated extension Promise where Value: Sendable {
         _ body: @escaping @MainActor @Sendable (Failure) -> Void
     ) -> Guarantee<Void> {
         onMain(tiedTo: token) { chain, valid in
-            chain.catch { error in MainActor.assumeIsolated { if valid() { body(error) } } }
+            chain.catch { error in Self.asMainActor { if valid() { body(error) } } }
         }
     }
 
@@ -1308,6 +1309,14 @@ nonisolated extension Promise where Value: Sendable {
     ) -> Promise<NewValue, NewFailure> {
         guard let token else { return add(on(.main), { true }) }
         return Guarantee(value: ()).flatMap { [weak token] in add(on(.main), Self.validity(token)) }
+    }
+
+    /// Calls `body` as the main actor's, on the main queue, the main actor's executor, where a hop
+    /// to `.main` runs a step. Not `MainActor.assumeIsolated`: before macOS 15 and iOS 18 its check
+    /// is "on the main thread", and after a tool's `dispatchMain()` another thread drains the queue.
+    static func asMainActor<T>(_ body: @MainActor () -> T) -> T {
+        dispatchPrecondition(condition: .onQueue(.main))
+        return withoutActuallyEscaping(body) { unsafeBitCast($0, to: (() -> T).self)() }
     }
 
     /// Whether `token` has not been invalidated since now (one that went away has).
