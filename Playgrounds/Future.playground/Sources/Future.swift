@@ -1117,11 +1117,15 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype, Failure 
 
 // MARK: - Time
 
+// `Duration` needs macOS 13, iOS 16, tvOS 16 and watchOS 9, the package's minimums. An app with a
+// lower deployment target can copy the file in: these declarations alone are then unavailable.
+
 /// A guarantee that succeeds after `interval`, holding no thread.
 ///
 /// Start a chain with it to wait first, as a poll does; a guarantee, so continue with `flatMap` for
 /// work that can fail: `after(.seconds(1)).flatMap(poll)`. Cancelling the run cancels the timer. To
 /// wait in the middle of a chain, use ``Promise/delay(_:)``.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated public func after(_ interval: Duration) -> Guarantee<Void> {
     immediately.delay(interval)
 }
@@ -1129,6 +1133,7 @@ nonisolated public func after(_ interval: Duration) -> Guarantee<Void> {
 /// The first step of every `after`, made once rather than at every call.
 nonisolated private let immediately = Guarantee(value: ())
 
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated extension Promise {
     /// Passes the outcome, value or error, on after `interval`, on a global queue.
     ///
@@ -1180,6 +1185,7 @@ nonisolated extension Promise {
     }
 }
 
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated extension Promise {
     /// Not for a chain with a typed error, which ``PromiseError/timedOut`` is not: say which error
     /// a timeout is, with ``timeout(_:orFailWith:)``, or erase the type first.
@@ -1188,6 +1194,7 @@ nonisolated extension Promise {
     public func timeout(_ interval: Duration) -> Promise { fatalError() }
 }
 
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated extension Promise where Failure == any Swift.Error {
     /// Fails with ``PromiseError/timedOut``, cancelling the work, if it has not settled in time.
     ///
