@@ -4,7 +4,9 @@ import Testing
 @testable import Future
 
 /// A serial executor that runs its jobs on a dispatch queue it marks, so that code can tell
-/// whether it runs there.
+/// whether it runs there. `ExecutorJob` needs macOS 14 and its peers, later than the package's
+/// minimums: the tests that use it run there and later.
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 final class MarkedQueueExecutor: SerialExecutor {
     private static let key = DispatchSpecificKey<String>()
     private let queue: DispatchQueue
@@ -25,6 +27,7 @@ final class MarkedQueueExecutor: SerialExecutor {
 }
 
 /// An actor whose code runs on a `MarkedQueueExecutor`.
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 actor OnAMarkedQueue {
     let executor: MarkedQueueExecutor
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
@@ -86,6 +89,7 @@ var isOnMainQueue: Bool { DispatchQueue.getSpecific(key: mainQueueKey) == true }
     /// `await promise.value` runs the promise on the awaiting task's executor: from an actor
     /// with a custom serial executor, the operation and the synchronous steps after it run on
     /// that executor's queue, for `value` on a guarantee, the throwing `value`, and `result`.
+    @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
     @Test func valueAndResultRunThePromiseOnTheActorsExecutor() async {
         let executor = MarkedQueueExecutor("the actor's queue")
         let actor = OnAMarkedQueue(executor)

@@ -44,38 +44,40 @@ let largeStack = 256 << 20
         (0..<depth).reduce(innermost) { promise, _ in level.nest(promise) }
     }
 
-    /// Nesting is flat, as chains are: a `when` whose member is a `when` whose member is … ten
-    /// thousand deep (and so for each combinator, for `timeout`, `share`, and the stacked
-    /// `map { $0 + 1 }.share()` of the issue) runs and completes on a 512 KiB stack, with the
-    /// right value. (Built and dropped on a large stack; run in a child process, where a stack
-    /// overflow fails the test instead of ending the test run.)
-    @Test(arguments: Level.allCases)
-    func tenThousandLevelsRunOnASmallStack(level: Level) async {
-        await #expect(processExitsWith: .success) { [level] in
-            let delivered = Delivery<Result<Int, TestError>>()
-            onThread(stackSize: largeStack) {
-                let promise = Self.nested(level, Promise(value: 0))
-                onThread(stackSize: smallStack) { promise.run { delivered.send($0) } }
+    #if os(macOS) || os(Linux)
+        /// Nesting is flat, as chains are: a `when` whose member is a `when` whose member is … ten
+        /// thousand deep (and so for each combinator, for `timeout`, `share`, and the stacked
+        /// `map { $0 + 1 }.share()` of the issue) runs and completes on a 512 KiB stack, with the
+        /// right value. (Built and dropped on a large stack; run in a child process, where a stack
+        /// overflow fails the test instead of ending the test run.)
+        @Test(arguments: Level.allCases)
+        func tenThousandLevelsRunOnASmallStack(level: Level) async {
+            await #expect(processExitsWith: .success) { [level] in
+                let delivered = Delivery<Result<Int, TestError>>()
+                onThread(stackSize: largeStack) {
+                    let promise = Self.nested(level, Promise(value: 0))
+                    onThread(stackSize: smallStack) { promise.run { delivered.send($0) } }
+                }
+                #expect(delivered.wait() == .success(level.value(Self.depth)))
             }
-            #expect(delivered.wait() == .success(level.value(Self.depth)))
         }
-    }
 
-    /// The same when the innermost promise settles later, from another thread: its outcome
-    /// climbs back through the ten thousand levels on the resolving thread, whose stack is
-    /// 512 KiB. (The run starts on a large stack, to test the way back alone.)
-    @Test(arguments: Level.allCases)
-    func tenThousandLevelsSettleLaterOnASmallStack(level: Level) async {
-        await #expect(processExitsWith: .success) { [level] in
-            let resolvers = Delivery<Resolver<Int, TestError>>()
-            let delivered = Delivery<Result<Int, TestError>>()
-            onThread(stackSize: largeStack) {
-                let promise = Self.nested(level, Promise { resolvers.send($0) })
-                promise.run { delivered.send($0) }
-                guard let resolver = resolvers.wait() else { return }
-                onThread(stackSize: smallStack) { resolver.fulfill(0) }
+        /// The same when the innermost promise settles later, from another thread: its outcome
+        /// climbs back through the ten thousand levels on the resolving thread, whose stack is
+        /// 512 KiB. (The run starts on a large stack, to test the way back alone.)
+        @Test(arguments: Level.allCases)
+        func tenThousandLevelsSettleLaterOnASmallStack(level: Level) async {
+            await #expect(processExitsWith: .success) { [level] in
+                let resolvers = Delivery<Resolver<Int, TestError>>()
+                let delivered = Delivery<Result<Int, TestError>>()
+                onThread(stackSize: largeStack) {
+                    let promise = Self.nested(level, Promise { resolvers.send($0) })
+                    promise.run { delivered.send($0) }
+                    guard let resolver = resolvers.wait() else { return }
+                    onThread(stackSize: smallStack) { resolver.fulfill(0) }
+                }
+                #expect(delivered.wait() == .success(level.value(Self.depth)))
             }
-            #expect(delivered.wait() == .success(level.value(Self.depth)))
         }
-    }
+    #endif
 }

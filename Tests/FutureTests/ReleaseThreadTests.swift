@@ -80,44 +80,46 @@ final class MainQueueWitness: Sendable {
         return done.wait() == true
     }
 
-    /// A step after `.on(.main)` is released on the main queue, where the run ends, however
-    /// the thread that hopped fares: so a view a step captured is released where UIKit wants it.
-    /// Two thousand runs started from a global queue; the step and the witness it captures are
-    /// made by a step of the run, so that only the run holds them. (In a child process pinned
-    /// to one CPU, where the hopping thread is often preempted by the main one it wakes.)
-    @Test func aStepAfterAHopToMainIsReleasedOnMain() async {
-        await #expect(processExitsWith: .success) {
-            _ = mainQueueKey
-            pinToOneCPU()
-            let offMain = Counter()
-            let released = DispatchSemaphore(value: 0)
-            let promise = Guarantee(value: ()).then { _ -> Guarantee<Void> in
-                let witness = MainQueueWitness(offMain: offMain, released: released)
-                return Guarantee(value: ()).on(.main).map { _ = witness }
+    #if os(macOS) || os(Linux)
+        /// A step after `.on(.main)` is released on the main queue, where the run ends, however
+        /// the thread that hopped fares: so a view a step captured is released where UIKit wants it.
+        /// Two thousand runs started from a global queue; the step and the witness it captures are
+        /// made by a step of the run, so that only the run holds them. (In a child process pinned
+        /// to one CPU, where the hopping thread is often preempted by the main one it wakes.)
+        @Test func aStepAfterAHopToMainIsReleasedOnMain() async {
+            await #expect(processExitsWith: .success) {
+                _ = mainQueueKey
+                pinToOneCPU()
+                let offMain = Counter()
+                let released = DispatchSemaphore(value: 0)
+                let promise = Guarantee(value: ()).then { _ -> Guarantee<Void> in
+                    let witness = MainQueueWitness(offMain: offMain, released: released)
+                    return Guarantee(value: ()).on(.main).map { _ = witness }
+                }
+                #expect(Self.oneAfterAnother(released: released) { promise.run() })
+                #expect(offMain.value == 0, "\(offMain.value) of \(Self.runs) released off main")
             }
-            #expect(Self.oneAfterAnother(released: released) { promise.run() })
-            #expect(offMain.value == 0, "\(offMain.value) of \(Self.runs) released off main")
         }
-    }
 
-    /// The same for a chain its caller built, ran, and let go of before it resolved the
-    /// chain's operation: the run alone holds the step after the hop.
-    @Test func aStepOfAChainItsCallerLetGoOfIsReleasedOnMain() async {
-        await #expect(processExitsWith: .success) {
-            _ = mainQueueKey
-            pinToOneCPU()
-            let offMain = Counter()
-            let released = DispatchSemaphore(value: 0)
-            #expect(
-                Self.oneAfterAnother(released: released) {
-                    let kept = Delivery<Resolver<Void, Never>>()
-                    do {
-                        let witness = MainQueueWitness(offMain: offMain, released: released)
-                        Guarantee<Void> { kept.send($0) }.on(.main).map { _ = witness }.run()
-                    }
-                    kept.all.first?.fulfill()  // the caller holds nothing of the chain any more
-                })
-            #expect(offMain.value == 0, "\(offMain.value) of \(Self.runs) released off main")
+        /// The same for a chain its caller built, ran, and let go of before it resolved the
+        /// chain's operation: the run alone holds the step after the hop.
+        @Test func aStepOfAChainItsCallerLetGoOfIsReleasedOnMain() async {
+            await #expect(processExitsWith: .success) {
+                _ = mainQueueKey
+                pinToOneCPU()
+                let offMain = Counter()
+                let released = DispatchSemaphore(value: 0)
+                #expect(
+                    Self.oneAfterAnother(released: released) {
+                        let kept = Delivery<Resolver<Void, Never>>()
+                        do {
+                            let witness = MainQueueWitness(offMain: offMain, released: released)
+                            Guarantee<Void> { kept.send($0) }.on(.main).map { _ = witness }.run()
+                        }
+                        kept.all.first?.fulfill()  // the caller holds nothing of the chain any more
+                    })
+                #expect(offMain.value == 0, "\(offMain.value) of \(Self.runs) released off main")
+            }
         }
-    }
+    #endif
 }

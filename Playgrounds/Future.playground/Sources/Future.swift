@@ -38,7 +38,7 @@ import Dispatch
 /// callback-based API. Make one with ``init(file:line:_:)-(_,_,(Resolver<Value,Failure>)->Void)``,
 /// chain steps with ``map(_:)`` and `then` (see <doc:ChoosingAStep>), handle errors with `recover`
 /// or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
-public struct Promise<Value, Failure: Swift.Error>: Sendable {
+nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
     /// The last step of the chain; each step knows the one before it (see Internals).
     @usableFromInline let last: RunHandle.Stage
 
@@ -70,7 +70,7 @@ public typealias Guarantee<Value> = Promise<Value, Never>
 /// ``Promise/timeout(_:orFailWith:)`` and ``Promise/compactMap(orFailWith:_:)``. Match them as any
 /// error:
 /// `if case .failure(PromiseError.timedOut)? = await fetch(url).timeout(.seconds(5)).result {}`.
-public enum PromiseError: Swift.Error, Equatable, Sendable {
+nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
     /// A completion handler passed neither a value nor an error to
     /// ``Resolver/resolve(_:_:)-14z48``.
     ///
@@ -115,7 +115,7 @@ public enum PromiseError: Swift.Error, Equatable, Sendable {
 ///
 /// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
 /// finish: its run is cancelled, and debug builds report where the promise was made.
-public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
+nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     @usableFromInline let run: RunHandle
     @usableFromInline let operation: Int
     #if DEBUG
@@ -198,7 +198,7 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     }
 }
 
-extension Resolver where Value == Void {
+nonisolated extension Resolver where Value == Void {
     /// Reports success for an operation that produces no value.
     ///
     /// The same as `resolver(.success(()))`, for a `Promise<Void, Failure>`, such as a save or a
@@ -214,7 +214,7 @@ extension Resolver where Value == Void {
     }
 }
 
-extension Resolver where Failure == any Swift.Error {
+nonisolated extension Resolver where Failure == any Swift.Error {
     /// Reports what a completion handler passes.
     ///
     /// An error wins over a value, and with neither the operation fails with
@@ -246,7 +246,7 @@ extension Resolver where Failure == any Swift.Error {
     }
 }
 
-extension Resolver {
+nonisolated extension Resolver {
     /// Reports what a completion handler passes, converting its error to the promise's type.
     ///
     /// For a `(Value?, Error?) -> Void` handler on a promise with a typed error: the error, or
@@ -278,7 +278,7 @@ extension Resolver {
 
 // A method whose value is `sending` cannot be passed where a completion handler is expected, whose
 // parameter is not: these are for that, and Swift prefers the `sending` ones for a direct call.
-extension Resolver where Value: Sendable {
+nonisolated extension Resolver where Value: Sendable {
     /// Reports success, as a function to pass where a completion handler is expected.
     ///
     /// The same as ``fulfill(_:)-pc1s``, for a `Sendable` value, whose parameter is not
@@ -298,7 +298,7 @@ extension Resolver where Value: Sendable {
 
 // MARK: - Making promises
 
-extension Promise {
+nonisolated extension Promise {
     @usableFromInline typealias Node<Payload: Sendable> = RunHandle.Node<Payload>
     @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
 
@@ -381,7 +381,7 @@ extension Promise {
     }
 }
 
-extension Promise where Value: Sendable {
+nonisolated extension Promise where Value: Sendable {
     /// Makes a promise that settles with `result`.
     ///
     /// Every run settles with it at once. Choose it to hand a `Result` you already have to code
@@ -409,7 +409,7 @@ extension Promise where Value: Sendable {
     @inlinable public static func value(_ value: Value) -> Promise { Promise(value: value) }
 }
 
-extension Promise where Value == Void {
+nonisolated extension Promise where Value == Void {
     /// Makes a promise that succeeds at once with no value.
     ///
     /// PromiseKit's `Promise()` and `Guarantee()`: a start for a chain whose first step needs no
@@ -428,7 +428,7 @@ extension Promise where Value == Void {
 ///     .then { credentials in fetchAvatar(for: credentials.user) }
 ///     .run(some: show, none: report)
 /// ```
-@inlinable public func firstly<Value, Failure>(
+@inlinable nonisolated public func firstly<Value, Failure>(
     _ body: @escaping @Sendable () -> Promise<Value, Failure>
 ) -> Promise<Value, Failure> {
     Promise<Void, Failure>(value: ()).flatMap { body() }
@@ -436,7 +436,7 @@ extension Promise where Value == Void {
 
 // MARK: - Running
 
-extension Promise {
+nonisolated extension Promise {
     /// Starts a new run of the work and calls `completion` with its outcome.
     ///
     /// `completion` is called at most once, on the thread where the last step finished, and never
@@ -481,7 +481,7 @@ extension Promise {
 
 // What a promise that can fail cannot do: Swift picks these only when the `Failure == Never` ones
 // below do not fit, so a chain that still owes its error handling gets a message that says how.
-extension Promise {
+nonisolated extension Promise {
     /// Not for a promise that can fail: its error must go somewhere. Handle it first, with
     /// ``catch(_:)`` or `recover`, or run it with ``run(some:none:)``.
     // swift-format-ignore
@@ -496,7 +496,7 @@ extension Promise {
     }
 }
 
-extension Promise where Failure == Never {
+nonisolated extension Promise where Failure == Never {
     /// Starts work that cannot fail, for its effects alone.
     ///
     /// The end of a chain whose steps did the work, as ``done(_:)`` and ``catch(_:)`` do:
@@ -533,7 +533,7 @@ extension Promise where Failure == Never {
 // (measured: a six-closure chain of the corpus went from 120 to 335 ms), so that stays a check as
 // the step is built.
 
-extension Promise {
+nonisolated extension Promise {
     /// Transforms the value with a function, as ``map(_:)`` does.
     ///
     /// Choose it to pass a function by name, so that a pipeline reads as a list of `then`s,
@@ -739,7 +739,7 @@ extension Promise {
     }
 }
 
-extension Promise where Failure == any Swift.Error {
+nonisolated extension Promise where Failure == any Swift.Error {
     /// Transforms the value, failing with ``PromiseError/compactMapReturnedNil`` on `nil`.
     ///
     /// For a chain that fails with `any Error`; on a chain with a typed error, say which error
@@ -752,7 +752,7 @@ extension Promise where Failure == any Swift.Error {
     }
 }
 
-extension Promise where Failure == Never {
+nonisolated extension Promise where Failure == Never {
     /// Continues a chain that cannot fail with the promise `next` makes, taking its error type.
     ///
     /// PromiseKit's `Guarantee.then`: after ``after(_:)``, a `recover` or a cache read, the next
@@ -803,7 +803,7 @@ extension Promise where Failure == Never {
 
 // MARK: - Handling errors
 
-extension Promise {
+nonisolated extension Promise {
     /// Transforms the error when the promise fails.
     ///
     /// Choose it to give a chain one error type from steps of several, or to turn a low-level error
@@ -966,7 +966,7 @@ extension Promise {
 /// To let the other members' work finish after one failed, such as uploads worth completing, make
 /// each member ignore the cancel: `when(fulfilled: files.map { upload($0).ignoringCancel() })`.
 /// The combination still fails at once; the work goes on, and its outcome is dropped.
-@inlinable public func when<Value, Failure>(
+@inlinable nonisolated public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Promise<[Value], Failure> {
     // `fatalError`, not `precondition`: its message stays in a release build.
@@ -989,7 +989,7 @@ extension Promise {
 /// `when(fulfilled: fetchUser(id), fetchAvatar(id)).done { user, avatar in show(user, avatar) }`.
 /// The promises share one error type: convert the others first, with ``Promise/mapError(_:)`` or
 /// ``Promise/eraseToAnyError()``.
-public func when<each Value, Failure>(
+nonisolated public func when<each Value, Failure>(
     fulfilled promise: repeat Promise<each Value, Failure>
 ) -> Promise<(repeat each Value), Failure> {
     var members: [Promise<Any, Failure>] = []
@@ -1006,7 +1006,7 @@ public func when<each Value, Failure>(
 /// ``Promise/eraseToAnyError()``.
 // swift-format-ignore
 @available(*, unavailable, message: "when(fulfilled:) needs promises of one error type: give a Guarantee the others' with setFailureType(to:), convert the others with mapError(_:), or call eraseToAnyError() on each")
-public func when<each Value, each Failure>(
+nonisolated public func when<each Value, each Failure>(
     fulfilled promise: repeat Promise<each Value, each Failure>
 ) -> Promise<(repeat each Value), any Swift.Error> { fatalError() }
 
@@ -1015,7 +1015,7 @@ public func when<each Value, each Failure>(
 /// For work keyed by an identifier, where the order does not matter but the pairing does; the first
 /// failure cancels the rest, as with an array:
 /// `when(fulfilled: Dictionary(uniqueKeysWithValues: ids.map { ($0, fetchUser($0)) }))`.
-public func when<Key: Hashable & Sendable, Value, Failure>(
+nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
     fulfilled promises: [Key: Promise<Value, Failure>]
 ) -> Promise<[Key: Value], Failure> {
     let (keys, members) = (Array(promises.keys), Array(promises.values))
@@ -1029,7 +1029,7 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 /// same but fails when every member failed; ``when(fulfilled:concurrently:)`` stops at the first
 /// failure:
 /// `when(resolved: ids.map(fetchUser)).run(some: { results in show(results) })`.
-@inlinable public func when<Value, Failure>(
+@inlinable nonisolated public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>]
 ) -> Guarantee<[Swift.Result<Value, Failure>]> {
     RunHandle.join(promises) { tally, ended in
@@ -1044,7 +1044,7 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 /// with an ``AllPromisesFailedError`` holding every error, only when nothing succeeded. No promises
 /// succeed with `[]`. ``when(resolved:)`` never fails; ``race(fulfilled:)`` stops at the first
 /// success: `any(mirrors.map(download))`.
-@inlinable public func any<Value, Failure>(
+@inlinable nonisolated public func any<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<[Swift.Result<Value, Failure>], AllPromisesFailedError<Failure>> {
     RunHandle.join(promises) { tally, ended in
@@ -1062,7 +1062,7 @@ public func when<Key: Hashable & Sendable, Value, Failure>(
 /// sources: `any(fetchProfile(), fetchAvatar(id)).done { profile, avatar in show(try? profile.get(),
 /// try? avatar.get()) }`. The promises share one error type, as with
 /// ``when(fulfilled:)->Promise<(Value),Failure>``.
-public func any<each Value, Failure>(
+nonisolated public func any<each Value, Failure>(
     _ promise: repeat Promise<each Value, Failure>
 ) -> Promise<(repeat Swift.Result<each Value, Failure>), AllPromisesFailedError<Failure>> {
     var members: [Promise<Any, Failure>] = []
@@ -1083,9 +1083,9 @@ public func any<each Value, Failure>(
 ///
 /// The losers' work is cancelled; to let it finish, such as downloads that fill a cache, make each
 /// member ignore the cancel: `race(mirrors.map { download($0).ignoringCancel() })`.
-@inlinable public func race<Value, Failure>(_ promises: [Promise<Value, Failure>]) -> Promise<
-    Value, Failure
-> {
+@inlinable nonisolated public func race<Value, Failure>(
+    _ promises: [Promise<Value, Failure>]
+) -> Promise<Value, Failure> {
     RunHandle.join(promises) { tally, ended in
         if case .some((_, let outcome?)) = ended { return .settle(outcome) }
         return tally.isComplete ? .cancel : .wait
@@ -1096,7 +1096,7 @@ public func any<each Value, Failure>(
 /// does for an array.
 ///
 /// For a race written out: `race(fetch(from: primary), fetch(from: mirror))`.
-@inlinable public func race<Value, Failure>(
+@inlinable nonisolated public func race<Value, Failure>(
     _ first: Promise<Value, Failure>, _ second: Promise<Value, Failure>,
     _ others: Promise<Value, Failure>...
 ) -> Promise<Value, Failure> {
@@ -1110,7 +1110,7 @@ public func any<each Value, Failure>(
 /// failed (at once if none was given), with an ``AllPromisesFailedError`` of all their errors, or
 /// ends by cancellation if some ended so and the rest failed. ``race(_:)`` lets the first failure
 /// win too.
-@inlinable public func race<Value, Failure>(
+@inlinable nonisolated public func race<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<Value, AllPromisesFailedError<Failure>> {
     RunHandle.join(promises) { tally, ended in
@@ -1126,7 +1126,7 @@ public func any<each Value, Failure>(
 /// ``any(_:)-([Promise<Value,Failure>])`` and ``race(fulfilled:)`` fail with it. Look at
 /// ``errors`` to report each source's failure:
 /// `race(fulfilled: mirrors.map(download)).catch { report($0.errors.first ?? .offline) }`.
-public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
+nonisolated public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
     /// The errors, in the order the promises were given.
     ///
     /// Empty when no promise was given, as `race(fulfilled: [])` fails at once.
@@ -1139,14 +1139,14 @@ public struct AllPromisesFailedError<Failure: Swift.Error>: Swift.Error {
     public init(_ errors: [Failure]) { self.errors = errors }
 }
 
-extension AllPromisesFailedError: Equatable where Failure: Equatable {}
+nonisolated extension AllPromisesFailedError: Equatable where Failure: Equatable {}
 
 // MARK: - Promises of sequences
 
 // PromiseKit's helpers for a promise of a list: each a `map` or a `thenMap` of what a sequence does.
 // (`SendableMetatype`: a step's closure, which may run on any thread, uses the sequence's type.)
 
-extension Promise where Value: Sequence & SendableMetatype {
+nonisolated extension Promise where Value: Sequence & SendableMetatype {
     /// Transforms each element: a `map` of the sequence's `map`.
     ///
     /// For a list that comes from the step before: `fetchUsers().mapValues { $0.name }`.
@@ -1203,14 +1203,14 @@ extension Promise where Value: Sequence & SendableMetatype {
     }
 }
 
-extension Promise where Value: Sequence & SendableMetatype, Value.Element: Comparable {
+nonisolated extension Promise where Value: Sequence & SendableMetatype, Value.Element: Comparable {
     /// Sorts the elements in increasing order: `fetchScores().sortedValues()`.
     @inlinable public func sortedValues() -> Promise<[Value.Element], Failure> {
         map { $0.sorted() }
     }
 }
 
-extension Promise where Value: Sequence & SendableMetatype, Failure == any Swift.Error {
+nonisolated extension Promise where Value: Sequence & SendableMetatype, Failure == any Swift.Error {
     /// The first element; fails with ``PromiseError/emptySequence`` if there is none.
     ///
     /// `fetchResults().firstValue`. On a chain with a typed error, say which error an empty
@@ -1230,22 +1230,29 @@ extension Promise where Value: Sequence & SendableMetatype, Failure == any Swift
 
 // MARK: - Time
 
+// `Duration` needs macOS 13, iOS 16, tvOS 16 and watchOS 9, the package's minimums. An app with a
+// lower deployment target can copy the file in: these declarations alone are then unavailable.
+
 /// A guarantee that succeeds after `interval`, holding no thread.
 ///
 /// Start a chain with it to wait first, as a poll does; a step that can fail gives the chain its
 /// error type: `after(.seconds(1)).then(poll)`. Cancelling the run cancels the timer. To wait in
 /// the middle of a chain, use ``Promise/delay(_:)``.
-public func after(_ interval: Duration) -> Guarantee<Void> { immediately.delay(interval) }
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated public func after(_ interval: Duration) -> Guarantee<Void> {
+    immediately.delay(interval)
+}
 
 /// Not Future's spelling: ``after(_:)`` takes a `Duration`.
 // swift-format-ignore
 @available(*, unavailable, message: "Future's after takes a Duration: after(.seconds(1)), after(.milliseconds(500))")
-public func after(seconds: Double) -> Guarantee<Void> { fatalError() }
+nonisolated public func after(seconds: Double) -> Guarantee<Void> { fatalError() }
 
 /// The first step of every `after`, made once rather than at every call.
-private let immediately = Guarantee(value: ())
+nonisolated private let immediately = Guarantee(value: ())
 
-extension Promise {
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise {
     /// Passes the outcome, value or error, on after `interval`, on a global queue.
     ///
     /// Choose it to pace a chain, such as a pause before showing a result; cancelling the run
@@ -1298,7 +1305,8 @@ extension Promise {
     }
 }
 
-extension Promise {
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise {
     /// Not for a chain with a typed error, which ``PromiseError/timedOut`` is not: say which error
     /// a timeout is, with ``timeout(_:orFailWith:)`` (a guarantee takes an error type first, with
     /// ``setFailureType(to:)``), or erase the type first.
@@ -1307,7 +1315,8 @@ extension Promise {
     public func timeout(_ interval: Duration) -> Promise { fatalError() }
 }
 
-extension Promise where Failure == any Swift.Error {
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise where Failure == any Swift.Error {
     /// Fails with ``PromiseError/timedOut``, cancelling the work, if it has not settled in time.
     ///
     /// For a chain that fails with `any Error`: `fetch(url).timeout(.seconds(9))`. On a chain with
@@ -1327,9 +1336,11 @@ extension Promise where Failure == any Swift.Error {
 /// Start a chain with it to do slow synchronous work off the calling thread:
 /// `on(.global()).map { resize(photo) }`. To move the steps of a chain that is under way, use
 /// ``Promise/on(_:)``.
-public func on(_ queue: DispatchQueue) -> Guarantee<Void> { Guarantee(value: ()).on(queue) }
+nonisolated public func on(_ queue: DispatchQueue) -> Guarantee<Void> {
+    Guarantee(value: ()).on(queue)
+}
 
-extension Promise {
+nonisolated extension Promise {
     /// Runs the steps after this one on `queue`, every time, however the work before settled.
     ///
     /// A step runs where the step before it finished, as fast as a callback; `on` is the one way to
@@ -1352,8 +1363,9 @@ extension Promise {
 /// The main actor, as the place a step runs: the `on` of ``Promise/map(on:tiedTo:_:)``,
 /// ``Promise/done(on:tiedTo:_:)`` and ``Promise/catch(on:tiedTo:_:)``.
 ///
-/// Its one value is `.main`: `loadItem(1).done(on: .main) { items = [$0] }`.
-public enum MainActorContext: Sendable {
+/// Its one value is `.main`: `loadItem(1).done(on: .main) { items = [$0] }`. The steps run on
+/// the main queue, in an app as in a command-line tool that calls `dispatchMain()`.
+nonisolated public enum MainActorContext: Sendable {
     /// The main actor, whose code runs on the main queue.
     case main
 }
@@ -1361,7 +1373,7 @@ public enum MainActorContext: Sendable {
 // A step isolated to the main actor hops to the main queue, as `on(.main)` does, and calls its
 // closure there as the main actor's: the values that cross are `Sendable`, which the compiler
 // checks. A token's check is one lock, in tied steps alone.
-extension Promise where Value: Sendable {
+nonisolated extension Promise where Value: Sendable {
     /// Whether a token has not been invalidated since a run started.
     typealias Validity = @Sendable () -> Bool
 
@@ -1376,7 +1388,7 @@ extension Promise where Value: Sendable {
     ) -> Promise<NewValue, Failure> {
         onMain(tiedTo: token) { chain, valid in
             chain.flatMap { value in
-                MainActor.assumeIsolated { valid() ? .value(body(value)) : .init { $0.cancel() } }
+                Self.asMainActor { valid() ? .value(body(value)) : .init { $0.cancel() } }
             }
         }
     }
@@ -1405,7 +1417,7 @@ extension Promise where Value: Sendable {
         _ body: @escaping @MainActor @Sendable (Value) -> Void
     ) -> Promise<Void, Failure> {
         onMain(tiedTo: token) { chain, valid in
-            chain.done { value in MainActor.assumeIsolated { if valid() { body(value) } } }
+            chain.done { value in Self.asMainActor { if valid() { body(value) } } }
         }
     }
 
@@ -1419,7 +1431,7 @@ extension Promise where Value: Sendable {
         _ body: @escaping @MainActor @Sendable (Failure) -> Void
     ) -> Guarantee<Void> {
         onMain(tiedTo: token) { chain, valid in
-            chain.catch { error in MainActor.assumeIsolated { if valid() { body(error) } } }
+            chain.catch { error in Self.asMainActor { if valid() { body(error) } } }
         }
     }
 
@@ -1433,6 +1445,14 @@ extension Promise where Value: Sendable {
     ) -> Promise<NewValue, NewFailure> {
         guard let token else { return add(on(.main), { true }) }
         return Guarantee(value: ()).flatMap { [weak token] in add(on(.main), Self.validity(token)) }
+    }
+
+    /// Calls `body` as the main actor's, on the main queue, the main actor's executor, where a hop
+    /// to `.main` runs a step. Not `MainActor.assumeIsolated`: before macOS 15 and iOS 18 its check
+    /// is "on the main thread", and after a tool's `dispatchMain()` another thread drains the queue.
+    static func asMainActor<T>(_ body: @MainActor () -> T) -> T {
+        dispatchPrecondition(condition: .onQueue(.main))
+        return withoutActuallyEscaping(body) { unsafeBitCast($0, to: (() -> T).self)() }
     }
 
     /// Whether `token` has not been invalidated since now (one that went away has).
@@ -1457,7 +1477,7 @@ extension Promise where Value: Sendable {
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. An awaited promise
 /// needs no handle: cancelling the task cancels the run. See <doc:Cancellation>.
-public final class RunHandle: @unchecked Sendable {
+nonisolated public final class RunHandle: @unchecked Sendable {
     // No property here or in `Join` needs an exclusivity check: one thread at a time uses each (as
     // said below), and the checks cost a quarter of the time of a combination's members.
     @exclusivity(unchecked) private var slot: Slot
@@ -1545,7 +1565,7 @@ public final class RunHandle: @unchecked Sendable {
 /// store each run in it, and the runs end with their owner:
 /// `fetchFeed().run(some: show, none: report).store(in: model.runs)`. To cancel one run, keep its
 /// ``RunHandle`` instead.
-public class RunBag: @unchecked Sendable {
+nonisolated public class RunBag: @unchecked Sendable {
     fileprivate let lock = RunHandle.Lock()
     fileprivate var runs: [RunHandle] = []
 
@@ -1605,7 +1625,7 @@ public class RunBag: @unchecked Sendable {
 /// cache fill) but nobody should hear of it. A token is also a bag: the runs stored in it, as
 /// Tomorrowland's `requestCancelOnInvalidate` does, are cancelled when it is invalidated:
 /// `image(url).done(on: .main, tiedTo: token, show).catch(report).run().store(in: token)`.
-public final class InvalidationToken: RunBag, @unchecked Sendable {
+nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
     fileprivate var generation = 0  // guarded by the bag's lock
 
     /// Makes a token, which invalidates itself as it goes away.
@@ -1625,7 +1645,7 @@ public final class InvalidationToken: RunBag, @unchecked Sendable {
     }
 }
 
-extension Promise {
+nonisolated extension Promise {
     /// A promise whose work goes on when a run of it is cancelled; the run itself ends at once.
     ///
     /// For work worth finishing though nobody waits for it any more, such as an upload: each run
@@ -1644,7 +1664,7 @@ extension Promise {
 
 // MARK: - Sharing one run
 
-extension Promise where Value: Sendable {
+nonisolated extension Promise where Value: Sendable {
     /// A promise whose work runs once for many runs: opt-in eagerness.
     ///
     /// Choose it for work that many parts of an app need the same answer from, such as a profile or
@@ -1677,7 +1697,7 @@ extension Promise where Value: Sendable {
 
 // MARK: - Swift concurrency
 
-extension Promise {
+nonisolated extension Promise {
     /// Starts a run on the caller's actor and waits for its outcome, or `nil` if it ended by
     /// cancellation.
     ///
@@ -1719,7 +1739,7 @@ extension Promise {
     }
 }
 
-extension Promise where Failure == Never {
+nonisolated extension Promise where Failure == Never {
     /// Runs the guarantee and waits for its value, or `nil` if the run ended by cancellation.
     ///
     /// A guarantee cannot fail, so there is no `try`: `let feed = await cachedFeed().value`. Like
@@ -1740,7 +1760,7 @@ extension Promise where Failure == Never {
 /// ```swift
 /// PromiseDiagnostics.handler = { message in logger.warning("\(message)") }
 /// ```
-public enum PromiseDiagnostics {
+nonisolated public enum PromiseDiagnostics {
     /// Receives each report, on the thread that found the misuse.
     ///
     /// Set it once at launch, or from a test to collect reports; safe to read and set from any
@@ -1763,7 +1783,7 @@ public enum PromiseDiagnostics {
 // same one share it. A run pushes the stages on a stack and pops them one at a time; a step that
 // returns a promise pushes its stages instead of running it nested: so no step grows the stack.
 
-extension RunHandle {
+nonisolated extension RunHandle {
     /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
     @usableFromInline class Stage: @unchecked Sendable {
         /// Runs the step: it takes its input from the slot and leaves its output there.
@@ -1926,7 +1946,7 @@ extension RunHandle {
 
 // MARK: - Internals: the engine
 
-extension RunHandle {
+nonisolated extension RunHandle {
     /// Drives a run of the chain `last`; `finish` gets the slot with the outcome, or `nil` if the
     /// run ended by cancellation (after its `ensure` steps), exactly once. A handle whose run
     /// ended with an outcome can run another chain so: how a combination runs the members that
@@ -2207,7 +2227,7 @@ extension RunHandle {
 // a call started is done when the call returns. (A step's closure that captured a promise is
 // still released recursively: see the README's "Nesting is flat".)
 
-extension RunHandle {
+nonisolated extension RunHandle {
     /// What a run does next, once there is room on the stack.
     enum Resumption {
         case drive, halt
@@ -2325,7 +2345,7 @@ extension RunHandle {
     }
 }
 
-extension RunHandle {
+nonisolated extension RunHandle {
     /// What a combination does after a member ended: wait for more, or end its run.
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait, cancel

@@ -4,6 +4,8 @@
 //: artist up, turn the JSON into a dictionary, the dictionary into a model, and keep the rock
 //: artist. Every step that can fail nests one level deeper and handles its errors once more.
 //: Lines that start with `//>` show what the page prints.
+//:
+//: The playground needs Xcode 26 or later: the library, in its Sources folder, needs Swift 6.2.
 
 import Dispatch
 import Foundation

@@ -1,6 +1,7 @@
 //: # The iTunes pipeline with Future
 //:
-//: The tutorial's pipeline, word for word but for `Result`'s case names, on the real library:
+//: The tutorial's pipeline, word for word but for `Result`'s case names and how it ends, on the
+//: real library:
 //: and now the lookup can be cancelled, timed out or retried, and the chain can be as long as a
 //: loop needs. (The lookup answers from a copy of the store's answer, a moment later.)
 
@@ -89,32 +90,33 @@ func filterModels(model: ItunesLookupResponseModel) -> Result<
     return .failure(.noResultFound)
 }
 
-let finished = DispatchSemaphore(value: 0)
-
 func printName(model: ItunesLookupResultResponseModel) {
     print(model.artistName)
-    finished.signal()
 }
 
 func error(error: Error) {
     print(error)
-    finished.signal()
 }
 
-iTunesLookUp(id: "909253")
+//: The tutorial's `run(some: printName, none: error)` starts the run and returns; to wait for it,
+//: the page ends the chain with `done` and `catch` instead, and awaits it.
+
+await iTunesLookUp(id: "909253")
     .then(toDictionary)
     .then(toModel)
     .then(filterModels)
-    .run(some: printName, none: error)
-finished.wait()
+    .done(printName)
+    .catch(error)
+    .value
 //> The Loud Ones
 
-iTunesLookUp(id: "1")
+await iTunesLookUp(id: "1")
     .then(toDictionary)
     .then(toModel)
     .then(filterModels)
-    .run(some: printName, none: error)
-finished.wait()
+    .done(printName)
+    .catch(error)
+    .value
 //> invalidJson
 
 //: And with what the real one adds: a timeout, a retry, and an await.

@@ -52,15 +52,20 @@ do {
 
 //: Terminals: `run(some:none:)` (the tutorial's), `run(_:)` with a `Result`, and `run()` for a
 //: guarantee run for its effects. Each returns a handle that cancels the run; dropping it does not.
+//: The page awaits the callback's end with a continuation, as async code waits for any callback
+//: (blocking on a semaphore here would block the async code; Swift 6 refuses it on Apple systems):
 
-let done = DispatchSemaphore(value: 0)
-lookUp(id: 1).run(
-    some: { print("found", $0) },
-    none: {
-        print("failed:", $0)
-        done.signal()
-    })
-done.wait()
+await withCheckedContinuation { (ran: CheckedContinuation<Void, Never>) in
+    lookUp(id: 1).run(
+        some: {
+            print("found", $0)
+            ran.resume()
+        },
+        none: {
+            print("failed:", $0)
+            ran.resume()
+        })
+}
 //> looking up 1
 //> failed: notFound
 
