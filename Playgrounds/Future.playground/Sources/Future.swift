@@ -413,7 +413,7 @@ nonisolated extension Promise where Value == Void {
     /// Makes a promise that succeeds at once with no value.
     ///
     /// PromiseKit's `Promise()` and `Guarantee()`: a start for a chain whose first step needs no
-    /// input, or a branch with nothing to do: `isCached ? Guarantee() : refresh()`.
+    /// input, or a branch with nothing to do: `isFresh ? Guarantee() : cachedFeed().asVoid()`.
     @inlinable public init() { self.init(value: ()) }
 }
 
@@ -721,7 +721,8 @@ nonisolated extension Promise {
     /// Forgets the value, keeping success or failure.
     ///
     /// For a promise whose caller needs to know only that the work is done, such as members of
-    /// different value types under one `when`: `when(fulfilled: [save(user).asVoid(), upload()])`.
+    /// different value types under one `when`:
+    /// `when(fulfilled: [fetchUser(1).asVoid(), upload(url)])`.
     @inlinable public func asVoid() -> Promise<Void, Failure> { map { _ in } }
 
     /// Looks at the outcome, success or failure, without changing it.
@@ -1095,7 +1096,7 @@ nonisolated public func any<each Value, Failure>(
 /// The first of two or more promises to settle decides, as ``race(_:)-([Promise<Value,Failure>])``
 /// does for an array.
 ///
-/// For a race written out: `race(fetch(from: primary), fetch(from: mirror))`.
+/// For a race written out: `race(download(url), download(mirrors[0]))`.
 @inlinable nonisolated public func race<Value, Failure>(
     _ first: Promise<Value, Failure>, _ second: Promise<Value, Failure>,
     _ others: Promise<Value, Failure>...
