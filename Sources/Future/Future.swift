@@ -1619,7 +1619,11 @@ public enum PromiseDiagnostics {
     /// standard error.
     public static var handler: @Sendable (String) -> Void {
         get { lock.withLock { current } }
-        set { lock.withLock { current = newValue } }
+        set {
+            var replaced = newValue
+            lock.withLock { swap(&replaced, &current) }
+            // The old handler goes here, outside the lock: what it held may report or set one.
+        }
     }
 
     nonisolated(unsafe) private static var current: @Sendable (String) -> Void = { message in

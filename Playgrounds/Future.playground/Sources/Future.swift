@@ -123,7 +123,8 @@ public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     #endif
 
     @usableFromInline init(run: RunHandle, operation: Int, file: StaticString, line: UInt) {
-        (self.run, self.operation) = (run, operation)
+        self.run = run
+        self.operation = operation
         #if DEBUG
             origin = (file, line)
         #endif
@@ -452,7 +453,9 @@ extension Promise {
     /// Not for a promise that can fail, as ``run()``: use ``run(some:none:)``.
     // swift-format-ignore
     @available(*, unavailable, message: "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)")
-    @discardableResult public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle { fatalError() }
+    @discardableResult public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
+        fatalError()
+    }
 }
 
 extension Promise where Failure == Never {
@@ -903,8 +906,9 @@ public func when<each Value, Failure>(
 /// first, with ``Promise/mapError(_:)`` or ``Promise/eraseToAnyError()``.
 // swift-format-ignore
 @available(*, unavailable, message: "when(fulfilled:) needs promises of one error type: convert the others with mapError(_:), or call eraseToAnyError() on each")
-public func when<each Value, each Failure>(fulfilled promise: repeat Promise<each Value, each Failure>)
-    -> Promise<(repeat each Value), any Swift.Error> { fatalError() }
+public func when<each Value, each Failure>(
+    fulfilled promise: repeat Promise<each Value, each Failure>
+) -> Promise<(repeat each Value), any Swift.Error> { fatalError() }
 
 /// Succeeds with the values of a dictionary's promises, under their keys.
 ///
@@ -1328,7 +1332,8 @@ public final class RunHandle: @unchecked Sendable {
     // No property here or in `Join` needs an exclusivity check: one thread at a time uses each (as
     // said below), and the checks cost a quarter of the time of a combination's members.
     @exclusivity(unchecked) private var slot: Slot
-    @exclusivity(unchecked) private var slotSize: Int, slotAlignment: Int
+    @exclusivity(unchecked) private var slotSize: Int
+    @exclusivity(unchecked) private var slotAlignment: Int
     /// The type of the run's outcome, to destroy one that arrives after the run was cancelled.
     @exclusivity(unchecked) private var output: any Outcome.Type
     /// Which member of a combination it runs (see `Join`).
@@ -1340,7 +1345,8 @@ public final class RunHandle: @unchecked Sendable {
 
     // Guarded by `lock` (the flags last, side by side, to keep the handle small).
     private let lock = Lock(room: 16)
-    @exclusivity(unchecked) private var operation = 0, resolved = 0
+    @exclusivity(unchecked) private var operation = 0
+    @exclusivity(unchecked) private var resolved = 0
     /// The first operation of the chain now running: the handle may have run others before.
     @exclusivity(unchecked) private var firstOperation = 1
     @exclusivity(unchecked) private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
@@ -1363,7 +1369,9 @@ public final class RunHandle: @unchecked Sendable {
     @usableFromInline init(last: Stage) {
         // The slot starts in the 16 bytes after the mutex (see `Lock`): most outcomes fit there,
         // and then a run costs one allocation less. `start` grows it for larger ones.
-        (slotSize, slotAlignment, output) = (16, 8, last.output)
+        slotSize = 16
+        slotAlignment = 8
+        output = last.output
         slot = Slot(memory: lock.room)
     }
 
@@ -1611,7 +1619,11 @@ public enum PromiseDiagnostics {
     /// standard error.
     public static var handler: @Sendable (String) -> Void {
         get { lock.withLock { current } }
-        set { lock.withLock { current = newValue } }
+        set {
+            var replaced = newValue
+            lock.withLock { swap(&replaced, &current) }
+            // The old handler goes here, outside the lock: what it held may report or set one.
+        }
     }
 
     nonisolated(unsafe) private static var current: @Sendable (String) -> Void = { message in
@@ -1634,7 +1646,9 @@ extension RunHandle {
 
         @exclusivity(unchecked) @usableFromInline var parent: Stage?
         @usableFromInline let step: Step
-        @usableFromInline let depth: Int, slotSize: Int, slotAlignment: Int
+        @usableFromInline let depth: Int
+        @usableFromInline let slotSize: Int
+        @usableFromInline let slotAlignment: Int
         @usableFromInline let isEnsure: Bool
         /// The type of the step's outcome, to destroy one that is left behind when a run stops.
         @usableFromInline let output: any Outcome.Type
@@ -1642,7 +1656,9 @@ extension RunHandle {
         @inlinable init<Output>(
             after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
         ) {
-            (self.parent, self.step, self.isEnsure) = (parent, step, isEnsure)
+            self.parent = parent
+            self.step = step
+            self.isEnsure = isEnsure
             self.output = Box<Output>.self
             depth = (parent?.depth ?? 0) + 1
             slotSize = max(parent?.slotSize ?? 1, MemoryLayout<Output>.size)
@@ -1795,11 +1811,17 @@ extension RunHandle {
         _ last: consuming Stage, immediately: Bool = false, _ finish: @escaping (Slot?) -> Void
     ) {
         let cancelled = locked { () -> Bool in
-            (phase, driver, firstOperation) = (.driving, pthread_self(), operation + 1)
-            if cancelledWhileFinished { (cancelRequested, cancelledWhileFinished) = (true, false) }
+            phase = .driving
+            driver = pthread_self()
+            firstOperation = operation + 1
+            if cancelledWhileFinished {
+                cancelRequested = true
+                cancelledWhileFinished = false
+            }
             return cancelRequested  // e.g. an awaiting task cancelled before the start
         }
-        (output, self.finish) = (last.output, finish)
+        output = last.output
+        self.finish = finish
         _ = fitSlot(to: last)
         plan.push(consume last, isRoot: true)  // the plan's alone, to let go of where the run ends
         let resumption = cancelled ? Resumption.halt : .drive
@@ -1854,7 +1876,8 @@ extension RunHandle {
     @usableFromInline func beginOperation() -> Int? {
         locked { () -> Int? in
             guard !cancelRequested else { return nil }
-            (phase, operation) = (.operating, operation + 1)
+            phase = .operating
+            operation += 1
             return operation
         }
     }
@@ -1880,7 +1903,9 @@ extension RunHandle {
             write(slot)
             resolved = id
             let wasWaiting = phase == .waiting
-            (unneeded, cancelHandlers, phase) = (cancelHandlers, [], .driving)
+            unneeded = cancelHandlers
+            cancelHandlers = []
+            phase = .driving
             if wasWaiting { driver = pthread_self() }
             return wasWaiting
         }
@@ -1924,7 +1949,8 @@ extension RunHandle {
             if id == nil, phase == .driving, pthread_equal(driver, pthread_self()) != 0 {
                 cancelledByStep = true
             }
-            (cancelRequested, cancelling) = (true, true)
+            cancelRequested = true
+            cancelling = true
             defer { cancelHandlers = [] }
             return cancelHandlers
         }
@@ -1957,7 +1983,10 @@ extension RunHandle {
         // release); with no deadline yet, it does not fire.
         timer?.activate()
         let parked = locked { () -> Bool in
-            if !cancelRequested { (phase, hop) = (.waiting, (timer, held)) }
+            if !cancelRequested {
+                phase = .waiting
+                hop = (timer, held)
+            }
             return !cancelRequested
         }
         guard parked else {
@@ -1973,7 +2002,9 @@ extension RunHandle {
     private func endHop() {
         let timer = locked { () -> DispatchSourceTimer?? in
             guard phase == .waiting, let hop else { return .none }
-            (phase, self.hop, driver) = (.driving, nil, pthread_self())
+            phase = .driving
+            self.hop = nil
+            driver = pthread_self()
             return .some(hop.timer)
         }
         guard let timer else { return }
@@ -2004,7 +2035,10 @@ extension RunHandle {
                 phase = .waiting
                 return .none
             }
-            defer { (phase, self.hop) = (.finished, nil) }
+            defer {
+                phase = .finished
+                self.hop = nil
+            }
             return .some(self.hop)
         }
         guard let hop else { return }
@@ -2013,7 +2047,8 @@ extension RunHandle {
             hop.held.discard(from: slot)
         }
         let finish = self.finish
-        (plan, self.finish) = (Plan(), nil)
+        plan = Plan()
+        self.finish = nil
         for stage in rest.stages.reversed() where stage.takeUnretainedValue().isEnsure {
             Node<@Sendable () -> Void>.payload(of: stage.takeUnretainedValue())()
         }
@@ -2075,8 +2110,10 @@ extension RunHandle {
         // change around a release, which may run any deinit, and with the checks off the optimizer
         // assumed that a release cannot touch them (seen in Swift 6.3.1 release builds: a double
         // free of `held`).
-        @exclusivity(unchecked) private var runs = 0, releases = 0
-        private var isDraining = false, isReleasing = false
+        @exclusivity(unchecked) private var runs = 0
+        @exclusivity(unchecked) private var releases = 0
+        private var isDraining = false
+        private var isReleasing = false
         private var waiting: [(RunHandle, Resumption)] = []
         private var held: [Any] = []
 
@@ -2212,7 +2249,8 @@ extension RunHandle {
         @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
         @exclusivity(unchecked) @usableFromInline var running: [RunHandle?]
         /// Whether a thread runs the launch loop: at first, the one that starts the run.
-        @exclusivity(unchecked) @usableFromInline var started = 0, launching = true
+        @exclusivity(unchecked) @usableFromInline var started = 0
+        @exclusivity(unchecked) @usableFromInline var launching = true
         /// The combination's own resolver; `nil` once it has settled or been cancelled.
         @exclusivity(unchecked) @usableFromInline var resolver: Resolver<Output, OutFailure>?
 
@@ -2220,8 +2258,11 @@ extension RunHandle {
             _ members: [Promise<Member, Failure>], _ width: Int,
             _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
         ) {
-            (self.members, self.width, self.decide) = (members, width, decide)
-            (tally, running) = (Tally(members.count), Array(repeating: nil, count: members.count))
+            self.members = members
+            self.width = width
+            self.decide = decide
+            tally = Tally(members.count)
+            running = Array(repeating: nil, count: members.count)
         }
 
         deinit { lock.free() }
@@ -2267,13 +2308,16 @@ extension RunHandle {
                 () -> (Verdict<Output, OutFailure>, Resolver<Output, OutFailure>)? in
                 guard let resolver else { return nil }
                 running[index] = nil
-                (tally.ended, tally.outcomes[index]) = (tally.ended + 1, outcome)
+                tally.ended += 1
+                tally.outcomes[index] = outcome
                 let verdict = decide(tally, (index, outcome))
                 if case .wait = verdict {
-                    (claimed, launching) = (!launching, true)
+                    claimed = !launching
+                    launching = true
                     return nil
                 }
-                (self.resolver, tally.outcomes) = (nil, [])
+                self.resolver = nil
+                tally.outcomes = []
                 return (verdict, resolver)
             }
             if let (verdict, resolver) = settled { settle(verdict, resolver) }
@@ -2361,7 +2405,10 @@ extension RunHandle {
             let waiting = lock.withLock { () -> [Resolver<Value, Failure>] in
                 guard run?.number == number else { return [] }
                 run = nil
-                if outcome != nil || work == nil { (self.outcome, work) = (.some(outcome), nil) }
+                if outcome != nil || work == nil {
+                    self.outcome = .some(outcome)
+                    work = nil
+                }
                 defer { self.waiting = [:] }
                 return self.waiting.sorted { $0.key < $1.key }.map(\.value)
             }
