@@ -949,7 +949,8 @@ nonisolated extension Promise {
 // MARK: - Combining
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
-// otherwise, cancels those it no longer needs, and keeps input order. A member whose run ends by
+// otherwise, cancels those it no longer needs (and starts none after it ended, but those that
+// ignore cancel), and keeps input order. A member whose run ends by
 // cancellation ends a `when` or `any` as cancelled, and drops out of a race.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
@@ -966,7 +967,9 @@ nonisolated extension Promise {
 ///
 /// To let the other members' work finish after one failed, such as uploads worth completing, make
 /// each member ignore the cancel: `when(fulfilled: files.map { upload($0).ignoringCancel() })`.
-/// The combination still fails at once; the work goes on, and its outcome is dropped.
+/// The combination still fails at once; the work goes on, and its outcome is dropped. The members
+/// it has not started yet that begin with `ignoringCancel()` start as it ends, all at once (the
+/// limit no longer holds); the others never start.
 @inlinable nonisolated public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Promise<[Value], Failure> {
@@ -1083,7 +1086,8 @@ nonisolated public func any<each Value, Failure>(
 /// ``Promise/timeout(_:orFailWith:)`` says it in one step: `race(mirrors.map(download))`.
 ///
 /// The losers' work is cancelled; to let it finish, such as downloads that fill a cache, make each
-/// member ignore the cancel: `race(mirrors.map { download($0).ignoringCancel() })`.
+/// member ignore the cancel: `race(mirrors.map { download($0).ignoringCancel() })`. Such members
+/// start even after a member before them won at once.
 @inlinable nonisolated public func race<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<Value, Failure> {
@@ -1439,13 +1443,16 @@ nonisolated extension Promise where Value: Sendable {
     /// This promise with a hop to the main queue (the main actor's executor, so its steps may
     /// assume the main actor), then the steps `add` adds, which ask `valid` whether `token` was
     /// invalidated since the run started: added as each run starts, so that a promise kept and run
-    /// again after an `invalidate()` is tied anew.
+    /// again after an `invalidate()` is tied anew, but a retry inside the run is not.
     func onMain<NewValue, NewFailure>(
         tiedTo token: InvalidationToken?,
         _ add: @escaping @Sendable (Promise, @escaping Validity) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
         guard let token else { return add(on(.main), { true }) }
-        return Guarantee(value: ()).flatMap { [weak token] in add(on(.main), Self.validity(token)) }
+        let tie = Guarantee<Validity> { [weak token] resolver in
+            resolver.fulfill(Self.validity(token, tiedBy: resolver.run))
+        }
+        return tie.flatMap { add(on(.main), $0) }
     }
 
     /// Calls `body` as the main actor's, on the main queue, the main actor's executor, where a hop
@@ -1456,11 +1463,12 @@ nonisolated extension Promise where Value: Sendable {
         return withoutActuallyEscaping(body) { unsafeBitCast($0, to: (() -> T).self)() }
     }
 
-    /// Whether `token` has not been invalidated since now (one that went away has).
-    static func validity(_ token: InvalidationToken?) -> Validity {
+    /// Whether `token` has not been invalidated since `run`'s user tied it (one that went away
+    /// has).
+    static func validity(_ token: InvalidationToken?, tiedBy run: RunHandle) -> Validity {
         guard let token else { return { false } }
-        let tied = token.lock.withLock { token.generation }
-        return { [weak token] in token?.lock.withLock { token?.generation == tied } ?? false }
+        let tied = run.generation(of: token)
+        return { [weak token] in token?.current == tied }
     }
 }
 
@@ -1488,6 +1496,9 @@ nonisolated public final class RunHandle: @unchecked Sendable {
     @exclusivity(unchecked) private var output: any Outcome.Type
     /// Which member of a combination it runs (see `Join`).
     @exclusivity(unchecked) @usableFromInline var member = 0
+    /// The run a user started, for a run Future started inside it (a combination's member, a
+    /// shared or ignoring run): its tokens' ties are that run's.
+    private let user: RunHandle?
 
     // Owned by the one thread that drives the run; ownership passes under `lock`.
     @exclusivity(unchecked) private var plan = Plan()
@@ -1513,10 +1524,18 @@ nonisolated public final class RunHandle: @unchecked Sendable {
     /// Set when a step cancels its own run, so that the very next step does not start (read
     /// without the lock by the thread that drives the run, which is the one that sets it).
     @exclusivity(unchecked) private var cancelledByStep = false
+    /// The generation of each token the steps of a user's run tied to, as of the first tie.
+    @exclusivity(unchecked) private var ties: [Tie] = []
+
+    private struct Tie {
+        weak var token: InvalidationToken?
+        let generation: Int
+    }
 
     private enum Phase { case driving, operating, waiting, finished }
 
-    @usableFromInline init(last: Stage) {
+    @usableFromInline init(last: Stage, inside outer: RunHandle? = nil) {
+        user = outer.map { $0.user ?? $0 }
         // The slot starts in the 16 bytes after the mutex (see `Lock`): most outcomes fit there,
         // and then a run costs one allocation less. `start` grows it for larger ones.
         slotSize = 16
@@ -1604,8 +1623,10 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// an `invalidate()` run.
 ///
 /// Tie a main-actor step with its `tiedTo:` argument, such as ``Promise/done(on:tiedTo:_:)``'s.
-/// Each run ties it as the run starts: a run started before an `invalidate()` skips it, a run
-/// started after does not, so a promise kept and run again is not silenced for good. Keep the
+/// Each run ties it as the run starts (a step of a promise a step made, as the run first reaches
+/// one), and keeps that tie through every retry, combination or shared run inside it: a run
+/// started before an `invalidate()` skips it, a run started after does not, so a promise kept and
+/// run again is not silenced for good. Keep the
 /// token, in the object whose callbacks it silences: ties do not keep it, and a token that has
 /// gone away silences them.
 ///
@@ -1628,6 +1649,10 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// `image(url).done(on: .main, tiedTo: token, show).catch(report).run().store(in: token)`.
 nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
     fileprivate var generation = 0  // guarded by the bag's lock
+
+    /// The generation now. A getter, so that its caller's reference keeps the token past the
+    /// unlock: a token that goes away cancels its runs, which takes the lock again.
+    fileprivate var current: Int { lock.withLock { generation } }
 
     /// Makes a token, which invalidates itself as it goes away.
     ///
@@ -1653,13 +1678,17 @@ nonisolated extension Promise {
     /// starts the work in a run of its own, which the run's cancellation does not reach. So the
     /// uploads of a `when` go on after one failed:
     /// `when(fulfilled: files.map { upload($0).ignoringCancel() })`. Tomorrowland's
-    /// `cancelOnFailure: false` is this.
+    /// `cancelOnFailure: false` is this. A run that reaches it starts the work even if the run
+    /// was cancelled meanwhile, or before it started; and a combination that ends before its
+    /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
     public func ignoringCancel() -> Promise {
-        Promise { resolver in
-            RunHandle(last: last).start(last) { slot in
+        let operation: @Sendable (Resolver<Value, Failure>) -> Void = { [last] resolver in
+            RunHandle(last: last, inside: resolver.run).start(last) { slot in
                 if let slot { resolver(slot.take(Outcome.self)) } else { resolver.cancel() }
             }
         }
+        let source = RunHandle.Source(operation, file: #fileID, line: #line, ignoring: last)
+        return Promise(last: source)
     }
 }
 
@@ -1769,7 +1798,11 @@ nonisolated public enum PromiseDiagnostics {
     /// standard error.
     public static var handler: @Sendable (String) -> Void {
         get { lock.withLock { current } }
-        set { lock.withLock { current = newValue } }
+        set {
+            var replaced = newValue
+            lock.withLock { swap(&replaced, &current) }
+            // The old handler goes here, outside the lock: what it held may report or set one.
+        }
     }
 
     nonisolated(unsafe) private static var current: @Sendable (String) -> Void = { message in
@@ -1798,6 +1831,16 @@ nonisolated extension RunHandle {
         @usableFromInline let isEnsure: Bool
         /// The type of the step's outcome, to destroy one that is left behind when a run stops.
         @usableFromInline let output: any Outcome.Type
+        /// The chain this step runs in a run of its own, which cancelling does not reach: an
+        /// `ignoringCancel()` promise's.
+        @usableFromInline var ignoring: Stage? { nil }
+
+        /// The work of the `ignoringCancel()` promise this chain starts with, if it does.
+        @usableFromInline var ignoredWork: Stage? {
+            var first = self
+            while let parent = first.parent { first = parent }
+            return first.ignoring
+        }
 
         @inlinable init<Output>(
             after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
@@ -1843,15 +1886,17 @@ nonisolated extension RunHandle {
         /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
         @exclusivity(unchecked) @usableFromInline var operation:
             @Sendable (Resolver<Value, Failure>) -> Void
+        @usableFromInline let ignored: Stage?
         #if DEBUG
             @usableFromInline let origin: (file: StaticString, line: UInt)
         #endif
 
         @inlinable init(
             _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void,
-            file: StaticString, line: UInt
+            file: StaticString, line: UInt, ignoring ignored: Stage? = nil
         ) {
             self.operation = operation
+            self.ignored = ignored
             #if DEBUG
                 origin = (file, line)
             #endif
@@ -1859,6 +1904,8 @@ nonisolated extension RunHandle {
                 stage, _, run in run.perform(unsafeDowncast(stage, to: Source.self))
             }
         }
+
+        @usableFromInline override var ignoring: Stage? { ignored }
 
         // An operation may keep promises (a combination its members, a shared promise its work),
         // whose operations keep more: each is released as a level of releases, in this body (Swift
@@ -2008,7 +2055,10 @@ nonisolated extension RunHandle {
 
     /// Runs the operation of `source` with a fresh resolver.
     @inlinable func perform<Value, Failure>(_ source: Source<Value, Failure>) -> Next {
-        guard let id = beginOperation() else { return .halt }
+        guard let id = beginOperation() else {
+            source.ignored.map(startIgnored)
+            return .halt
+        }
         #if DEBUG
             let (file, line) = source.origin
         #else
@@ -2195,10 +2245,19 @@ nonisolated extension RunHandle {
         let finish = self.finish
         plan = Plan()
         self.finish = nil
-        for stage in rest.stages.reversed() where stage.takeUnretainedValue().isEnsure {
-            Node<@Sendable () -> Void>.payload(of: stage.takeUnretainedValue())()
+        for stage in rest.stages.reversed() {
+            let stage = stage.takeUnretainedValue()
+            if stage.isEnsure { Node<@Sendable () -> Void>.payload(of: stage)() }
+            stage.ignoring.map(startIgnored)
         }
         finish?(nil)
+    }
+
+    /// Starts the work of an `ignoringCancel()` promise that this run reached cancelled (or
+    /// that a settled combination never started): cancelling does not reach it, and nobody
+    /// waits for its outcome.
+    @usableFromInline func startIgnored(_ work: Stage) {
+        RunHandle(last: work, inside: self).start(work) { $0.map(work.output.discard) }
     }
 
     /// The slot, grown first if `chain` has larger outcomes (the slot is empty as a chain starts).
@@ -2213,6 +2272,18 @@ nonisolated extension RunHandle {
 
     /// Whether the run has ended, one way or another.
     fileprivate var isFinished: Bool { locked { phase == .finished } }
+
+    /// The generation of `token` for the user's run, which ties to a token once, however often
+    /// its retries run a tied step.
+    func generation(of token: InvalidationToken) -> Int {
+        let user = user ?? self
+        // Searched outside the lock: a reference read from a weak one may be a token's last.
+        let ties = user.locked { user.ties }
+        if let tie = ties.first(where: { $0.token === token }) { return tie.generation }
+        let tie = Tie(token: token, generation: token.current)
+        user.locked { user.ties.append(tie) }
+        return tie.generation
+    }
 
     private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
 }
@@ -2399,6 +2470,8 @@ nonisolated extension RunHandle {
         @exclusivity(unchecked) @usableFromInline var launching = true
         /// The combination's own resolver; `nil` once it has settled or been cancelled.
         @exclusivity(unchecked) @usableFromInline var resolver: Resolver<Output, OutFailure>?
+        /// The combination's run, which its members' runs are inside.
+        @usableFromInline var outer: RunHandle?
 
         @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
@@ -2415,6 +2488,7 @@ nonisolated extension RunHandle {
 
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
             self.resolver = resolver
+            outer = resolver.run
             resolver.onCancel { [self] _ in stop() }
             if members.isEmpty { settle(decide(tally, nil), resolver) } else { launch() }
         }
@@ -2437,7 +2511,8 @@ nonisolated extension RunHandle {
                 // elsewhere, or was cancelled.
                 if let last = lane?.handle.member, tally.outcomes[last] == nil { lane = nil }
                 started += 1
-                let handle = lane?.handle ?? RunHandle(last: members[started - 1].last)
+                let handle =
+                    lane?.handle ?? RunHandle(last: members[started - 1].last, inside: outer)
                 running[started - 1] = handle
                 return (started - 1, handle)
             }) {
@@ -2450,8 +2525,11 @@ nonisolated extension RunHandle {
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation.
         @inlinable func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) {
             var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
-            let settled = lock.withLock {
-                () -> (Verdict<Output, OutFailure>, Resolver<Output, OutFailure>)? in
+            // The members' outcomes go outside the lock, after the combination settles.
+            typealias Settled = (
+                Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
+            )
+            let settled = lock.withLock { () -> Settled? in
                 guard let resolver else { return nil }
                 running[index] = nil
                 tally.ended += 1
@@ -2463,10 +2541,10 @@ nonisolated extension RunHandle {
                     return nil
                 }
                 self.resolver = nil
-                tally.outcomes = []
-                return (verdict, resolver)
+                defer { tally.outcomes = [] }
+                return (verdict, resolver, tally)
             }
-            if let (verdict, resolver) = settled { settle(verdict, resolver) }
+            if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
             if claimed { launch() }
         }
 
@@ -2483,13 +2561,18 @@ nonisolated extension RunHandle {
         /// Cancels every member still running: the combination settled, or was cancelled. Every
         /// call cancels them all, even after another: a cancel of the combination's run that
         /// comes while the run that settled it is still cancelling the members must not return
-        /// before they are (cancelling one twice is a no-op).
+        /// before they are (cancelling one twice is a no-op). The members it never started that
+        /// ignore cancel start now (see `startIgnored`).
         @inlinable func stop() {
-            let running = lock.withLock { () -> [RunHandle] in
-                resolver = nil
-                return self.running.compactMap { $0 }
+            typealias Stopped = (
+                [RunHandle], ArraySlice<Promise<Member, Failure>>, Resolver<Output, OutFailure>?
+            )
+            let (running, unstarted, _) = lock.withLock { () -> Stopped in
+                defer { started = members.count }
+                return (self.running.compactMap { $0 }, members[started...], resolver.take())
             }
             for handle in running { handle.cancel() }
+            for member in unstarted { member.last.ignoredWork.map { outer?.startIgnored($0) } }
         }
     }
 
@@ -2525,7 +2608,7 @@ nonisolated extension RunHandle {
                 if let outcome { return (lastNumber, outcome, nil) }
                 waiting[lastNumber] = resolver
                 guard run == nil, let work else { return (lastNumber, nil, nil) }
-                run = (lastNumber, RunHandle(last: work.last))
+                run = (lastNumber, RunHandle(last: work.last, inside: resolver.run))
                 return (lastNumber, nil, (work.last, run!.handle!))
             }
             if let known { return known.map { resolver($0) } ?? resolver.cancel() }
@@ -2536,11 +2619,12 @@ nonisolated extension RunHandle {
 
         /// A waiting run was cancelled; when none is left, the work is cancelled.
         private func leave(_ number: Int) {
-            let abandoned = lock.withLock { () -> RunHandle? in
-                waiting[number] = nil
-                guard waiting.isEmpty, work != nil, let run else { return nil }
+            // The resolver that left is let go of outside the lock, as it may be its run's last.
+            let (_, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, RunHandle?) in
+                let left = waiting.removeValue(forKey: number)
+                guard waiting.isEmpty, work != nil, let run else { return (left, nil) }
                 self.run = nil
-                return run.handle
+                return (left, run.handle)
             }
             abandoned?.cancel()
         }
@@ -2548,16 +2632,19 @@ nonisolated extension RunHandle {
         /// The run of the work numbered `number` ended, with `outcome` or (`nil`) by cancellation:
         /// the waiting runs go on in the order they came.
         func settle(_ outcome: sending Swift.Result<Value, Failure>?, _ number: Int) {
+            // The work goes outside the lock: what its steps captured may run the shared promise.
+            var done: Promise<Value, Failure>?
             let waiting = lock.withLock { () -> [Resolver<Value, Failure>] in
                 guard run?.number == number else { return [] }
                 run = nil
                 if outcome != nil || work == nil {
                     self.outcome = .some(outcome)
-                    work = nil
+                    swap(&done, &work)
                 }
                 defer { self.waiting = [:] }
                 return self.waiting.sorted { $0.key < $1.key }.map(\.value)
             }
+            done = nil
             for resolver in waiting {
                 if let outcome { resolver(outcome) } else { resolver.cancel() }
             }

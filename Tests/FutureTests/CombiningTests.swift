@@ -125,6 +125,27 @@ final class Members: @unchecked Sendable {
     }
 }
 
+/// An object that calls `body` as it goes away.
+final class Farewell: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    deinit { body() }
+}
+
+extension WhenFulfilled {
+    @Test func aMemberValueThatGoesAsTheCombinationFailsMayCancelIt() {
+        let handles = Delivery<RunHandle>()
+        let (failure, resolver) = Promise<Farewell, TestError>.pending()
+        let first = Promise<Farewell, TestError> { resolver in
+            resolver.fulfill(Farewell { handles.all[0].cancel() })
+        }
+        let ended = Delivery<Void>()
+        handles.send(when(fulfilled: [first, failure]).ensure { ended.send(()) }.run { _ in })
+        DispatchQueue.global().async { resolver.reject(TestError("failed")) }  // `first` goes
+        #expect(ended.wait() != nil)
+    }
+}
+
 @Suite struct EveryOutcome {
     @Test func whenResolvedWaitsForEveryOutcomeAndNeverFails() {
         let all = when(resolved: [

@@ -168,6 +168,78 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         #expect(await all.arrival() != nil)
         #expect(screen.items.count <= 2_000)
     }
+
+    @Test func aRetryInsideARunStartedBeforeTheInvalidateSkipsTheTiedStep() async {
+        let screen = Screen()
+        let token = InvalidationToken()
+        let attempts = Counter()
+        let (gate, open) = Guarantee<Void>.pending()
+        let flaky = gate.setFailureType(to: TestError.self).then { _ -> Result<Int, TestError> in
+            let attempt = attempts.increment()
+            return attempt == 1 ? .failure(TestError("flaky")) : .success(attempt)
+        }
+        let ended = Delivery<Void>()
+        flaky.done(on: .main, tiedTo: token) { screen.items.append($0) }.retry(2)
+            .run(some: { ended.send(()) }, none: { _ in ended.send(()) })
+        token.invalidate()  // the run started before this: its retry is stale too
+        open.fulfill(())
+        #expect(await ended.arrival() != nil)
+        #expect(attempts.value == 2)
+        #expect(screen.items.isEmpty)
+    }
+
+    @Test func aMemberStartedAfterTheInvalidateKeepsTheTieOfItsCombinationsRun() async {
+        let screen = Screen()
+        let token = InvalidationToken()
+        let (first, answer) = Guarantee<Int>.pending()
+        let tiedFirst = first.done(on: .main, tiedTo: token) { screen.items.append($0) }
+        let tiedLater = Guarantee(value: 2).done(on: .main, tiedTo: token) {
+            screen.items.append($0)
+        }
+        let ended = Delivery<Void>()
+        when(fulfilled: [tiedFirst, tiedLater], concurrently: 1)
+            .run(some: { _ in ended.send(()) })
+        token.invalidate()  // the run tied to the token before this, as its first member started
+        answer.fulfill(1)
+        #expect(await ended.arrival() != nil)
+        #expect(screen.items.isEmpty)
+        #expect(await tiedLater.value != nil)  // a run of its own, started after the invalidate
+        #expect(screen.items == [2])
+    }
+
+    @Test nonisolated func aTokenGoingAwayAsMainChecksATieToItLetsMainGoOn() async {
+        final class Tokens: @unchecked Sendable {
+            var all: [InvalidationToken?] = (0..<500).map { _ in InvalidationToken() }
+        }
+        let rounds = 20
+        let finished = Delivery<Int>()
+        DispatchQueue.global().async {
+            for round in 0..<rounds {
+                let tokens = Tokens()  // the tokens' only strong references
+                let runs = tokens.all.map {
+                    Guarantee(value: 1).done(on: .main, tiedTo: $0) { _ in }
+                }
+                let checked = Counter()
+                let all = DispatchSemaphore(value: 0)
+                let gate = DispatchSemaphore(value: 0)
+                DispatchQueue.main.async { gate.wait() }  // every hop queued before main runs one
+                for run in runs {
+                    run.run(some: { if checked.increment() == runs.count { all.signal() } })
+                }
+                gate.signal()
+                for index in runs.indices {  // token k goes about when main checks run k's tie
+                    while checked.value < index {}
+                    for _ in 0..<Int.random(in: 0...200) { _ = checked.value }
+                    tokens.all[index] = nil
+                }
+                guard all.wait(timeout: .now() + timeout) == .success else {
+                    return finished.send(round)
+                }
+            }
+            finished.send(rounds)
+        }
+        #expect(await finished.arrival() == rounds)
+    }
 }
 
 @Suite("Ignoring cancel") struct IgnoringCancel {
@@ -222,6 +294,57 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         let winner = value(of: race([mirror(0), mirror(50).ignoringCancel()]))
         #expect(winner == 0)
         #expect(eventually { finished.value == 2 })
+    }
+
+    @Test func theMembersAfterOneThatSettlesAtOnceStartAllTheSame() {
+        let started = Log()
+        func upload(_ name: String) -> Promise<String, TestError> {
+            Promise { resolver in
+                started.record(name)
+                DispatchQueue.global().async { resolver.fulfill(name) }
+            }
+        }
+        let uploads = when(
+            fulfilled: [
+                upload("upload 1").ignoringCancel(), Promise(error: TestError("missing")),
+                upload("upload 2").ignoringCancel(), upload("plain"),
+                upload("upload 3").ignoringCancel().map { $0 },
+            ], concurrently: 2)
+        #expect(outcome(of: uploads) == .failure(TestError("missing")))
+        let downloads = race([Promise(value: "cached"), upload("download").ignoringCancel()])
+        #expect(outcome(of: downloads) == .success("cached"))
+        let expected: Set = ["upload 1", "upload 2", "upload 3", "download"]
+        #expect(eventually { Set(started.all) == expected })
+        #expect(started.all.count == 4)  // the member that does not ignore cancel never starts
+    }
+
+    @Test func everyMemberThatIgnoresCancelStartsWhenAnotherFailsMeanwhile() {
+        for _ in 0..<5 {
+            let started = Counter()
+            let members = (0..<500).map { index in
+                Promise<Int, TestError> { resolver in
+                    started.increment()
+                    DispatchQueue.global().async { resolver.fulfill(index) }
+                }.ignoringCancel()
+            }
+            let all = when(fulfilled: [failingLater(TestError("lost"))] + members)
+            #expect(outcome(of: all) == .failure(TestError("lost")))
+            #expect(eventually { started.value == 500 })
+        }
+    }
+
+    @Test func aRunCancelledBeforeItStartsStillStartsTheWork() async {
+        let started = Delivery<Void>()
+        let work = Guarantee<Int> { resolver in
+            started.send(())
+            resolver.fulfill(1)
+        }
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await work.ignoringCancel().value
+        }
+        #expect(await task.value == nil)
+        #expect(await started.arrival() != nil)
     }
 
     @Test func aCancelledRunOfTheWorkEndsTheRunAsCancelled() {
@@ -397,6 +520,26 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
         }
         #expect(group.wait(timeout: .now() + timeout) == .success)
         #expect(reports.reports(madeAt: line).count == 500)
+    }
+
+    @Test func theOldHandlerGoesOutsideTheLockSoWhatItHeldMayReport() async {
+        await #expect(processExitsWith: .success) {
+            final class Logger: Sendable {
+                deinit { PromiseDiagnostics.handler("logger closed") }
+            }
+            let heard = Log()
+            do {
+                let logger = Logger()
+                PromiseDiagnostics.handler = { [logger] in heard.record("\(logger): \($0)") }
+            }
+            let replaced = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                PromiseDiagnostics.handler = { heard.record($0) }  // the Logger goes
+                replaced.signal()
+            }
+            guard replaced.wait(timeout: .now() + timeout) == .success else { exit(1) }
+            exit(heard.all == ["logger closed"] ? 0 : 2)
+        }
     }
 }
 

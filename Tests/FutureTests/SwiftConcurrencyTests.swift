@@ -114,6 +114,23 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
 }
 
 @Suite struct Sharing {
+    @Test func whatTheWorkCapturedMayRunTheSharedPromiseAsItGoes() {
+        let shared = Delivery<Guarantee<Int>>()
+        let late = Delivery<Int>()
+        do {
+            let farewell = Farewell { shared.all[0].run(some: { late.send($0) }) }
+            let work = Guarantee<Int> { [farewell] resolver in
+                _ = farewell
+                DispatchQueue.global().async { resolver.fulfill(1) }
+            }
+            shared.send(work.share())
+        }
+        let first = Delivery<Int>()
+        shared.all[0].run(some: { first.send($0) })
+        #expect(first.wait() == 1)
+        #expect(late.wait() == 1)  // the work, let go of once done, ran the shared promise
+    }
+
     @Test func theRunsLeftWaitingGoOnInTheOrderTheyStartedAfterOthersLeft() {
         let (answer, reply) = Guarantee<Int>.pending()
         let order = Log()
