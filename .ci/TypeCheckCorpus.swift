@@ -198,3 +198,34 @@ func whenResolvedThenAStepThatCanFail() {
         .map { "\($0) lookups" }
         .run(some: printLine, none: report)
 }
+
+// PromiseKit's closures that throw, on a chain that fails with `any Error`, as a port writes them
+// (a `then` closure returns `Promise(error:)`: see `map` on `any Error` chains).
+struct Invalid: Error {}
+func fetchAny(_ id: String) -> Promise<[UInt8], any Error> { Promise(value: Array(id.utf8)) }
+func decodeArtist(_ bytes: [UInt8]) throws -> Artist {
+    guard !bytes.isEmpty else { throw Invalid() }
+    return Artist(id: bytes.count, name: toText(from: bytes), genre: "Rock")
+}
+
+func closuresThatThrowOnAnErasedChain() {
+    firstly { fetchAny("909253") }
+        .map { try decodeArtist($0) }
+        .then { artist -> Promise<[String], any Error> in
+            guard artist.genre == "Rock" else { return Promise(error: Invalid()) }
+            return fetchAlbums(of: artist).eraseToAnyError()
+        }
+        .recover { error -> Promise<[String], any Error> in
+            guard error is Invalid else { throw error }
+            return Promise(value: [])
+        }
+        .map { albums -> String in
+            guard let first = albums.first else { throw Invalid() }
+            return first.uppercased()
+        }
+        .done { title in
+            guard title.count > 1 else { throw Invalid() }
+            printLine(title)
+        }
+        .run(some: {}, none: { print($0) })
+}

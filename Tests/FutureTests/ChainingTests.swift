@@ -294,3 +294,47 @@ import Testing
         }
     #endif
 }
+
+/// PromiseKit's closures may throw; here `map`, `done` and `recover` take such closures on a chain
+/// that fails with `any Error`, and `done` on a typed one whose closure says `throws(Failure)`.
+@Suite struct ClosuresThatThrow {
+    struct Invalid: Error, Equatable {}
+
+    func checked(_ value: Int) throws -> Int {
+        guard value > 0 else { throw Invalid() }
+        return value * 2
+    }
+
+    @Test func aMapThatThrowsFailsTheChain() throws {
+        let doubled = Promise<Int, any Error>(value: 2).map { try checked($0) }
+        #expect(try outcome(of: doubled)?.get() == 4)
+        let failed = Promise<Int, any Error>(value: 0).map { try checked($0) }.map { $0 + 1 }
+        #expect(throws: Invalid()) { try outcome(of: failed)?.get() }
+    }
+
+    @Test func aDoneThatThrowsFailsTheChain() {
+        let seen = Counter()
+        let failed = Promise<Int, any Error>(value: 0)
+            .done { value in
+                _ = try checked(value)
+                seen.increment()
+            }
+        #expect(throws: Invalid()) { try outcome(of: failed)?.get() }
+        #expect(seen.value == 0)
+        let typed = Promise<Int, TestError>(value: 0).done { (value) throws(TestError) in
+            if value == 0 { throw TestError("zero") }
+        }
+        #expect(throws: TestError("zero")) { try outcome(of: typed)?.get() }
+    }
+
+    @Test func aRecoverThatRethrowsPassesTheErrorOn() throws {
+        @Sendable func fallback(_ error: any Error) throws -> Promise<Int, any Error> {
+            guard error is Invalid else { throw error }
+            return Promise(value: 7)
+        }
+        let recovered = Promise<Int, any Error>(error: Invalid()).recover { try fallback($0) }
+        #expect(try outcome(of: recovered)?.get() == 7)
+        let passed = Promise<Int, any Error>(error: TestError("other")).recover { try fallback($0) }
+        #expect(throws: TestError("other")) { try outcome(of: passed)?.get() }
+    }
+}
