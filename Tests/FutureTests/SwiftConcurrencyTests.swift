@@ -197,6 +197,39 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
         #expect(result.all == [.success(2)])
     }
 
+    /// PromiseKit's cached in-flight promise: a caller that leaves does not stop it for the next.
+    @Test func workThatDoesNotCancelWhenAbandonedGoesOnForTheNextRun() {
+        let pending = Pending<Int>()
+        let shared = pending.promise.share(cancelsWhenAbandoned: false)
+        let handles = (0..<3).map { _ in shared.run { _ in Issue.record("cancelled") } }
+        for handle in handles { handle.cancel() }
+        #expect(pending.cancelled.value == 0)
+        let results = Delivery<Result<Int, TestError>>()
+        shared.run { results.send($0) }  // joins the work under way
+        #expect(pending.resolvers.all.count == 1)
+        pending.resolvers.all.first?.fulfill(3)
+        #expect(results.all == [.success(3)])
+        shared.run { results.send($0) }  // later: its outcome, at once
+        #expect(results.all == [.success(3), .success(3)])
+        #expect(pending.resolvers.all.count == 1)
+    }
+
+    @Test func fiveCallersOfACachedRefreshMakeOneRequest() {
+        let requests = Counter()
+        let refresh = Promise<String, TestError> { resolver in
+            requests.increment()
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) {
+                resolver.fulfill("token")
+            }
+        }.share(cancelsWhenAbandoned: false)
+        let tokens = Delivery<String>()
+        let callers = (0..<5).map { _ in refresh.run(some: { tokens.send($0) }, none: { _ in }) }
+        callers[0].cancel()  // the first caller gives up; the others still get the token
+        for _ in 1..<5 { #expect(tokens.wait() != nil) }
+        #expect(eventually { tokens.all.count == 4 })
+        #expect(requests.value == 1)
+    }
+
     @Test func aPendingPromiseIsSettledFromOutside() {
         let (promise, resolver) = Promise<Int, TestError>.pending()
         let results = Delivery<Result<Int, TestError>>()

@@ -1748,11 +1748,19 @@ nonisolated extension Promise where Value: Sendable {
     /// a configuration, when running it again would be wasted or wrong: `fetchProfile().share()`.
     /// The first run starts the work, runs that come while it is under way wait and go on in turn,
     /// later runs get its outcome, value or error, at once. Cancelling a run leaves the others
-    /// waiting; once every waiting run is cancelled, so is the work, and the next run starts it
-    /// again, as after work that ended by cancellation. Keep the shared promise, not the one it
-    /// came from, which runs anew.
-    public func share() -> Promise {
-        let shared = RunHandle.Shared(self)
+    /// waiting. Once every waiting run is cancelled, so is the work, and the next run starts it
+    /// again, as after work that ended by cancellation; with `cancelsWhenAbandoned: false`, the
+    /// work goes on, and the next run waits for it or gets its outcome. Keep the shared promise,
+    /// not the one it came from, which runs anew.
+    ///
+    /// That second form is PromiseKit's cached in-flight promise, such as a token refresh that
+    /// callers who come while it is under way share, whether or not the first one stays:
+    ///
+    /// ```swift
+    /// let refresh = fetchProfile().share(cancelsWhenAbandoned: false)
+    /// ```
+    public func share(cancelsWhenAbandoned: Bool = true) -> Promise {
+        let shared = RunHandle.Shared(self, cancelsWhenAbandoned: cancelsWhenAbandoned)
         return Promise { shared.join($0) }
     }
 
@@ -1765,7 +1773,7 @@ nonisolated extension Promise where Value: Sendable {
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
-        let shared = RunHandle.Shared<Value, Failure>(nil)
+        let shared = RunHandle.Shared<Value, Failure>(nil, cancelsWhenAbandoned: false)
         let source = Promise(file: file, line: line) { shared.outside = $0 }.last
         RunHandle(last: source).start(source, immediately: true) { shared.settle($0?.take(), 0) }
         return (Promise { shared.join($0) }, shared.outside.take()!)
@@ -2637,9 +2645,12 @@ nonisolated extension RunHandle {
         private var lastNumber = 0
         /// The resolver that `pending()` hands out.
         var outside: Resolver<Value, Failure>?
+        /// Whether the run of the work is cancelled when every waiting run has left.
+        private let cancelsWhenAbandoned: Bool
 
-        init(_ work: Promise<Value, Failure>?) {
+        init(_ work: Promise<Value, Failure>?, cancelsWhenAbandoned: Bool) {
             self.work = work
+            self.cancelsWhenAbandoned = cancelsWhenAbandoned
             if work == nil { run = (0, nil) }
         }
 
@@ -2664,12 +2675,14 @@ nonisolated extension RunHandle {
             handle.start(work) { [weak self] in self?.settle($0?.take(), number) }
         }
 
-        /// A waiting run was cancelled; when none is left, the work is cancelled.
+        /// A waiting run was cancelled; when none is left, the work is cancelled, if it is to be.
         private func leave(_ number: Int) {
             // The resolver that left is let go of outside the lock, as it may be its run's last.
             let (_, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, RunHandle?) in
                 let left = waiting.removeValue(forKey: number)
-                guard waiting.isEmpty, work != nil, let run else { return (left, nil) }
+                guard waiting.isEmpty, cancelsWhenAbandoned, work != nil, let run else {
+                    return (left, nil)
+                }
                 self.run = nil
                 return (left, run.handle)
             }
