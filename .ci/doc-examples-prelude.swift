@@ -130,3 +130,8 @@ let token = InvalidationToken()
 func load(completion: @escaping @Sendable (Data) -> Void) {}
 final class AppLogger: Sendable { func warning(_ message: String) {} }
 let logger = AppLogger()
+
+// Coming from PromiseKit: a token refresh and a sync.
+struct Token: Sendable { var value: String }
+func requestToken() -> Promise<Token, NetworkError> { given() }
+func syncContacts() -> Promise<Void, NetworkError> { given() }
