@@ -417,6 +417,13 @@ nonisolated extension Promise where Value == Void {
     @inlinable public init() { self.init(value: ()) }
 }
 
+/// Not for a closure that throws: a `firstly` closure returns `Promise(error:)` instead.
+// swift-format-ignore
+@available(*, unavailable, message: "a firstly closure cannot throw: return Promise(error:) instead")
+nonisolated public func firstly<Value, Failure>(
+    _ body: @escaping @Sendable () throws -> Promise<Value, Failure>
+) -> Promise<Value, Failure> { fatalError() }
+
 /// Starts a chain with the promise `body` makes anew on every run.
 ///
 /// It lines the steps up, each on a line of its own, as PromiseKit's `firstly` does; `body` is
@@ -645,6 +652,23 @@ nonisolated extension Promise {
             return .proceed
         }
     }
+
+    /// Not for a closure that throws: a `then` closure returns `Promise(error:)` instead.
+    ///
+    /// (An overload that throws would tie with the promise shape on `any Error` chains; this one,
+    /// unavailable, only names the fix, and measured no slower to type-check.)
+    // swift-format-ignore
+    @available(*, unavailable, message: "a then closure cannot throw: return Promise(error:) instead, or throw in a map or tryMap step before it")
+    public func then<NewValue, StepFailure>(
+        _ next: @escaping @Sendable (Value) throws -> Promise<NewValue, StepFailure>
+    ) -> Promise<NewValue, Failure> { fatalError() }
+
+    /// Not for a closure that throws on a chain with a typed error: that is a ``tryMap(_:)``.
+    // swift-format-ignore
+    @available(*, unavailable, message: "on a chain with a typed error, a map closure that throws is a tryMap step: write its throws(Failure), or erase the chain's error type first")
+    public func map<NewValue>(
+        _ transform: @escaping @Sendable (Value) throws -> NewValue
+    ) -> Promise<NewValue, Failure> { fatalError() }
 
     /// Continues with the promise `next` makes from the value, which fails with the chain's error
     /// type.
