@@ -1504,8 +1504,8 @@ nonisolated extension Promise where Failure == any Swift.Error {
 /// ```swift
 /// let clock = ManualClock()
 /// let handle = after(.seconds(5), clock: clock).run { print("fired") }
-/// clock.advance(by: .seconds(4))  // nothing yet
-/// clock.advance(by: .seconds(1))  // prints "fired"
+/// await clock.advance(by: .seconds(4))  // nothing yet
+/// await clock.advance(by: .seconds(1))  // prints "fired"
 /// handle.cancel()
 /// ```
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
