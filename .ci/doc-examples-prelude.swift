@@ -70,8 +70,15 @@ final class Spinner: Sendable {
     func stop() {}
 }
 final class Screen: Sendable { let runs = RunBag() }
+/// The screen of TestingTime.md, which takes a clock.
+@MainActor final class FeedScreen {
+    var feed: Feed?
+    init(clock: any Clock<Duration>) {}
+    func load() {}
+}
 
 // Values at hand.
+let clock = ManualClock()  // a module's own `clock` hides Glibc's clock() function
 let id = 909253
 let ids = [1, 2, 3]
 let url = URL(string: "https://example.com/feed")!

@@ -1369,14 +1369,23 @@ nonisolated extension Promise {
         _ attempts: Int, delay: Duration = .zero,
         while shouldRetry: @escaping @Sendable (Failure) -> Bool = { _ in true }
     ) -> Promise {
-        guard attempts > 0 else {
-            fatalError("retry(_:delay:while:) needs at least 1 attempt, not \(attempts)")
-        }
+        retrying(
+            attempts, name: "retry(_:delay:while:)",
+            after: delay == .zero ? immediately : after(delay), while: shouldRetry)
+    }
+
+    /// Runs the work again after a failure, `attempts` times at most, after `pause` each time.
+    private func retrying(
+        _ attempts: Int, name: String, after pause: Guarantee<Void>,
+        while shouldRetry: @escaping @Sendable (Failure) -> Bool
+    ) -> Promise {
+        guard attempts > 0 else { fatalError("\(name) needs at least 1 attempt, not \(attempts)") }
         guard attempts > 1 else { return self }
         return recover { error in
             guard shouldRetry(error) else { return Promise(error: error) }
-            let pause = delay == .zero ? Guarantee(value: ()) : after(delay)
-            return pause.flatMap { retry(attempts - 1, delay: delay, while: shouldRetry) }
+            return pause.flatMap {
+                retrying(attempts - 1, name: name, after: pause, while: shouldRetry)
+            }
         }
     }
 }
@@ -1400,6 +1409,294 @@ nonisolated extension Promise where Failure == any Swift.Error {
     @inlinable public func timeout(_ interval: Duration) -> Promise {
         timeout(interval, orFailWith: PromiseError.timedOut)
     }
+}
+
+// With a clock, a time operator waits on that clock instead of a Dispatch timer: a
+// ``ManualClock`` keeps the timer itself, and moves only when a test says so; another clock
+// sleeps in a `Task` that the run's cancel cancels. The steps after the wait run where the clock
+// woke them: on the thread that advances a manual clock, on the task's thread otherwise.
+
+/// A guarantee that succeeds after `interval` on `clock`, such as a test's ``ManualClock``.
+///
+/// The form of ``after(_:)`` for code whose time a test controls: the code takes a clock, an app
+/// passes `ContinuousClock()`, and a test passes a manual clock that it advances:
+/// `after(.seconds(1), clock: clock).then(poll)`. Cancelling the run cancels the wait.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated public func after(
+    _ interval: Duration, clock: some Clock<Duration>
+) -> Guarantee<Void> {
+    if let manual = clock as? ManualClock {
+        return Guarantee { resolver in
+            let timer = manual.schedule(at: manual.now.advanced(by: interval)) { _ in
+                resolver.fulfill()
+            }
+            resolver.onCancel { _ in _ = manual.cancel(timer) }
+        }
+    }
+    return Guarantee { resolver in
+        let deadline = clock.now.advanced(by: interval)
+        let task = Task {
+            try? await clock.sleep(until: deadline, tolerance: nil)
+            resolver.fulfill()  // ignored if the run was cancelled
+        }
+        resolver.onCancel { _ in task.cancel() }
+    }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise where Value: Sendable {
+    /// Passes the outcome, value or error, on after `interval` on `clock`.
+    ///
+    /// The form of ``delay(_:)`` for code whose time a test controls:
+    /// `fetchStatus().delay(.milliseconds(300), clock: clock)`. The steps after it run where the
+    /// clock woke the run: on the thread that advances a ``ManualClock``. (The value waits in a
+    /// step of its own, which Swift checks: it must be `Sendable`.)
+    public func delay(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
+        let pause = after(interval, clock: clock).setFailureType(to: Failure.self)
+        return flatMap { value in pause.map { _ in value } }
+            .recover { error -> Promise in
+                let kept = Promise(error: error)
+                return pause.flatMap { _ in kept }
+            }
+    }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise {
+
+    /// Fails with `error()` unless the promise settles within `interval` on `clock`, and cancels
+    /// the work.
+    ///
+    /// The form of ``timeout(_:orFailWith:)`` for code whose time a test controls:
+    /// `download(url).timeout(.seconds(9), orFailWith: .slow, clock: clock)`.
+    public func timeout(
+        _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
+        clock: some Clock<Duration>
+    ) -> Promise {
+        let timer = after(interval, clock: clock).flatMap { Promise(error: error()) }
+        return RunHandle.join([self, timer]) { _, ended in
+            if case .some((_, let outcome?)) = ended { .settle(outcome) } else { .cancel }
+        }
+    }
+
+    /// Runs the work again after a failure, `attempts` times at most, waiting on `clock`.
+    ///
+    /// The form of ``retry(_:delay:while:)`` for code whose time a test controls: each wait of
+    /// `delay` is a timer of `clock`:
+    /// `fetchFeed().retry(3, delay: .seconds(1), clock: clock) { $0.isTransient }`.
+    public func retry(
+        _ attempts: Int, delay: Duration = .zero, clock: some Clock<Duration>,
+        while shouldRetry: @escaping @Sendable (Failure) -> Bool = { _ in true }
+    ) -> Promise {
+        retrying(
+            attempts, name: "retry(_:delay:clock:while:)",
+            after: delay == .zero ? immediately : after(delay, clock: clock), while: shouldRetry)
+    }
+
+    /// Not for a chain with a typed error, which ``PromiseError/timedOut`` is not: say which error
+    /// a timeout is, with ``timeout(_:orFailWith:clock:)``, or erase the type first.
+    // swift-format-ignore
+    @available(*, unavailable, message: "timeout(_:clock:) fails with PromiseError.timedOut, which this chain's error type is not: give the error with timeout(_:orFailWith:clock:) (on a Guarantee, after setFailureType(to:)), or call eraseToAnyError() first")
+    public func timeout(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
+        fatalError()
+    }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise where Failure == any Swift.Error {
+    /// Fails with ``PromiseError/timedOut``, cancelling the work, unless it settles within
+    /// `interval` on `clock`.
+    ///
+    /// The form of ``timeout(_:)`` for code whose time a test controls:
+    /// `fetch(url).timeout(.seconds(9), clock: clock)`.
+    public func timeout(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
+        timeout(interval, orFailWith: PromiseError.timedOut, clock: clock)
+    }
+}
+
+// MARK: - A clock for tests
+
+/// A clock whose time moves only when a test says so, to test time-based code in no wall time.
+///
+/// Pass it where the code takes a clock, start the work, then move time: ``advance(by:)``,
+/// ``advance(to:)`` and ``run()`` fire the timers that fall due, earliest deadline first (timers
+/// set for the same moment in the order they were set), on the thread that calls them. The
+/// time operators set their timers on it as their run reaches them, with no task in between,
+/// and cancelling a run removes its timers at once: ``timerCount`` shows it. In an `async` test,
+/// `await` the advance (``advance(by:isolation:)``): it lets the work reach its next wait before
+/// time moves, and after each timer fires.
+///
+/// ```swift
+/// let clock = ManualClock()
+/// let handle = after(.seconds(5), clock: clock).run { print("fired") }
+/// await clock.advance(by: .seconds(4))  // nothing yet
+/// await clock.advance(by: .seconds(1))  // prints "fired"
+/// handle.cancel()
+/// ```
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated public final class ManualClock: Clock, @unchecked Sendable {
+    // Sendable by its lock, which guards all its state: the timers it holds are `@Sendable`
+    // closures, called on the thread that advances the clock and released outside the lock.
+
+    /// A moment of a manual clock: the time since the clock's start.
+    public struct Instant: InstantProtocol {
+        /// The time since the clock's start.
+        public var offset: Duration
+
+        /// The moment `offset` after the clock's start.
+        public init(offset: Duration) { self.offset = offset }
+
+        /// The moment `duration` after this one.
+        public func advanced(by duration: Duration) -> Instant {
+            Instant(offset: offset + duration)
+        }
+
+        /// The time from this moment to `other`.
+        public func duration(to other: Instant) -> Duration { other.offset - offset }
+
+        /// Whether `left` comes before `right`.
+        public static func < (left: Instant, right: Instant) -> Bool { left.offset < right.offset }
+    }
+
+    private typealias Timer = (deadline: Instant, fire: @Sendable (_ fired: Bool) -> Void)
+    private let lock = RunHandle.Lock()
+    private var instant: Instant
+    private var timers: [Int: Timer] = [:]  // by the order they were set
+    private var timersSet = 0
+
+    /// A clock at `now`, the clock's start unless given.
+    public init(now: Instant = Instant(offset: .zero)) { instant = now }
+
+    deinit { lock.free() }
+
+    /// The clock's time: it moves only with ``advance(by:)``, ``advance(to:)`` and ``run()``.
+    public var now: Instant { locked { instant } }
+
+    /// Zero: a manual clock's time moves by as little as a test asks.
+    public var minimumResolution: Duration { .zero }
+
+    /// How many timers wait on the clock: sleeps, and the timers of runs not yet ended.
+    public var timerCount: Int { locked { timers.count } }
+
+    /// Suspends until the clock reaches `deadline`, or throws `CancellationError` if the task is
+    /// cancelled first (which removes the timer).
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        let timer = locked { () -> Int in
+            timersSet += 1
+            return timersSet
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation {
+                (waiter: CheckedContinuation<Void, any Error>) in
+                _ = schedule(at: deadline, as: timer) { fired in
+                    fired ? waiter.resume() : waiter.resume(throwing: CancellationError())
+                }
+                if Task.isCancelled { cancel(timer)?(false) }
+            }
+        } onCancel: {
+            cancel(timer)?(false)
+        }
+    }
+
+    /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
+    public func advance(by duration: Duration) {
+        advance(to: now.advanced(by: Self.forward(duration)))
+    }
+
+    /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
+    public func advance(to deadline: Instant) {
+        checkForward(to: deadline)
+        while fireNext(until: deadline) {}
+    }
+
+    /// Fires every timer, the ones that firing sets included, moving time to each deadline.
+    ///
+    /// It returns when no timer is left: work that always sets a new timer, such as a poll that
+    /// never stops, never lets it return.
+    public func run() { while fireNext(until: nil) {} }
+
+    /// Moves time forward by `duration` as ``advance(by:)`` does, letting the work under test go
+    /// on before time moves and after each timer fires.
+    ///
+    /// Call it from an `async` test: `await clock.advance(by: .seconds(1))`. Steps that a timer's
+    /// firing runs have run when it returns, and so has work that they queued on the caller's
+    /// actor (such as a main-actor step, from a `@MainActor` test); other tasks get many
+    /// `Task.yield()`s to reach their next wait, as swift-clocks' `TestClock` gives them.
+    public func advance(by duration: Duration, isolation: isolated (any Actor)? = #isolation) async
+    {
+        await advance(to: now.advanced(by: Self.forward(duration)), isolation: isolation)
+    }
+
+    /// Moves time forward to `deadline` as ``advance(to:)`` does, letting the work under test go
+    /// on before time moves and after each timer fires, as ``advance(by:isolation:)`` does.
+    public func advance(to deadline: Instant, isolation: isolated (any Actor)? = #isolation) async {
+        checkForward(to: deadline)
+        await settle(isolation)
+        while fireNext(until: deadline) { await settle(isolation) }
+    }
+
+    /// Fires every timer as ``run()`` does, letting the work under test go on before and after
+    /// each, as ``advance(by:isolation:)`` does.
+    public func run(isolation: isolated (any Actor)? = #isolation) async {
+        await settle(isolation)
+        while fireNext(until: nil) { await settle(isolation) }
+    }
+
+    // `fatalError`, not `precondition`: its message stays in a release build.
+    private static func forward(_ duration: Duration) -> Duration {
+        guard duration >= .zero else {
+            fatalError("advance(by:) needs a duration of at least zero, not \(duration)")
+        }
+        return duration
+    }
+
+    private func checkForward(to deadline: Instant) {
+        let now = now
+        guard deadline >= now else {
+            fatalError("advance(to:) cannot move a ManualClock back, from \(now) to \(deadline)")
+        }
+    }
+
+    /// Lets other work run: jobs already queued on `isolation`'s executor first, then other tasks.
+    private func settle(_ isolation: isolated (any Actor)?) async {
+        for _ in 0..<32 { await Task.yield() }
+    }
+
+    /// Sets a timer that calls `fire(true)` when time reaches `deadline`, and returns its number.
+    func schedule(
+        at deadline: Instant, as number: Int? = nil, _ fire: @escaping @Sendable (Bool) -> Void
+    ) -> Int {
+        locked {
+            timersSet += number == nil ? 1 : 0
+            let number = number ?? timersSet
+            timers[number] = (deadline, fire)
+            return number
+        }
+    }
+
+    /// Removes a timer if it has not fired, and returns it, to release or call outside the lock.
+    func cancel(_ timer: Int) -> (@Sendable (Bool) -> Void)? {
+        locked { timers.removeValue(forKey: timer)?.fire }
+    }
+
+    /// Fires the earliest timer due by `deadline` (any timer if `nil`) and says whether there was
+    /// one; when there is none, time moves to `deadline`.
+    private func fireNext(until deadline: Instant?) -> Bool {
+        let due = locked { () -> Timer? in
+            let next = timers.min { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
+            guard let next, deadline.map({ next.value.deadline <= $0 }) ?? true else {
+                instant = max(instant, deadline ?? instant)
+                return nil
+            }
+            timers[next.key] = nil
+            instant = max(instant, next.value.deadline)
+            return next.value
+        }
+        due?.fire(true)
+        return due != nil
+    }
+
+    private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
 }
 
 // MARK: - Where code runs
