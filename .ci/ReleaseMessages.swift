@@ -20,6 +20,11 @@ func parsed<Failure>(_ chain: Promise<Int, Failure>) -> Promise<Int, Failure> {
             _ = Promise<[Int], NetworkError>(value: [1]).thenMap(concurrently: 0, fetch)
         },
         "retry-attempts": { _ = fetch(1).retry(0) },
+        "retry-on-a-clock-attempts": { _ = fetch(1).retry(0, clock: ManualClock()) },
+        "advance-back": {
+            let clock = ManualClock(now: ManualClock.Instant(offset: .seconds(5)))
+            clock.advance(to: ManualClock.Instant(offset: .seconds(1)))
+        },
     ]
 
     static func main() {

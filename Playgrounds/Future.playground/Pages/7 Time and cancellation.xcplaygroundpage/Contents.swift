@@ -87,4 +87,19 @@ slow("stored").run().store(in: token)
 token.invalidate()
 //> stored cleaned up
 
+//: Time you control: give a time operator a clock. A `ManualClock` moves only when told, and
+//: fires the timers that fall due, in deadline order, on the thread that moves it. That is how
+//: to test a retry's delays or a timeout without waiting for them.
+let testClock = ManualClock()
+let answering = Promise<String, PromiseError> { resolver in
+    let now = testClock.now.offset
+    now < .seconds(4) ? resolver.reject(.timedOut) : resolver.fulfill("answered at \(now)")
+}
+answering.retry(3, delay: .seconds(2), clock: testClock).run(some: { print($0) }, none: { print($0) })
+testClock.advance(by: .seconds(2))
+print("after 2 s:", testClock.timerCount, "timer waiting")
+testClock.advance(by: .seconds(2))
+//> after 2 s: 1 timer waiting
+//> answered at 4.0 seconds
+
 //: [Next: Swift concurrency](@next)
