@@ -95,7 +95,8 @@ let answering = Promise<String, PromiseError> { resolver in
     let now = testClock.now.offset
     now < .seconds(4) ? resolver.reject(.timedOut) : resolver.fulfill("answered at \(now)")
 }
-answering.retry(3, delay: .seconds(2), clock: testClock).run(some: { print($0) }, none: { print($0) })
+answering.retry(3, delay: .seconds(2), clock: testClock)
+    .run(some: { print($0) }, none: { print($0) })
 testClock.advance(by: .seconds(2))
 print("after 2 s:", testClock.timerCount, "timer waiting")
 testClock.advance(by: .seconds(2))
