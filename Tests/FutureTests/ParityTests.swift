@@ -567,6 +567,22 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
         #expect(outcome(of: race(fast, Promise(error: TestError("late")))) == .success(2))
     }
 
+    /// PromiseKit's `ensure(on: .main)`: the cleanup may touch main-actor state, also when the
+    /// run is cancelled.
+    @MainActor @Test func ensureOnTheMainActorCleansUpMainActorState() async {
+        final class Spinner { var spinning = true }
+        let spinner = Spinner()
+        let (never, resolver) = Guarantee<Int>.pending()
+        let handle = never.ensure(on: .main) { spinner.spinning = false }.run()
+        #expect(spinner.spinning)
+        handle.cancel()
+        await withCheckedContinuation { (queued: CheckedContinuation<Void, Never>) in
+            DispatchQueue.main.async { queued.resume() }  // behind the cleanup
+        }
+        #expect(!spinner.spinning)
+        withExtendedLifetime(resolver) {}
+    }
+
     /// PromiseKit's meaning: the cleanup runs on the queue; the chain does not move there.
     @Test func ensureOnAQueueRunsTheCleanupThereAndMovesNothing() {
         let key = DispatchSpecificKey<Int>()
