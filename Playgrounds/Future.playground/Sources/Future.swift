@@ -928,6 +928,13 @@ nonisolated extension Promise {
         }
     }
 
+    /// Not for a closure that throws on a chain with a typed error: return `Promise(error:)`.
+    // swift-format-ignore
+    @available(*, unavailable, message: "on a chain with a typed error, a recover closure cannot throw: return Promise(error:) instead, or erase the chain's error type first")
+    public func recover<NewFailure>(
+        _ next: @escaping @Sendable (Failure) throws -> Promise<Value, NewFailure>
+    ) -> Promise<Value, NewFailure> { fatalError() }
+
     /// Replaces an error with a value, so the result cannot fail.
     ///
     /// The simplest recovery, when a default will do: `lookUp(id: id).recover { _ in "stranger" }`
