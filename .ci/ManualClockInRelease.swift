@@ -22,7 +22,8 @@ struct Failed: Error {}
         for round in 0..<rounds {
             let clock = ManualClock()
             let screen = Screen()
-            let work = round.isMultiple(of: 2)
+            let work =
+                round.isMultiple(of: 2)
                 ? Promise<Int, Failed>(error: Failed()) : Promise<Int, Failed>(value: round)
             work.delay(.seconds(1), clock: clock)
                 .done(on: .main) { screen.text = "\($0)" }
