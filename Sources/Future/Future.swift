@@ -1934,6 +1934,7 @@ nonisolated public final class RunHandle: @unchecked Sendable {
 
     private struct Tie {
         weak var token: InvalidationToken?
+        let identity: ObjectIdentifier
         let generation: Int
     }
 
@@ -2690,12 +2691,17 @@ nonisolated extension RunHandle {
     /// its retries run a tied step.
     func generation(of token: InvalidationToken) -> Int {
         let user = user ?? self
-        // Searched outside the lock: a reference read from a weak one may be a token's last.
-        let ties = user.locked { user.ties }
-        if let tie = ties.first(where: { $0.token === token }) { return tie.generation }
-        let tie = Tie(token: token, generation: token.current)
-        user.locked { user.ties.append(tie) }
-        return tie.generation
+        let identity = ObjectIdentifier(token)
+        let current = token.current  // the token's lock, not taken inside the run's
+        // One lock, so that steps tying at once on two threads agree on the first generation. A
+        // tie's weak reference is read only when its identity is `token`'s, which the caller
+        // holds: so it is never a token's last reference, let go of inside the lock.
+        return user.locked {
+            let tied = user.ties.first { $0.identity == identity && $0.token === token }
+            if let tied { return tied.generation }
+            user.ties.append(Tie(token: token, identity: identity, generation: current))
+            return current
+        }
     }
 
     private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
