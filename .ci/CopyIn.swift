@@ -1,4 +1,4 @@
-// Compiled by .ci/run together with Sources/Future/Future.swift, as one module, the way an app
+// Compiled by .ci/run together with CopyIn/Future.swift, as one module, the way an app
 // that copies the file in compiles it. This module declares its own `Result`, `Error` and `Lock`,
 // as a reader of the tutorial Future grew from has (seed 004), so the library must not rely on
 // those names meaning the standard library's; and, at the end, types with the names of the

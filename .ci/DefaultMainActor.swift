@@ -1,4 +1,4 @@
-// Compiled by .ci/run with Sources/Future/Future.swift as one module built with
+// Compiled by .ci/run with CopyIn/Future.swift as one module built with
 // `-default-isolation MainActor`, as Xcode 26 builds a new app target: every declaration that
 // does not say otherwise is the main actor's, the copied-in library's too unless it says
 // `nonisolated`. A view model, main-actor by default, keeps its state up to date through the

@@ -1,4 +1,4 @@
-// Compiled by .ci/run with Sources/Future/Future.swift, and run with the Swift runtime's legacy
+// Compiled by .ci/run with CopyIn/Future.swift, and run with the Swift runtime's legacy
 // executor checks (SWIFT_IS_CURRENT_EXECUTOR_LEGACY_MODE_OVERRIDE=legacy), those of macOS 13 and
 // 14, where "on the main actor" is "on the main thread". A command-line tool calls
 // `dispatchMain()`, after which the main queue is drained by another thread; the main-actor steps

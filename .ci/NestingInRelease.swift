@@ -1,4 +1,4 @@
-// Compiled by .ci/run with Sources/Future/Future.swift in a release build (the tests run in a
+// Compiled by .ci/run with CopyIn/Future.swift in a release build (the tests run in a
 // debug one): combinations and shares nested 10,000 deep are built, run, completed and released
 // on a thread with a 512 KiB stack, Apple's Dispatch worker size, with the right value.
 

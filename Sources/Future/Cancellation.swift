@@ -1,0 +1,145 @@
+// Cancellation.swift: cancelling runs, one (`RunHandle`), many (`RunBag`), or silencing the
+// steps tied to a token (`InvalidationToken`); and `ignoringCancel()`. `RunHandle` is declared
+// in Engine/Run.swift, with the state it guards.
+
+nonisolated extension RunHandle {
+    /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
+    ///
+    /// A run that ended with an outcome stays not cancelled, whatever is called later.
+    public var isCancelled: Bool { read { $0.isCancelled } }
+
+    /// Cancels the run; see ``RunHandle`` for what that does.
+    ///
+    /// Safe from any thread, and as often as you like:
+    /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call does anything,
+    /// and none after the run ended.
+    public func cancel() { _ = cancel(call: nil) }
+
+    /// Puts the run in `bag`, to be cancelled with it.
+    ///
+    /// For runs that belong to an owner, such as a screen, whose bag cancels them when it goes
+    /// away: `fetchFeed().run(some: show, none: report).store(in: model.runs)`. The bag forgets
+    /// runs that ended, so storing many does not grow it without bound.
+    @discardableResult public func store(in bag: RunBag) -> RunHandle {
+        bag.lock.withLock {
+            if bag.runs.count == bag.runs.capacity {
+                bag.runs.removeAll { run in run.read { $0.hasEnded } }
+            }
+            bag.runs.append(self)  // the ended ones forgotten, every time the bag would grow
+        }
+        return self
+    }
+}
+
+/// Runs to cancel together, with ``cancelAll()`` and when the bag goes away.
+///
+/// It plays the part of Combine's set of `AnyCancellable`s: keep one in a screen or a view model,
+/// store each run in it, and the runs end with their owner:
+/// `fetchFeed().run(some: show, none: report).store(in: model.runs)`. To cancel one run, keep its
+/// ``RunHandle`` instead.
+nonisolated public class RunBag: @unchecked Sendable {
+    fileprivate let lock = RunHandle.Lock()
+    fileprivate var runs: [RunHandle] = []
+
+    /// Makes an empty bag.
+    ///
+    /// Keep it in the object whose lifetime the runs share: its runs are cancelled when it goes
+    /// away.
+    public init() {}
+
+    deinit {
+        cancelAll()
+        lock.free()
+    }
+
+    /// Cancels every run in the bag and empties it.
+    ///
+    /// For a reset that keeps the bag, such as a search field whose old queries are stale:
+    /// `model.runs.cancelAll()`.
+    public func cancelAll() {
+        let cancelled = lock.withLock { () -> [RunHandle] in
+            defer { runs = [] }
+            return runs
+        }
+        for run in cancelled { run.cancel() }
+    }
+}
+
+/// Silences the callbacks tied to it once ``invalidate()`` is called, while the work goes on.
+///
+/// Tomorrowland's invalidation token. Tie the callbacks that update a screen to the screen's token,
+/// and invalidate it when what they would show is stale: a new search started, a cell reused, the
+/// screen gone (a token invalidates itself as it goes away). A tied callback does not run once the
+/// token was invalidated after the callback was tied, even one already waiting for the main queue;
+/// the run and the steps that are not tied go on. A token can be used again: callbacks tied after
+/// an `invalidate()` run.
+///
+/// Tie a main-actor step with its `tiedTo:` argument, such as ``Promise/done(on:tiedTo:_:)``'s.
+/// Each run ties it as the run starts (a step of a promise a step made, as the run first reaches
+/// one), and keeps that tie through every retry, combination or shared run inside it: a run
+/// started before an `invalidate()` skips it, a run started after does not, so a promise kept and
+/// run again is not silenced for good. Keep the
+/// token, in the object whose callbacks it silences: ties do not keep it, and a token that has
+/// gone away silences them.
+///
+/// ```swift
+/// @MainActor final class SearchScreen {
+///     let token = InvalidationToken()
+///     var results: [Item] = []
+///
+///     func search(_ text: String) {
+///         token.invalidate()  // the results of the previous search are stale
+///         find(text).done(on: .main, tiedTo: token) { self.results = $0 }.catch(report).run()
+///     }
+/// }
+/// ```
+///
+/// A token silences callbacks; a ``RunBag`` or a ``RunHandle`` cancels runs, which stops their
+/// work. Use a bag when the work itself is no longer wanted, a token when it may finish (a save, a
+/// cache fill) but nobody should hear of it. A token is also a bag: the runs stored in it, as
+/// Tomorrowland's `requestCancelOnInvalidate` does, are cancelled when it is invalidated:
+/// `image(url).done(on: .main, tiedTo: token, show).catch(report).run().store(in: token)`.
+nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
+    fileprivate var generation = 0  // guarded by the bag's lock
+
+    /// The generation now. A getter, so that its caller's reference keeps the token past the
+    /// unlock: a token that goes away cancels its runs, which takes the lock again.
+    var current: Int { lock.withLock { generation } }
+
+    /// Makes a token, which invalidates itself as it goes away.
+    ///
+    /// Keep it in the object whose callbacks it silences, such as a view controller: when it goes,
+    /// so do the callbacks, and the runs stored in the token are cancelled, as a bag's are.
+    override public init() {}
+
+    /// Silences every callback tied so far, and cancels the runs stored in the token.
+    ///
+    /// Callbacks tied afterwards run: call it before starting the work that replaces stale work,
+    /// such as the next search: `token.invalidate()`. To cancel the runs alone, as Tomorrowland's
+    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``.
+    public func invalidate() {
+        lock.withLock { generation += 1 }
+        cancelAll()
+    }
+}
+
+nonisolated extension Promise {
+    /// A promise whose work goes on when a run of it is cancelled; the run itself ends at once.
+    ///
+    /// For work worth finishing though nobody waits for it any more, such as an upload: each run
+    /// starts the work in a run of its own, which the run's cancellation does not reach. So the
+    /// uploads of a `when` go on after one failed:
+    /// `when(fulfilled: files.map { upload($0).ignoringCancel() })`. Tomorrowland's
+    /// `cancelOnFailure: false` is this. A run that reaches it starts the work even if the run
+    /// was cancelled meanwhile, or before it started; and a combination that ends before its
+    /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
+    public func ignoringCancel() -> Promise {
+        let operation: @Sendable (Resolver<Value, Failure>) -> Void = { [last] resolver in
+            RunHandle(last: last, inside: resolver.run).start(last) { slot in
+                if let slot { resolver(slot.take(Outcome.self)) } else { resolver.cancel() }
+            }
+        }
+        let source = RunHandle.Source(operation, file: #fileID, line: #line, ignoring: last)
+        return Promise(last: source)
+    }
+}

@@ -1,0 +1,251 @@
+// Engine/Chain.swift: the engine, first file: how a chain is stored, and the two primitives that
+// add a step to one. The engine's other files: Run.swift (a run and its states), Nesting.swift
+// (runs and releases nested on one stack), Join.swift (combinations), Shared.swift (`share()`
+// and `pending()`), Lock.swift.
+//
+// Glossary: one meaning a word, in these files.
+// - chain: the stages of a promise, linked from its last to its first, so that promises built on
+//   the same one share it.
+// - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure.
+// - step: what a stage does when a run reaches it (`Stage.Step`): it takes its input from the
+//   slot, leaves its output there, and says what comes `Next`.
+// - operation: the closure a promise is made from, called with a resolver (`Source` keeps it).
+// - call: one call of an operation in a run. A run numbers its calls; a resolver carries its
+//   call's number, so that the resolver of an earlier call counts for nothing.
+// - run: one execution of a chain, which a terminal starts and a `RunHandle` keeps.
+// - drive: take a run's steps one after another; one thread at a time drives a run.
+// - slot: the run's memory, where a step's output waits for the next step.
+// - plan: the stages a run has still to take, on a stack (`Plan`).
+// - enter: push the stages of a promise that a step returned onto the plan, rather than run it
+//   nested: so no step grows the thread's stack.
+// - hop: a step's request that the run go on on a queue, perhaps at a deadline (`Next.hop`).
+// - halt: stop a cancelled run: its `ensure` steps ahead run, and its finish gets `nil`.
+// - finish: the closure that gets a run's outcome, such as a terminal's completion.
+// - join: one run of a combination, which runs its members and asks its policy as each ends.
+// - member: one of the promises a combination runs.
+// - share: the one run of a shared promise's work, that many runs wait for.
+// - tie: a run's record of a token's generation, as of the first step tied to the token.
+
+import Dispatch
+
+nonisolated extension RunHandle {
+    /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
+    @usableFromInline class Stage: @unchecked Sendable {
+        /// Runs the step: it takes its input from the slot and leaves its output there.
+        @usableFromInline typealias Step = @Sendable (Stage, Slot, RunHandle) -> Next
+
+        @exclusivity(unchecked) @usableFromInline var parent: Stage?
+        @usableFromInline let step: Step
+        @usableFromInline let depth: Int
+        @usableFromInline let slotSize: Int
+        @usableFromInline let slotAlignment: Int
+        @usableFromInline let isEnsure: Bool
+        /// The type of the step's outcome, to destroy one that is left behind when a run stops.
+        @usableFromInline let output: any Outcome.Type
+        /// The chain this step runs in a run of its own, which cancelling does not reach: an
+        /// `ignoringCancel()` promise's.
+        @usableFromInline var ignoring: Stage? { nil }
+
+        /// The work of the `ignoringCancel()` promise this chain starts with, if it does.
+        @usableFromInline var ignoredWork: Stage? {
+            var first = self
+            while let parent = first.parent { first = parent }
+            return first.ignoring
+        }
+
+        @inlinable init<Output>(
+            after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
+        ) {
+            self.parent = parent
+            self.step = step
+            self.isEnsure = isEnsure
+            self.output = Box<Output>.self
+            depth = (parent?.depth ?? 0) + 1
+            slotSize = max(parent?.slotSize ?? 1, MemoryLayout<Output>.size)
+            slotAlignment = max(parent?.slotAlignment ?? 1, MemoryLayout<Output>.alignment)
+        }
+
+        // Releasing a chain one link at a time, rather than each link releasing the one before it
+        // from its own deinit, keeps dropping a 100,000-link chain off the stack.
+        deinit {
+            guard var stage = parent.take() else { return }
+            while isKnownUniquelyReferenced(&stage), let before = stage.parent.take() {
+                stage = before
+            }
+        }
+    }
+
+    @usableFromInline final class Node<Payload: Sendable>: Stage, @unchecked Sendable {
+        @usableFromInline let payload: Payload
+
+        @inlinable init<Output>(
+            _ payload: Payload, after parent: Stage?, output: Output.Type, isEnsure: Bool = false,
+            _ step: @escaping Step
+        ) {
+            self.payload = payload
+            super.init(after: parent, output: output, isEnsure: isEnsure, step: step)
+        }
+
+        @inlinable static func payload(of stage: Stage) -> Payload {
+            unsafeDowncast(stage, to: Node.self).payload
+        }
+    }
+
+    /// The first step of a chain made from an operation. (A `Node` would keep the operation behind
+    /// a reabstraction thunk: one more allocation for every promise made this way.)
+    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
+        /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
+        @exclusivity(unchecked) @usableFromInline var operation:
+            @Sendable (Resolver<Value, Failure>) -> Void
+        @usableFromInline let ignored: Stage?
+        #if DEBUG
+            @usableFromInline let origin: (file: StaticString, line: UInt)
+        #endif
+
+        @inlinable init(
+            _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void,
+            file: StaticString, line: UInt, ignoring ignored: Stage? = nil
+        ) {
+            self.operation = operation
+            self.ignored = ignored
+            #if DEBUG
+                origin = (file, line)
+            #endif
+            super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
+                stage, _, run in run.perform(unsafeDowncast(stage, to: Source.self))
+            }
+        }
+
+        @usableFromInline override var ignoring: Stage? { ignored }
+
+        // An operation may keep promises (a combination its members, a shared promise its work),
+        // whose operations keep more: each is released as a level of releases, in this body (Swift
+        // releases stored properties after every deinit has returned).
+        deinit {
+            let nested = Nesting.enterRelease()
+            if !nested { Nesting.hold(operation) }  // for the bottom level to release
+            operation = { _ in }
+            Nesting.leaveRelease()
+        }
+    }
+
+    /// A type whose values a slot can hold; `Box<T>` stands for `T`.
+    @usableFromInline protocol Outcome { static func discard(from slot: Slot) }
+
+    @usableFromInline enum Box<Output>: Outcome {
+        @usableFromInline static func discard(from slot: Slot) { _ = slot.take(Output.self) }
+    }
+
+    /// What the loop does after a step: go on (the output is in the slot), run a chain whose
+    /// outcome is the output, stop (the run was cancelled), or go on on a queue (after a time),
+    /// the output waiting in the slot. After a step called an operation, the loop learns
+    /// whether to go on (it resolved), stop, or `wait` for its resolver.
+    @usableFromInline enum Next {
+        case proceed
+        case enter(Stage)
+        case called, wait
+        case halt
+        case hop(DispatchQueue, DispatchTime?)
+    }
+
+    /// Where a step finds its input and leaves its output: raw memory sized for the largest outcome
+    /// in the chain, so passing a value along costs no allocation and no cast.
+    @usableFromInline struct Slot {
+        @usableFromInline let memory: UnsafeMutableRawPointer
+
+        @inlinable func put<Output>(_ output: Output) {
+            memory.initializeMemory(as: Output.self, to: output)
+        }
+
+        /// Moves the value out; `sending`, as what a slot holds has no other owner (an operation's
+        /// outcome comes `sending`, a constant is `Sendable`, a step's output is its own).
+        @inlinable func take<Input>(_: Input.Type = Input.self) -> sending Input {
+            nonisolated(unsafe) let input = memory.assumingMemoryBound(to: Input.self).move()
+            return input
+        }
+    }
+
+    /// The steps a run has still to take, the next on top, and the chains they belong to. Entering
+    /// a chain pushes its stages, so a chain that ends by entering another leaves nothing behind,
+    /// and a loop that recurses through `then` runs in constant memory.
+    struct Plan {
+        /// Unretained, so that walking a chain costs no reference counting; `root` and `chains`
+        /// keep them alive.
+        private(set) var stages: [Unmanaged<Stage>] = []
+        /// The run's own chain; and the last stage of each chain entered since that is still on
+        /// the stack, with the height of the stack below it.
+        private var root: Stage?
+        private var chains: [(last: Stage, base: Int)] = []
+
+        /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
+        /// run (8 bytes a step).
+        mutating func end() { (root, chains) = (nil, []) }
+
+        mutating func push(_ last: consuming Stage, isRoot: Bool = false) {
+            // Chains whose stages have all run are released here, not while their last step runs.
+            while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
+            var stage = Unmanaged.passUnretained(last)
+            let depth = last.depth
+            if isRoot {
+                stages.reserveCapacity(depth)  // in the memory a run before kept, if enough
+                root = consume last
+            } else {
+                chains.append((consume last, stages.count))
+            }
+            for _ in 0..<depth {
+                stages.append(stage)
+                // Reading the parent through an unretained reference skips a retain and a release.
+                stage =
+                    stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) }
+                    ?? stage
+            }
+        }
+
+        mutating func pop() -> Unmanaged<Stage>? { stages.popLast() }
+    }
+}
+
+nonisolated extension Promise {
+    /// Adds a step that sees the whole outcome and returns the next one at once.
+    @inlinable func mapOutcome<NewValue, NewFailure>(
+        _ transform: @escaping @Sendable (Outcome) -> Swift.Result<NewValue, NewFailure>
+    ) -> Promise<NewValue, NewFailure> {
+        typealias Transform = @Sendable (Outcome) -> Swift.Result<NewValue, NewFailure>
+        return appending(transform) { stage, slot, _ in
+            slot.put(Node<Transform>.payload(of: stage)(slot.take(Outcome.self)))
+            return .proceed
+        }
+    }
+
+    /// Adds a step that keeps `payload` and runs `step` with it.
+    @inlinable func appending<Payload: Sendable, NewValue, NewFailure>(
+        _ payload: Payload, isEnsure: Bool = false, _ step: @escaping RunHandle.Stage.Step
+    ) -> Promise<NewValue, NewFailure> {
+        typealias Output = Swift.Result<NewValue, NewFailure>
+        return Promise<NewValue, NewFailure>(
+            last: Node(payload, after: last, output: Output.self, isEnsure: isEnsure, step))
+    }
+
+    /// How a step's errors join the chain, decided once, as the step is built, so that a run pays
+    /// no test: `nil` when they are the chain's own; else a conversion, for a step that cannot fail
+    /// or a chain that fails with `any Error`. Any other pair stops here, where the mistake is,
+    /// rather than at the first failure of some run; `fatalError`, as a `precondition` loses its
+    /// message in a release build. (A chain that cannot fail reaches here only from generic code:
+    /// elsewhere Swift picks the shapes that take the step's error type.)
+    @inlinable static func joining<StepFailure>(
+        _: StepFailure.Type
+    ) -> (@Sendable (StepFailure) -> Failure)? {
+        if StepFailure.self == Failure.self { return nil }
+        guard StepFailure.self == Never.self || Failure.self == (any Swift.Error).self else {
+            fatalError(
+                """
+                then: a step that fails with \(StepFailure.self) cannot join a chain that fails \
+                with \(Failure.self). Convert the step's error with mapError(_:), as in \
+                `.then { step($0).mapError { _ in MyError.failed } }`, or call eraseToAnyError() \
+                on the chain. (In generic code, a chain that cannot fail takes the step's error \
+                type with setFailureType(to:) first.)
+                """)
+        }
+        return { $0 as! Failure }  // a `Never` never comes; an error is an `any Error`
+    }
+}

@@ -1,0 +1,124 @@
+// Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack. Builds
+// on Run.swift, whose runs it resumes.
+
+import Dispatch
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Bionic)
+    import Bionic
+#endif
+
+// Runs and releases can nest without bound. A run started or resumed inside a step of another run
+// (a combination's member, a shared run, a resolver called from a step, a cancel handler) runs on
+// the same stack; and releasing an operation that holds promises (a combination's members, a
+// shared promise's work) releases them from inside its own release. Nested 10,000 deep, either
+// would overflow the stack. So past `limit` levels of either on a thread, the run or the release
+// waits until the levels below have returned: the bottom level does it before it returns, so what
+// a call started is done when the call returns. (A step's closure that captured a promise is
+// still released recursively: see the README's "Nesting is flat".)
+
+nonisolated extension RunHandle {
+    /// The levels of runs and of releases on one thread, and what waits for them to unwind.
+    final class Nesting {
+        /// A level takes about 2.5 KiB of stack in debug builds: 32 take 80 KiB at most, of the
+        /// 512 KiB of a Dispatch thread on Apple's systems.
+        static let limit = 32
+        /// Each thread's own, made on first use, released when the thread ends.
+        static let key = {
+            var key = pthread_key_t()
+            pthread_key_create(&key) {
+                let nesting: UnsafeMutableRawPointer? = $0  // optional on Linux, not on Darwin
+                nesting.map { Unmanaged<Nesting>.fromOpaque($0).release() }
+            }
+            return key
+        }()
+
+        // One thread uses these. The counters change only in the methods below, which are never
+        // inlined, so that an optimizer cannot assume that a level's work, between two of them,
+        // leaves them alone; and they skip exclusivity checks. The rest keep their checks: they
+        // change around a release, which may run any deinit, and with the checks off the optimizer
+        // assumed that a release cannot touch them (seen in Swift 6.3.1 release builds: a double
+        // free of `held`).
+        @exclusivity(unchecked) private var runs = 0
+        @exclusivity(unchecked) private var releases = 0
+        private var isDraining = false
+        private var isReleasing = false
+        private var waiting: [(RunHandle, Resumption)] = []
+        private var held: [Any] = []
+
+        /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
+        private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
+            if let current = pthread_getspecific(key) {
+                return Unmanaged<Nesting>.fromOpaque(current)._withUnsafeGuaranteedRef(body)
+            }
+            let nesting = Nesting()
+            pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())
+            return body(nesting)
+        }
+
+        /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
+        static func resume(_ run: RunHandle, _ resumption: Resumption) {
+            withCurrent { nesting in
+                guard nesting.enterRun() else { return nesting.wait(run, resumption) }
+                run.resume(resumption)
+                nesting.leaveRun()
+            }
+        }
+
+        @inline(never) private func enterRun() -> Bool {
+            guard runs < Nesting.limit else { return false }
+            runs += 1
+            return true
+        }
+
+        @inline(never) private func wait(_ run: RunHandle, _ resumption: Resumption) {
+            waiting.append((run, resumption))
+        }
+
+        /// The bottom level resumes the runs that waited, unless it already does, further down.
+        @inline(never) private func leaveRun() {
+            runs -= 1
+            guard runs == 0, !isDraining else { return }
+            isDraining = true
+            while !waiting.isEmpty {
+                var batch: [(RunHandle, Resumption)] = []
+                swap(&batch, &waiting)  // out first: resuming one may make more wait
+                for (run, resumption) in batch { run.resume(resumption) }
+            }
+            isDraining = false
+        }
+
+        /// A source's deinit releases its operation as a level of releases: if there is no room
+        /// for the level, it keeps it for the bottom level to release (`hold`).
+        static func enterRelease() -> Bool { withCurrent { $0.enterRelease() } }
+
+        static func hold(_ value: Any) { withCurrent { $0.hold(value) } }
+
+        static func leaveRelease() { withCurrent { $0.leaveRelease() } }
+
+        @inline(never) private func enterRelease() -> Bool {
+            releases += 1
+            return releases <= Nesting.limit
+        }
+
+        @inline(never) private func hold(_ value: Any) { held.append(value) }
+
+        /// The bottom level releases what the levels above kept, unless it already does.
+        @inline(never) private func leaveRelease() {
+            releases -= 1
+            guard releases == 0, !isReleasing else { return }
+            isReleasing = true
+            while !held.isEmpty {
+                var batch: [Any] = []
+                swap(&batch, &held)  // out first: releasing one may keep more
+                batch.removeAll()
+            }
+            isReleasing = false
+        }
+    }
+}

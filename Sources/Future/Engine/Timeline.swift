@@ -1,0 +1,112 @@
+// Engine/Timeline.swift: how a time operator waits on a clock you pass (Time.swift): a manual
+// clock's timeline, its time and the timers set on it, under a lock, which the clock moves
+// (ManualClock.swift) and the time operators set their timers on, with no task in between; or,
+// for another clock, a task that sleeps.
+
+import Dispatch
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise where Value == Void, Failure == Never {
+    /// A guarantee that succeeds after `interval` on `clock`; cancelling its run cancels the wait.
+    static func pause(_ interval: Duration, on clock: some Clock<Duration>) -> Guarantee<Void> {
+        if let manual = clock as? ManualClock {
+            return Guarantee { resolver in
+                let timeline = manual.timeline
+                let timer = timeline.newTimer()
+                timeline.schedule(timer, at: timeline.now.advanced(by: interval)) { _ in
+                    resolver.fulfill()
+                }
+                resolver.onCancel { _ in _ = timeline.cancel(timer) }
+            }
+        }
+        return Guarantee { resolver in
+            let deadline = clock.now.advanced(by: interval)
+            let task = Task {
+                try? await clock.sleep(until: deadline, tolerance: nil)
+                resolver.fulfill()  // ignored if the run was cancelled
+            }
+            resolver.onCancel { _ in task.cancel() }
+        }
+    }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension ManualClock {
+    /// The time and the timers of one clock. Sendable by its lock, which guards all its state:
+    /// the timers it holds are `@Sendable` closures, called on the thread that advances the
+    /// clock and released outside the lock.
+    final class Timeline: @unchecked Sendable {
+        private typealias Timer = (deadline: Instant, fire: @Sendable (_ fired: Bool) -> Void)
+        private let lock = RunHandle.Lock()
+        private var instant: Instant
+        private var timers: [Int: Timer] = [:]  // by the order they were set
+        private var timersSet = 0
+
+        init(now: Instant) { instant = now }
+
+        deinit { lock.free() }
+
+        var now: Instant { locked { instant } }
+
+        var count: Int { locked { timers.count } }
+
+        /// Numbers a timer to set later, so that it can be cancelled before it is set.
+        func newTimer() -> Int {
+            locked {
+                timersSet += 1
+                return timersSet
+            }
+        }
+
+        /// Sets timer `number` to call `fire(true)` when time reaches `deadline`.
+        func schedule(
+            _ number: Int, at deadline: Instant, _ fire: @escaping @Sendable (Bool) -> Void
+        ) {
+            locked { timers[number] = (deadline, fire) }
+        }
+
+        /// Removes a timer if it has not fired, and returns it, to release or call outside the
+        /// lock.
+        func cancel(_ timer: Int) -> (@Sendable (Bool) -> Void)? {
+            locked { timers.removeValue(forKey: timer)?.fire }
+        }
+
+        /// Fires the earliest timer due by `deadline` (any timer if `nil`) and says whether there
+        /// was one; when there is none, time moves to `deadline`.
+        func fireNext(until deadline: Instant?) -> Bool {
+            let due = locked { () -> Timer? in
+                let next = timers.min { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
+                guard let next, deadline.map({ next.value.deadline <= $0 }) ?? true else {
+                    instant = max(instant, deadline ?? instant)
+                    return nil
+                }
+                timers[next.key] = nil
+                instant = max(instant, next.value.deadline)
+                return next.value
+            }
+            due?.fire(true)
+            return due != nil
+        }
+
+        private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
+
+        /// Lets other work run: the steps queued on the main queue, jobs queued on `isolation`'s
+        /// executor, then other tasks.
+        ///
+        /// A main-actor step hops with `DispatchQueue.main.async`; the main actor's own jobs can pass
+        /// such blocks (measured in release builds: a `catch(on: .main)` after a `done(on: .main)`
+        /// had not run after 32 yields in up to a quarter of advances). So, on the main actor, each
+        /// round also waits behind what the main queue holds, and a few rounds follow hops that queue
+        /// further hops.
+        static func settle(_ isolation: isolated (any Actor)?) async {
+            for _ in 0..<4 {
+                if isolation is MainActor {
+                    await withCheckedContinuation { (queued: CheckedContinuation<Void, Never>) in
+                        DispatchQueue.main.async { queued.resume() }
+                    }
+                }
+                for _ in 0..<8 { await Task.yield() }
+            }
+        }
+    }
+}

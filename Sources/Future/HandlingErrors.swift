@@ -1,0 +1,150 @@
+// HandlingErrors.swift: steps that see the error, `mapError`, `recover`, `catch`, `ensure`, and
+// `flatMap`, the step that enters a promise. Builds on `appending` and `mapOutcome`
+// (Engine/Chain.swift).
+
+import Dispatch
+
+nonisolated extension Promise {
+    /// Transforms the error when the promise fails.
+    ///
+    /// Choose it to give a chain one error type from steps of several, or to turn a low-level error
+    /// into one of your domain: `fetchUser(id).mapError { _ in LookupError.notFound }`. A value
+    /// passes through untouched. To turn an error into a value, use `recover` or
+    /// ``flatMapError(_:)``; to forget the type, ``eraseToAnyError()``.
+    @inlinable public func mapError<NewFailure>(
+        _ transform: @escaping @Sendable (Failure) -> NewFailure
+    ) -> Promise<Value, NewFailure> {
+        mapOutcome { $0.mapError(transform) }
+    }
+
+    /// Turns an error into a value or another error, at once.
+    ///
+    /// Choose it to recover from some errors and not others, with no promise to wait for; its
+    /// `Result` decides: `fetchFeed().flatMapError { $0 == .notFound ? .success(.empty) :
+    /// .failure(FeedError.unavailable) }`. To continue with other work, such as a retry or a cache
+    /// read, use ``recover(_:)->Promise<Value,NewFailure>``.
+    @inlinable public func flatMapError<NewFailure>(
+        _ transform: @escaping @Sendable (Failure) -> Swift.Result<Value, NewFailure>
+    ) -> Promise<Value, NewFailure> {
+        mapOutcome { $0.flatMapError(transform) }
+    }
+
+    /// Continues with the promise `next` makes from the error; a success passes through.
+    ///
+    /// Choose it to fall back on other work, such as a cache or a mirror. When `next` gives a
+    /// ``Guarantee``, so does this, and the chain cannot fail any more:
+    /// `fetchFeed().recover { _ in cachedFeed() }`. A fallback that can fail too gives the chain
+    /// its error type:
+    ///
+    /// ```swift
+    /// let feed = fetchFeed().recover { error in
+    ///     error.isTransient ? fetchFeed() : Promise(error: error)
+    /// }
+    /// ```
+    ///
+    /// To replace an error with a value, use ``recover(_:)->Guarantee<Value>``.
+    @inlinable public func recover<NewFailure>(
+        _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
+    ) -> Promise<Value, NewFailure> {
+        typealias Next = @Sendable (Failure) -> Promise<Value, NewFailure>
+        return appending(next) { stage, slot, _ in
+            switch slot.take(Outcome.self) {
+            case .success(let value):
+                slot.put(Swift.Result<Value, NewFailure>.success(value))
+                return .proceed
+            case .failure(let error): return .enter(Node<Next>.payload(of: stage)(error).last)
+            }
+        }
+    }
+
+    /// Not for a closure that throws on a chain with a typed error: return `Promise(error:)`.
+    // swift-format-ignore
+    @available(*, unavailable, message: "on a chain with a typed error, a recover closure cannot throw: return Promise(error:) instead, or erase the chain's error type first")
+    public func recover<NewFailure>(
+        _ next: @escaping @Sendable (Failure) throws -> Promise<Value, NewFailure>
+    ) -> Promise<Value, NewFailure> { fatalError() }
+
+    /// Replaces an error with a value, so the result cannot fail.
+    ///
+    /// The simplest recovery, when a default will do: `lookUp(id: id).recover { _ in "stranger" }`
+    /// is a ``Guarantee``, to run with ``run(some:)`` or await without `try`. To recover from some
+    /// errors only, use ``flatMapError(_:)``; to fall back on other work, the promise form of
+    /// `recover`; to handle the error with a side effect, ``catch(_:)``.
+    @inlinable public func recover(
+        _ transform: @escaping @Sendable (Failure) -> Value
+    ) -> Guarantee<Value> {
+        mapOutcome { $0.flatMapError { .success(transform($0)) } }
+    }
+
+    /// Handles the error and ends the success path, leaving a ``Guarantee`` to run.
+    ///
+    /// The PromiseKit ending: ``done(_:)-((Value)->Void)`` for the value, `catch` for the error, then ``run()``:
+    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Unlike PromiseKit's, it runs
+    /// nothing by itself: the chain is still a promise. Choose `recover` instead when a value can
+    /// stand in for the error and later steps need it.
+    @inlinable public func `catch`(_ body: @escaping @Sendable (Failure) -> Void) -> Guarantee<Void>
+    {
+        mapOutcome { outcome in
+            if case .failure(let error) = outcome { body(error) }
+            return .success(())
+        }
+    }
+
+    /// Runs `body` when the chain gets here, succeeded or failed, and also when a run is cancelled
+    /// before it.
+    ///
+    /// The place to undo what a run set up, such as a spinner, whatever happens to the run:
+    /// `spinner.start(); fetchFeed().ensure { spinner.stop() }.catch(report).run()`. Unlike
+    /// ``tap(_:)``, it runs on cancellation too (once the cancel handlers have returned), and sees
+    /// no outcome.
+    @inlinable public func ensure(_ body: @escaping @Sendable () -> Void) -> Promise {
+        appending(body, isEnsure: true) { stage, _, _ in
+            Node<@Sendable () -> Void>.payload(of: stage)()
+            return .proceed
+        }
+    }
+
+    /// Runs `body` on `queue` when the chain gets here, as ``ensure(_:)`` does, and goes on at once.
+    ///
+    /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as a spinner on the main
+    /// queue: `fetchFeed().ensure(on: .main) { spinner.stop() }.catch(report).run()`. The steps
+    /// after it go on where the chain was, without waiting for `body`: unlike
+    /// `.on(queue).ensure { … }`, it moves nothing onto `queue`, so a later `queue.sync` cannot
+    /// deadlock on it.
+    ///
+    /// (Disfavored, so that `.main` means the main actor, as for ``done(on:tiedTo:_:)``; pass
+    /// `DispatchQueue.main` to run a closure that is not the main actor's there.)
+    @inlinable @_disfavoredOverload public func ensure(
+        on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void
+    ) -> Promise {
+        ensure { queue.async(execute: body) }
+    }
+
+    /// Runs `body` on the main actor when the chain gets here, as ``ensure(_:)`` does, and goes on
+    /// at once.
+    ///
+    /// PromiseKit's `ensure(on: .main)`, for cleanup of main-actor state, such as a spinner of
+    /// the user interface: `fetchFeed().ensure(on: .main) { spinner.stop() }`. As with
+    /// ``ensure(on:_:)-(_,()->Void)``, the steps after it do not wait for `body`, and stay
+    /// where the chain was.
+    public func ensure(
+        on _: MainActorContext, _ body: @escaping @MainActor @Sendable () -> Void
+    ) -> Promise {
+        ensure { DispatchQueue.main.async { Guarantee<Void>.asMainActor(body) } }
+    }
+
+    /// PromiseKit's last step after `catch`, which Future calls ``ensure(_:)``.
+    // swift-format-ignore
+    @available(*, unavailable, renamed: "ensure", message: "Future's finally is ensure(_:): .catch { … }.ensure { … }.run()")
+    public func finally(_ body: @escaping @Sendable () -> Void) -> Promise { fatalError() }
+
+    /// Forgets the error's type, to chain with promises that fail with `any Error`.
+    ///
+    /// Choose it to combine promises of different error types, or to use an API typed for
+    /// `any Error`, such as ``timeout(_:)``:
+    /// `lookUp(id: id).eraseToAnyError().timeout(.seconds(5))`. To keep a typed error, convert it
+    /// with ``mapError(_:)`` instead.
+    @inlinable public func eraseToAnyError() -> Promise<Value, any Swift.Error> {
+        mapOutcome { $0.mapError { $0 } }
+    }
+}

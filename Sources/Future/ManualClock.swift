@@ -1,0 +1,136 @@
+// ManualClock.swift: a clock whose time moves only when a test says so. The time operators of
+// Time.swift set their timers on it directly.
+
+import Dispatch
+
+/// A clock whose time moves only when a test says so, to test time-based code in no wall time.
+///
+/// Pass it where the code takes a clock, start the work, then move time: ``advance(by:)``,
+/// ``advance(to:)`` and ``run()`` fire the timers that fall due, earliest deadline first (timers
+/// set for the same moment in the order they were set), on the thread that calls them. The
+/// time operators set their timers on it as their run reaches them, with no task in between,
+/// and cancelling a run removes its timers at once: ``timerCount`` shows it. In an `async` test,
+/// `await` the advance (``advance(by:isolation:)``): it lets the work reach its next wait before
+/// time moves, and after each timer fires.
+///
+/// ```swift
+/// let clock = ManualClock()
+/// let handle = after(.seconds(5), clock: clock).run { print("fired") }
+/// await clock.advance(by: .seconds(4))  // nothing yet
+/// await clock.advance(by: .seconds(1))  // prints "fired"
+/// handle.cancel()
+/// ```
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated public final class ManualClock: Clock, Sendable {
+
+    /// A moment of a manual clock: the time since the clock's start.
+    public struct Instant: InstantProtocol {
+        /// The time since the clock's start.
+        public var offset: Duration
+
+        /// The moment `offset` after the clock's start.
+        public init(offset: Duration) { self.offset = offset }
+
+        /// The moment `duration` after this one.
+        public func advanced(by duration: Duration) -> Instant {
+            Instant(offset: offset + duration)
+        }
+
+        /// The time from this moment to `other`.
+        public func duration(to other: Instant) -> Duration { other.offset - offset }
+
+        /// Whether `left` comes before `right`.
+        public static func < (left: Instant, right: Instant) -> Bool { left.offset < right.offset }
+    }
+
+    /// The clock's time and timers (Engine/Timeline.swift).
+    let timeline: Timeline
+
+    /// A clock at `now`, the clock's start unless given.
+    public init(now: Instant = Instant(offset: .zero)) { timeline = Timeline(now: now) }
+
+    /// The clock's time: it moves only with ``advance(by:)``, ``advance(to:)`` and ``run()``.
+    public var now: Instant { timeline.now }
+
+    /// Zero: a manual clock's time moves by as little as a test asks.
+    public var minimumResolution: Duration { .zero }
+
+    /// How many timers wait on the clock: sleeps, and the timers of runs not yet ended.
+    public var timerCount: Int { timeline.count }
+
+    /// Suspends until the clock reaches `deadline`, or throws `CancellationError` if the task is
+    /// cancelled first (which removes the timer).
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        let timer = timeline.newTimer()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation {
+                (waiter: CheckedContinuation<Void, any Swift.Error>) in
+                timeline.schedule(timer, at: deadline) { fired in
+                    fired ? waiter.resume() : waiter.resume(throwing: CancellationError())
+                }
+                if Task.isCancelled { timeline.cancel(timer)?(false) }
+            }
+        } onCancel: {
+            timeline.cancel(timer)?(false)
+        }
+    }
+
+    /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
+    public func advance(by duration: Duration) {
+        advance(to: now.advanced(by: Self.forward(duration)))
+    }
+
+    /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
+    public func advance(to deadline: Instant) {
+        checkForward(to: deadline)
+        while timeline.fireNext(until: deadline) {}
+    }
+
+    /// Fires every timer, the ones that firing sets included, moving time to each deadline.
+    ///
+    /// It returns when no timer is left: work that always sets a new timer, such as a poll that
+    /// never stops, never lets it return.
+    public func run() { while timeline.fireNext(until: nil) {} }
+
+    /// Moves time forward by `duration` as ``advance(by:)`` does, letting the work under test go
+    /// on before time moves and after each timer fires.
+    ///
+    /// Call it from an `async` test: `await clock.advance(by: .seconds(1))`. Steps that a timer's
+    /// firing runs have run when it returns, and so has work that they queued on the caller's
+    /// actor (such as a main-actor step, from a `@MainActor` test); other tasks get many
+    /// `Task.yield()`s to reach their next wait, as swift-clocks' `TestClock` gives them.
+    public func advance(by duration: Duration, isolation: isolated (any Actor)? = #isolation) async
+    {
+        await advance(to: now.advanced(by: Self.forward(duration)), isolation: isolation)
+    }
+
+    /// Moves time forward to `deadline` as ``advance(to:)`` does, letting the work under test go
+    /// on before time moves and after each timer fires, as ``advance(by:isolation:)`` does.
+    public func advance(to deadline: Instant, isolation: isolated (any Actor)? = #isolation) async {
+        checkForward(to: deadline)
+        await Timeline.settle(isolation)
+        while timeline.fireNext(until: deadline) { await Timeline.settle(isolation) }
+    }
+
+    /// Fires every timer as ``run()`` does, letting the work under test go on before and after
+    /// each, as ``advance(by:isolation:)`` does.
+    public func run(isolation: isolated (any Actor)? = #isolation) async {
+        await Timeline.settle(isolation)
+        while timeline.fireNext(until: nil) { await Timeline.settle(isolation) }
+    }
+
+    // `fatalError`, not `precondition`: its message stays in a release build.
+    private static func forward(_ duration: Duration) -> Duration {
+        guard duration >= .zero else {
+            fatalError("advance(by:) needs a duration of at least zero, not \(duration)")
+        }
+        return duration
+    }
+
+    private func checkForward(to deadline: Instant) {
+        let now = now
+        guard deadline >= now else {
+            fatalError("advance(to:) cannot move a ManualClock back, from \(now) to \(deadline)")
+        }
+    }
+}

@@ -1,0 +1,87 @@
+// Promise.swift: the type, `Guarantee` (a promise that cannot fail), and the errors Future
+// raises itself. Everything else is built from five primitives, each in one place:
+// - the operation, the closure a promise is made from, called with a `Resolver` (Making.swift;
+//   the engine calls it in `RunHandle.perform`, Engine/Run.swift);
+// - appending a stage, a step that reads the slot and writes it (`appending`, Engine/Chain.swift);
+// - mapping an outcome, a step from the whole `Result` to the next (`mapOutcome`, beside it);
+// - joining, running many promises and deciding as each ends (`RunHandle.join`,
+//   Engine/Join.swift);
+// - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
+//   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
+// A step that returns a promise enters it (`flatMap`, HandlingErrors.swift): its stages run in
+// the same run, with no nesting.
+
+/// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
+///
+/// It is lazy: nothing runs until a terminal such as ``run(some:none:)`` starts it, and every run
+/// starts the work anew:
+///
+/// ```swift
+/// let answer = Promise<Int, Never> { resolver in resolver.fulfill(41) }
+///     .map { $0 + 1 }
+/// answer.run(some: { print($0) })  // prints 42
+/// answer.run(some: { print($0) })  // runs it all again: 42 again
+/// ```
+///
+/// Errors are typed: a `Promise<Value, Never>` (``Guarantee``) cannot fail. A promise is a
+/// `Sendable` value, to copy, keep and run from any thread, so the closures it keeps are too.
+///
+/// Choose a promise over a bare `async` function when the work is a value to pass around before it
+/// runs: to retry it, time it out, race it, run it at most four at a time, or hand it to a
+/// callback-based API. Make one with ``init(file:line:_:)-(_,_,(Resolver<Value,Failure>)->Void)``,
+/// chain steps with ``map(_:)-k0ui`` and `then` (see <doc:ChoosingAStep>), handle errors with `recover`
+/// or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
+nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
+    /// The last step of the chain; each step knows the one before it (see Internals).
+    @usableFromInline let last: RunHandle.Stage
+
+    @inlinable init(last: RunHandle.Stage) { self.last = last }
+}
+
+/// A promise that cannot fail: a `Promise<Value, Never>`.
+///
+/// Choose a guarantee for work that always ends with a value, such as a timer, a cache read or a
+/// default, and for a chain whose errors are handled: ``Promise/recover(_:)->Guarantee<Value>`` and
+/// ``Promise/catch(_:)`` return one. So the type tells you when an error is still owed: only a
+/// guarantee has ``Promise/run()`` and ``Promise/run(some:)``, and its ``Promise/value-9o2n2`` is
+/// awaited without `try`:
+///
+/// ```swift
+/// Guarantee(value: 1).run(some: { print($0) })
+/// // No `try`: a guarantee cannot fail.
+/// let feed = await fetchFeed().recover { _ in Feed.empty }.value
+/// ```
+///
+/// A guarantee joins a chain that can fail as a step of it; a chain that cannot fail takes the
+/// error type of a step that can with ``Promise/flatMap(_:)->Promise<NewValue,NewFailure>``.
+public typealias Guarantee<Value> = Promise<Value, Never>
+
+/// The errors Future raises itself.
+///
+/// Only a promise that fails with `any Error` meets them: on a chain with a typed error, the
+/// operations that would raise them take the error to raise instead, such as
+/// ``Promise/timeout(_:orFailWith:)`` and ``Promise/compactMap(orFailWith:_:)``. Match them as any
+/// error:
+/// `if case .failure(PromiseError.timedOut)? = await fetch(url).timeout(.seconds(5)).result {}`.
+nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
+    /// A completion handler passed neither a value nor an error to
+    /// ``Resolver/resolve(_:_:)-14z48``.
+    ///
+    /// An API that does so means "no result" in its own way: handle that case in the operation,
+    /// with ``Resolver/fulfill(_:)-pc1s`` or ``Resolver/reject(_:)``, before calling `resolve`.
+    case missingValue
+    /// The transform given to ``Promise/compactMap(_:)`` returned `nil`.
+    ///
+    /// To fail with an error that says what was missing, use ``Promise/compactMap(orFailWith:_:)``.
+    case compactMapReturnedNil
+    /// The sequence given to ``Promise/firstValue`` or ``Promise/lastValue`` was empty.
+    ///
+    /// On a chain with a typed error, say which error an empty sequence is, with
+    /// ``Promise/compactMap(orFailWith:_:)``.
+    case emptySequence
+    /// The promise did not settle within the interval given to ``Promise/timeout(_:)``.
+    ///
+    /// The work it gave up on was cancelled. On a chain with a typed error, say which error a
+    /// timeout is with ``Promise/timeout(_:orFailWith:)``.
+    case timedOut
+}

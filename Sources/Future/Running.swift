@@ -1,0 +1,83 @@
+// Running.swift: the terminals that start a run, `run(_:)` and `run(some:none:)`, and for a
+// guarantee `run()`. Builds on `RunHandle.start` (Engine/Run.swift).
+
+nonisolated extension Promise {
+    /// Starts a new run of the work and calls `completion` with its outcome.
+    ///
+    /// `completion` is called at most once, on the thread where the last step finished, and never
+    /// after the run is cancelled. Choose it to pass the whole `Result` on, say to a completion
+    /// handler of your own; ``run(some:none:)`` splits it in two closures. The handle it returns
+    /// cancels the run, and can be ignored: `lookUp(id: id).run { result in show(result) }`.
+    ///
+    /// The run keeps the chain's steps, and what they captured, until it ends, and lets go of them
+    /// on the thread that ends it: after ``on(_:)``, on that queue (so a view a step captured goes
+    /// away on the main queue). A run that is cancelled lets go of them on the thread that stops
+    /// it: the one that calls ``RunHandle/cancel()`` if the run waits, else the one running it.
+    @inlinable @discardableResult
+    public consuming func run(
+        _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
+    ) -> RunHandle {
+        let handle = RunHandle(last: last)
+        // Consumed, so that a promise made for this call alone is the run's to let go of.
+        handle.start((consume self).last) { slot in
+            if let slot { completion(slot.take(Outcome.self)) }
+        }
+        return handle
+    }
+
+    /// Starts a run and calls `some` with its value or `none` with its error.
+    ///
+    /// The usual way to run a promise that can fail: both paths are spelled out where the run
+    /// starts, and functions can be passed by name:
+    /// `lookUp(id: id).then(toModel).run(some: show, none: report)`. Keep the returned
+    /// ``RunHandle`` to cancel the run, or store it in a ``RunBag``.
+    @inlinable @discardableResult
+    public consuming func run(
+        some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
+    ) -> RunHandle {
+        (consume self).run { outcome in
+            switch outcome {
+            case .success(let value): some(value)
+            case .failure(let error): none(error)
+            }
+        }
+    }
+}
+
+// What a promise that can fail cannot do: Swift picks these only when the `Failure == Never` ones
+// below do not fit, so a chain that still owes its error handling gets a message that says how.
+nonisolated extension Promise {
+    /// Not for a promise that can fail: its error must go somewhere. Handle it first, with
+    /// ``catch(_:)`` or `recover`, or run it with ``run(some:none:)``.
+    // swift-format-ignore
+    @available(*, unavailable, message: "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)")
+    @discardableResult public func run() -> RunHandle { fatalError() }
+
+    /// Not for a promise that can fail, as ``run()``: use ``run(some:none:)``.
+    // swift-format-ignore
+    @available(*, unavailable, message: "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)")
+    @discardableResult public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
+        fatalError()
+    }
+}
+
+nonisolated extension Promise where Failure == Never {
+    /// Starts work that cannot fail, for its effects alone.
+    ///
+    /// The end of a chain whose steps did the work, as ``done(_:)-((Value)->Void)`` and ``catch(_:)`` do:
+    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Only a ``Guarantee`` has it: a
+    /// promise that can fail must say where its error goes first.
+    @inlinable @discardableResult
+    public consuming func run() -> RunHandle {
+        (consume self).run { (_: Swift.Result<Value, Never>) in }
+    }
+
+    /// Starts work that cannot fail and calls `some` with its value.
+    ///
+    /// Write the label: a bare trailing closure means ``run(_:)``, which passes a `Result`. Only a
+    /// ``Guarantee`` has it: `cachedFeed().run(some: show)`.
+    @inlinable @discardableResult @_disfavoredOverload
+    public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
+        (consume self).run { some($0.get()) }
+    }
+}

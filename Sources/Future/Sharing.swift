@@ -1,0 +1,39 @@
+// Sharing.swift: one run of the work for many runs, `share()`, and a promise settled from
+// outside, `pending()`. Builds on `RunHandle.Shared` (Engine/Shared.swift).
+
+nonisolated extension Promise where Value: Sendable {
+    /// A promise whose work runs once for many runs: opt-in eagerness.
+    ///
+    /// Choose it for work that many parts of an app need the same answer from, such as a profile or
+    /// a configuration, when running it again would be wasted or wrong: `fetchProfile().share()`.
+    /// The first run starts the work, runs that come while it is under way wait and go on in turn,
+    /// later runs get its outcome, value or error, at once. Cancelling a run leaves the others
+    /// waiting. Once every waiting run is cancelled, so is the work, and the next run starts it
+    /// again, as after work that ended by cancellation; with `cancelsWhenAbandoned: false`, the
+    /// work goes on, and the next run waits for it or gets its outcome. Keep the shared promise,
+    /// not the one it came from, which runs anew.
+    ///
+    /// That second form is PromiseKit's cached in-flight promise, such as a token refresh that
+    /// callers who come while it is under way share, whether or not the first one stays:
+    ///
+    /// ```swift
+    /// let refresh = fetchProfile().share(cancelsWhenAbandoned: false)
+    /// ```
+    public func share(cancelsWhenAbandoned: Bool = true) -> Promise {
+        let shared = RunHandle.Shared(self, cancelsWhenAbandoned: cancelsWhenAbandoned)
+        return Promise { shared.join($0) }
+    }
+
+    /// A promise and the resolver that settles it from outside, for work no run starts.
+    ///
+    /// Choose it for outcomes that arrive through a delegate or a notification, rather than an
+    /// operation: `let (location, resolver) = Promise<Place, GPSError>.pending()`. Its runs wait
+    /// for the resolver or get its outcome, as a shared promise's do; if the resolver goes unused,
+    /// they end by cancellation.
+    public static func pending(
+        file: StaticString = #fileID, line: UInt = #line
+    ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
+        let (shared, resolver) = RunHandle.Shared<Value, Failure>.pending(file: file, line: line)
+        return (Promise { shared.join($0) }, resolver)
+    }
+}

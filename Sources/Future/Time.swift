@@ -1,0 +1,199 @@
+// Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
+// Builds on the hop (`Next.hop`), on `RunHandle.join` for `timeout`, and on `recover` for
+// `retry`.
+
+import Dispatch
+
+// `Duration` needs macOS 13, iOS 16, tvOS 16 and watchOS 9, the package's minimums. An app with a
+// lower deployment target can copy the file in: these declarations alone are then unavailable.
+
+/// A guarantee that succeeds after `interval`, holding no thread.
+///
+/// Start a chain with it to wait first, as a poll does; a step that can fail gives the chain its
+/// error type: `after(.seconds(1)).then(poll)`. Cancelling the run cancels the timer. To wait in
+/// the middle of a chain, use ``Promise/delay(_:)``.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated public func after(_ interval: Duration) -> Guarantee<Void> {
+    immediately.delay(interval)
+}
+
+/// Not Future's spelling: ``after(_:)`` takes a `Duration`.
+// swift-format-ignore
+@available(*, unavailable, message: "Future's after takes a Duration: after(.seconds(1)), after(.milliseconds(500))")
+nonisolated public func after(seconds: Double) -> Guarantee<Void> { fatalError() }
+
+/// The first step of every `after`, made once rather than at every call.
+nonisolated private let immediately = Guarantee(value: ())
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise {
+    /// Passes the outcome, value or error, on after `interval`, on a global queue.
+    ///
+    /// Choose it to pace a chain, such as a pause before showing a result; cancelling the run
+    /// meanwhile cancels the timer: `fetchStatus().delay(.milliseconds(300))`. The steps after it
+    /// run on a global queue: add ``on(_:)`` to go on elsewhere. To start with a wait, use
+    /// ``after(_:)``; to wait between attempts, ``retry(_:delay:while:)``.
+    public func delay(_ interval: Duration) -> Promise {
+        let nanoseconds = Int(max(0, min(interval / .nanoseconds(1), 9e18)))
+        return appending(nanoseconds) { stage, _, _ in
+            let nanoseconds = Node<Int>.payload(of: stage)
+            return .hop(.global(), nanoseconds == 0 ? nil : .now() + .nanoseconds(nanoseconds))
+        }
+    }
+
+    /// Fails with `error()` unless the promise settles within `interval`, and cancels the work.
+    ///
+    /// The way to bound a wait with a typed error: the work it gave up on is cancelled (not left
+    /// running), and a settled promise cancels the timer:
+    /// `download(url).timeout(.seconds(9), orFailWith: .slow)`. Put it after
+    /// ``retry(_:delay:while:)`` to bound every attempt together, before it to bound each one.
+    @inlinable public func timeout(
+        _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
+    ) -> Promise {
+        let timer = after(interval).flatMap { Promise(error: error()) }
+        return RunHandle.join([self, timer]) { _, ending in
+            if case .outcome(_, let outcome) = ending { .settle(outcome) } else { .cancel }
+        }
+    }
+
+    /// Runs the work again after a failure, `attempts` times at most in all.
+    ///
+    /// As a promise is lazy, a retry runs the whole chain before it again, not a stored result. It
+    /// waits `delay` before each new attempt, and retries while `shouldRetry` accepts the error;
+    /// `attempts` below 1 stops the program with a message:
+    /// `fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })`. The last attempt's
+    /// error is the chain's.
+    public func retry(
+        _ attempts: Int, delay: Duration = .zero,
+        while shouldRetry: @escaping @Sendable (Failure) -> Bool = { _ in true }
+    ) -> Promise {
+        retrying(
+            attempts, name: "retry(_:delay:while:)",
+            after: delay == .zero ? immediately : after(delay), while: shouldRetry)
+    }
+
+    /// Runs the work again after a failure, `attempts` times at most, after `pause` each time.
+    private func retrying(
+        _ attempts: Int, name: String, after pause: Guarantee<Void>,
+        while shouldRetry: @escaping @Sendable (Failure) -> Bool
+    ) -> Promise {
+        guard attempts > 0 else { fatalError("\(name) needs at least 1 attempt, not \(attempts)") }
+        guard attempts > 1 else { return self }
+        return recover { error in
+            guard shouldRetry(error) else { return Promise(error: error) }
+            return pause.flatMap {
+                retrying(attempts - 1, name: name, after: pause, while: shouldRetry)
+            }
+        }
+    }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise {
+    /// Not for a chain with a typed error, which ``PromiseError/timedOut`` is not: say which error
+    /// a timeout is, with ``timeout(_:orFailWith:)`` (a guarantee takes an error type first, with
+    /// ``setFailureType(to:)``), or erase the type first.
+    // swift-format-ignore
+    @available(*, unavailable, message: "timeout(_:) fails with PromiseError.timedOut, which this chain's error type is not: give the error with timeout(_:orFailWith:) (on a Guarantee, after setFailureType(to:)), or call eraseToAnyError() first")
+    public func timeout(_ interval: Duration) -> Promise { fatalError() }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise where Failure == any Swift.Error {
+    /// Fails with ``PromiseError/timedOut``, cancelling the work, if it has not settled in time.
+    ///
+    /// For a chain that fails with `any Error`: `fetch(url).timeout(.seconds(9))`. On a chain with
+    /// a typed error, say which error a timeout is with ``timeout(_:orFailWith:)``.
+    @inlinable public func timeout(_ interval: Duration) -> Promise {
+        timeout(interval, orFailWith: PromiseError.timedOut)
+    }
+}
+
+// With a clock, a time operator waits on that clock instead of a Dispatch timer: a
+// ``ManualClock`` keeps the timer itself, and moves only when a test says so; another clock
+// sleeps in a `Task` that the run's cancel cancels (Engine/Timeline.swift). The steps after the
+// wait run where the clock woke them: on the thread that advances a manual clock, on the task's
+// thread otherwise.
+
+/// A guarantee that succeeds after `interval` on `clock`, such as a test's ``ManualClock``.
+///
+/// The form of ``after(_:)`` for code whose time a test controls: the code takes a clock, an app
+/// passes `ContinuousClock()`, and a test passes a manual clock that it advances:
+/// `after(.seconds(1), clock: clock).then(poll)`. Cancelling the run cancels the wait.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated public func after(
+    _ interval: Duration, clock: some Clock<Duration>
+) -> Guarantee<Void> {
+    Guarantee.pause(interval, on: clock)
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise where Value: Sendable {
+    /// Passes the outcome, value or error, on after `interval` on `clock`.
+    ///
+    /// The form of ``delay(_:)`` for code whose time a test controls:
+    /// `fetchStatus().delay(.milliseconds(300), clock: clock)`. The steps after it run where the
+    /// clock woke the run: on the thread that advances a ``ManualClock``. (The value waits in a
+    /// step of its own, which Swift checks: it must be `Sendable`.)
+    public func delay(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
+        let pause = after(interval, clock: clock).setFailureType(to: Failure.self)
+        return flatMap { value in pause.map { _ in value } }
+            .recover { error -> Promise in
+                let kept = Promise(error: error)
+                return pause.flatMap { _ in kept }
+            }
+    }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise {
+
+    /// Fails with `error()` unless the promise settles within `interval` on `clock`, and cancels
+    /// the work.
+    ///
+    /// The form of ``timeout(_:orFailWith:)`` for code whose time a test controls:
+    /// `download(url).timeout(.seconds(9), orFailWith: .slow, clock: clock)`.
+    public func timeout(
+        _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
+        clock: some Clock<Duration>
+    ) -> Promise {
+        let timer = after(interval, clock: clock).flatMap { Promise(error: error()) }
+        return RunHandle.join([self, timer]) { _, ending in
+            if case .outcome(_, let outcome) = ending { .settle(outcome) } else { .cancel }
+        }
+    }
+
+    /// Runs the work again after a failure, `attempts` times at most, waiting on `clock`.
+    ///
+    /// The form of ``retry(_:delay:while:)`` for code whose time a test controls: each wait of
+    /// `delay` is a timer of `clock`:
+    /// `fetchFeed().retry(3, delay: .seconds(1), clock: clock) { $0.isTransient }`.
+    public func retry(
+        _ attempts: Int, delay: Duration = .zero, clock: some Clock<Duration>,
+        while shouldRetry: @escaping @Sendable (Failure) -> Bool = { _ in true }
+    ) -> Promise {
+        retrying(
+            attempts, name: "retry(_:delay:clock:while:)",
+            after: delay == .zero ? immediately : after(delay, clock: clock), while: shouldRetry)
+    }
+
+    /// Not for a chain with a typed error, which ``PromiseError/timedOut`` is not: say which error
+    /// a timeout is, with ``timeout(_:orFailWith:clock:)``, or erase the type first.
+    // swift-format-ignore
+    @available(*, unavailable, message: "timeout(_:clock:) fails with PromiseError.timedOut, which this chain's error type is not: give the error with timeout(_:orFailWith:clock:) (on a Guarantee, after setFailureType(to:)), or call eraseToAnyError() first")
+    public func timeout(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
+        fatalError()
+    }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Promise where Failure == any Swift.Error {
+    /// Fails with ``PromiseError/timedOut``, cancelling the work, unless it settles within
+    /// `interval` on `clock`.
+    ///
+    /// The form of ``timeout(_:)`` for code whose time a test controls:
+    /// `fetch(url).timeout(.seconds(9), clock: clock)`.
+    public func timeout(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
+        timeout(interval, orFailWith: PromiseError.timedOut, clock: clock)
+    }
+}
