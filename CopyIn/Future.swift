@@ -23,14 +23,15 @@ import Dispatch
 // raises itself. Everything else is built from five primitives, each in one place:
 // - the operation, the closure a promise is made from, called with a `Resolver` (Making.swift;
 //   the engine calls it in `RunHandle.perform`, Engine/Run.swift);
-// - appending a stage, a step that reads the slot and writes it (`appending`, Engine/Chain.swift);
+// - appending a stage, a step that reads the slot and writes it (`appending`,
+//   Engine/Chain.swift; the idiom is explained where Making.swift first uses it);
 // - mapping an outcome, a step from the whole `Result` to the next (`mapOutcome`, beside it);
 // - joining, running many promises and deciding as each ends (`RunHandle.join`,
 //   Engine/Join.swift);
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
-// A step that returns a promise enters it (`flatMap`, HandlingErrors.swift): its stages run in
-// the same run, with no nesting.
+// A step that returns a promise enters it (`flatMap`, Chaining.swift): its stages run in the
+// same run, with no nesting.
 
 /// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
 ///
@@ -318,6 +319,15 @@ nonisolated extension Resolver where Value: Sendable {
 // Making.swift: the ways to make a promise, from an operation, an `async` closure, a value, an
 // error or a throwing closure, and `firstly`. Builds on the stages of Engine/Chain.swift.
 
+// How a builder adds a step, here and in every file after this one: it appends a stage
+// (Engine/Chain.swift), a `Node` that keeps a payload (your closure, a value, an error) and a
+// step function `{ stage, slot, run in … }`. The step gets the payload back with
+// `Node<Payload>.payload(of: stage)` (a stage does not know its payload's type, so that a chain
+// is a list of one type), takes its input from the slot with `slot.take(Input.self)`, leaves its
+// output there with `slot.put(_:)`, and returns what the run does next: `.proceed` to go on,
+// `.enter(promise.last)` to run that promise's stages in its place. The input and the output
+// are the `Result` of the step before and of this one, at the same address.
+
 nonisolated extension Promise {
     @usableFromInline typealias Node<Payload: Sendable> = RunHandle.Node<Payload>
     @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
@@ -550,8 +560,8 @@ nonisolated extension Promise where Failure == Never {
 // MARK: - Chaining
 
 // Chaining.swift: steps that transform the value, `map` and its kin and the three shapes of
-// `then`. Builds on `appending` and `mapOutcome` (Engine/Chain.swift) and on `flatMap`
-// (HandlingErrors.swift).
+// `then`, and `flatMap`, the step that enters a promise. Builds on `appending` and `mapOutcome`
+// (Engine/Chain.swift).
 
 // The builders are `@inlinable`, so that a chain built in your module is compiled for your types:
 // each step costs one allocation to build, and no dynamic cast to run.
@@ -879,9 +889,8 @@ nonisolated extension Promise where Failure == Never {
 
 // MARK: - HandlingErrors
 
-// HandlingErrors.swift: steps that see the error, `mapError`, `recover`, `catch`, `ensure`, and
-// `flatMap`, the step that enters a promise. Builds on `appending` and `mapOutcome`
-// (Engine/Chain.swift).
+// HandlingErrors.swift: steps that see the error, `mapError`, `recover`, `catch`, and the
+// cleanup `ensure`. Builds on `appending` and `mapOutcome` (Engine/Chain.swift).
 
 nonisolated extension Promise {
     /// Transforms the error when the promise fails.
@@ -3097,14 +3106,15 @@ nonisolated extension RunHandle {
         /// before they are (cancelling one twice is a no-op). The members it never started that
         /// ignore cancel start now (see `startIgnored`).
         @inlinable func stop() {
-            // The resolver of an open combination is let go of outside the lock, with `closed`.
+            // The state it closes, with the resolver of a combination still open, goes outside
+            // the lock.
             typealias Stopped = ([RunHandle], ArraySlice<Promise<Member, Failure>>, State)
             let (running, unstarted, _) = lock.withLock { () -> Stopped in
                 let unstarted = members[started...]
                 started = members.count  // they start here if they ignore cancel, or never
-                let closed = state
+                let previous = state
                 state = .closed
-                return (self.running.compactMap { $0 }, unstarted, closed)
+                return (self.running.compactMap { $0 }, unstarted, previous)
             }
             for handle in running { handle.cancel() }
             for member in unstarted { member.last.ignoredWork.map { outer?.startIgnored($0) } }

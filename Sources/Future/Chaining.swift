@@ -1,6 +1,6 @@
 // Chaining.swift: steps that transform the value, `map` and its kin and the three shapes of
-// `then`. Builds on `appending` and `mapOutcome` (Engine/Chain.swift) and on `flatMap`
-// (HandlingErrors.swift).
+// `then`, and `flatMap`, the step that enters a promise. Builds on `appending` and `mapOutcome`
+// (Engine/Chain.swift).
 
 // The builders are `@inlinable`, so that a chain built in your module is compiled for your types:
 // each step costs one allocation to build, and no dynamic cast to run.

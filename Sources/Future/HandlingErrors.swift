@@ -1,6 +1,5 @@
-// HandlingErrors.swift: steps that see the error, `mapError`, `recover`, `catch`, `ensure`, and
-// `flatMap`, the step that enters a promise. Builds on `appending` and `mapOutcome`
-// (Engine/Chain.swift).
+// HandlingErrors.swift: steps that see the error, `mapError`, `recover`, `catch`, and the
+// cleanup `ensure`. Builds on `appending` and `mapOutcome` (Engine/Chain.swift).
 
 import Dispatch
 

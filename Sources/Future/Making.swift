@@ -1,6 +1,15 @@
 // Making.swift: the ways to make a promise, from an operation, an `async` closure, a value, an
 // error or a throwing closure, and `firstly`. Builds on the stages of Engine/Chain.swift.
 
+// How a builder adds a step, here and in every file after this one: it appends a stage
+// (Engine/Chain.swift), a `Node` that keeps a payload (your closure, a value, an error) and a
+// step function `{ stage, slot, run in … }`. The step gets the payload back with
+// `Node<Payload>.payload(of: stage)` (a stage does not know its payload's type, so that a chain
+// is a list of one type), takes its input from the slot with `slot.take(Input.self)`, leaves its
+// output there with `slot.put(_:)`, and returns what the run does next: `.proceed` to go on,
+// `.enter(promise.last)` to run that promise's stages in its place. The input and the output
+// are the `Result` of the step before and of this one, at the same address.
+
 nonisolated extension Promise {
     @usableFromInline typealias Node<Payload: Sendable> = RunHandle.Node<Payload>
     @usableFromInline typealias Outcome = Swift.Result<Value, Failure>

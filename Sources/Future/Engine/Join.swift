@@ -168,14 +168,15 @@ nonisolated extension RunHandle {
         /// before they are (cancelling one twice is a no-op). The members it never started that
         /// ignore cancel start now (see `startIgnored`).
         @inlinable func stop() {
-            // The resolver of an open combination is let go of outside the lock, with `closed`.
+            // The state it closes, with the resolver of a combination still open, goes outside
+            // the lock.
             typealias Stopped = ([RunHandle], ArraySlice<Promise<Member, Failure>>, State)
             let (running, unstarted, _) = lock.withLock { () -> Stopped in
                 let unstarted = members[started...]
                 started = members.count  // they start here if they ignore cancel, or never
-                let closed = state
+                let previous = state
                 state = .closed
-                return (self.running.compactMap { $0 }, unstarted, closed)
+                return (self.running.compactMap { $0 }, unstarted, previous)
             }
             for handle in running { handle.cancel() }
             for member in unstarted { member.last.ignoredWork.map { outer?.startIgnored($0) } }
