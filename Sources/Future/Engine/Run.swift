@@ -63,6 +63,9 @@ nonisolated public final class RunHandle: @unchecked Sendable {
     @exclusivity(unchecked) private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
     /// The generation of each token the steps of a user's run tied to, as of the first tie.
     @exclusivity(unchecked) private var ties: [Tie] = []
+    /// What the run waits for while it waits for a queue (apart from `state`, so that the state
+    /// stays a plain value, copied at no cost).
+    @exclusivity(unchecked) private var queueWait: QueueWait?
 
     /// Where a run is. Cancelling moves a run that has not ended to one of the `cancelled`
     /// states, which end in `.cancelled` once its `ensure` steps have run.
@@ -75,14 +78,14 @@ nonisolated public final class RunHandle: @unchecked Sendable {
         case calling(thread: pthread_t)
         /// The operation returned before its resolver reported: the resolver carries the run on.
         case awaitingResolver
-        /// The run waits for a queue to carry it on (see `QueueWait`).
-        case awaitingQueue(QueueWait)
+        /// The run waits for a queue to carry it on (see `queueWait`).
+        case awaitingQueue
         /// Cancelled while a thread drives it, which halts it at its next check; while
         /// `handlersRunning`, the canceller still calls the cancel handlers.
         case cancelledWhileDriving(handlersRunning: Bool)
         /// Cancelled while no thread drives it (or its driver stopped to let the canceller end
         /// it): the canceller ends it once the handlers have returned.
-        case cancelledWhileWaiting(QueueWait?)
+        case cancelledWhileWaiting
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the handle for its next member, which then never starts.
         case ended(cancelledSince: Bool)
@@ -109,7 +112,7 @@ nonisolated public final class RunHandle: @unchecked Sendable {
             case .driving: "driving"
             case .calling: "calling an operation"
             case .awaitingResolver: "awaiting a resolver"
-            case .awaitingQueue(let wait): "awaiting a queue\(wait.timer == nil ? "" : ", timed")"
+            case .awaitingQueue: "awaiting a queue"
             case .cancelledWhileDriving(let running):
                 "cancelled while driving\(running ? ", calling cancel handlers" : "")"
             case .cancelledWhileWaiting: "cancelled while waiting, calling cancel handlers"
@@ -356,7 +359,8 @@ nonisolated extension RunHandle {
         timer?.activate()
         let parked = locked { () -> Bool in
             guard case .driving = state else { return false }
-            state = .awaitingQueue(QueueWait(timer: timer, held: held))
+            state = .awaitingQueue
+            queueWait = QueueWait(timer: timer, held: held)
             return true
         }
         guard parked else {
@@ -371,9 +375,9 @@ nonisolated extension RunHandle {
     /// The queue carries the run on, unless it was cancelled meanwhile.
     private func queueArrived() {
         let wait = locked { () -> QueueWait? in
-            guard case .awaitingQueue(let wait) = state else { return nil }
+            guard case .awaitingQueue = state else { return nil }
             state = .driving(thread: pthread_self())
-            return wait
+            return queueWait.take()
         }
         guard let wait else { return }
         // A fired timer's source keeps its handler, and so the run, until it is cancelled.
@@ -398,10 +402,8 @@ nonisolated extension RunHandle {
                     cancelledByStep = true
                 }
                 state = .cancelledWhileDriving(handlersRunning: true)
-            case .awaitingResolver:
-                state = .cancelledWhileWaiting(nil)
-            case .awaitingQueue(let wait):
-                state = .cancelledWhileWaiting(wait)
+            case .awaitingResolver, .awaitingQueue:
+                state = .cancelledWhileWaiting
             case .ended(cancelledSince: false):
                 if call == nil { state = .ended(cancelledSince: true) }
                 return nil
@@ -420,12 +422,12 @@ nonisolated extension RunHandle {
     private func callCancelHandlers(_ handlers: [@Sendable (RunHandle) -> Void]) {
         for handler in handlers { handler(self) }
         let (takesOver, wait) = locked { () -> (Bool, QueueWait?) in
-            guard case .cancelledWhileWaiting(let wait) = state else {
+            guard case .cancelledWhileWaiting = state else {
                 state = .cancelledWhileDriving(handlersRunning: false)  // its driver ends it
                 return (false, nil)
             }
             state = .cancelled
-            return (true, wait)
+            return (true, queueWait.take())
         }
         if takesOver { endCancelled(plan, leaving: wait) }
     }
@@ -436,7 +438,7 @@ nonisolated extension RunHandle {
         self.plan = rest
         let ends = locked { () -> Bool in
             if case .cancelledWhileDriving(handlersRunning: true) = state {
-                state = .cancelledWhileWaiting(nil)
+                state = .cancelledWhileWaiting
                 return false
             }
             state = .cancelled
