@@ -34,6 +34,8 @@ let package = Package(
         ),
         // Future's ratio to each peer, from runs of the two interleaved in pairs.
         .executableTarget(name: "Ratios", dependencies: ["Scenarios"]),
+        // One scenario run a given number of times, for callgrind's instruction counts.
+        .executableTarget(name: "Instructions", dependencies: ["Scenarios"]),
         // The bytes a pending run holds, against a parked Task, measured in one process.
         .target(name: "HeapInUse"),
         .executableTarget(
