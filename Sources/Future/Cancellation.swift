@@ -6,14 +6,14 @@ nonisolated extension RunHandle {
     /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
     ///
     /// A run that ended with an outcome stays not cancelled, whatever is called later.
-    public var isCancelled: Bool { read { $0.isCancelled } }
+    public var isCancelled: Bool { run.read { $0.isCancelled } }
 
     /// Cancels the run; see ``RunHandle`` for what that does.
     ///
     /// Safe from any thread, and as often as you like:
     /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call does anything,
     /// and none after the run ended.
-    public func cancel() { _ = cancel(call: nil) }
+    public func cancel() { _ = run.cancel(call: nil) }
 
     /// Puts the run in `bag`, to be cancelled with it.
     ///
@@ -23,7 +23,7 @@ nonisolated extension RunHandle {
     @discardableResult public func store(in bag: RunBag) -> RunHandle {
         bag.lock.withLock {
             if bag.runs.count == bag.runs.capacity {
-                bag.runs.removeAll { run in run.read { $0.hasEnded } }
+                bag.runs.removeAll { handle in handle.run.read { $0.hasEnded } }
             }
             bag.runs.append(self)  // the ended ones forgotten, every time the bag would grow
         }
@@ -134,12 +134,20 @@ nonisolated extension Promise {
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
     public func ignoringCancel() -> Promise {
-        let operation: @Sendable (Resolver<Value, Failure>) -> Void = { [last] resolver in
-            RunHandle(last: last, inside: resolver.run).start(last) { slot in
-                if let slot { resolver(slot.take(Outcome.self)) } else { resolver.cancel() }
-            }
+        typealias Run = RunHandle.Finishing<Value, Failure>
+        let work = self
+        let operation = RunHandle.Operation(file: #fileID, line: #line) {
+            (resolver: Resolver<Value, Failure>) in
+            Run.make(for: work.chain, inside: resolver.run).start(
+                work,
+                .callback { _, outcome in
+                    if let outcome { resolver(outcome) } else { resolver.cancel() }
+                })
         }
-        let source = RunHandle.Source(operation, file: #fileID, line: #line, ignoring: last)
-        return Promise(last: source)
+        // The work alone, for a run that reaches this promise cancelled or never starts it.
+        let ignored: @Sendable (RunHandle.Run) -> Void = { outer in
+            Run.make(for: work.chain, inside: outer).start(work, .callback { _, _ in })
+        }
+        return Promise(last: RunHandle.Source<Value, Failure>(operation, ignoring: ignored))
     }
 }

@@ -133,9 +133,9 @@ nonisolated extension Promise {
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
         typealias Next = @Sendable (Value) -> Promise<NewValue, Failure>
-        return appending(next) { stage, slot, _ in
+        return appending(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
-            case .success(let value): return .enter(Node<Next>.payload(of: stage)(value).last)
+            case .success(let value): return run.enter(Node<Next>.payload(of: stage)(value))
             case .failure(let error):
                 slot.put(Swift.Result<NewValue, Failure>.failure(error))
                 return .proceed
@@ -288,8 +288,8 @@ nonisolated extension Promise where Failure == Never {
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
         typealias Next = @Sendable (Value) -> Promise<NewValue, NewFailure>
-        return appending(next) { stage, slot, _ in
-            .enter(Node<Next>.payload(of: stage)(slot.take(Outcome.self).get()).last)
+        return appending(next) { stage, slot, run in
+            run.enter(Node<Next>.payload(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 

@@ -19,13 +19,14 @@ nonisolated extension Promise {
     /// the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
     @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
-            let handle = RunHandle(last: last)
+            typealias Run = RunHandle.Finishing<Value, Failure>
+            let handle = RunHandle(Run.make(for: chain))
             // Named, because the cancellation handler's operation runs on the generic executor:
             // the continuation's body, which starts the run, is then sent back to the caller's.
             let isolation = #isolation
             return await withTaskCancellationHandler {
                 await withUnsafeContinuation(isolation: isolation) { continuation in
-                    handle.start(last) { continuation.resume(returning: $0?.take(Outcome.self)) }
+                    unsafeDowncast(handle.run, to: Run.self).start(self, .resumption(continuation))
                 }
             } onCancel: {
                 handle.cancel()

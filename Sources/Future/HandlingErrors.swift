@@ -46,12 +46,12 @@ nonisolated extension Promise {
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
         typealias Next = @Sendable (Failure) -> Promise<Value, NewFailure>
-        return appending(next) { stage, slot, _ in
+        return appending(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return .enter(Node<Next>.payload(of: stage)(error).last)
+            case .failure(let error): return run.enter(Node<Next>.payload(of: stage)(error))
             }
         }
     }

@@ -37,7 +37,7 @@ nonisolated extension Promise {
         file: StaticString = #fileID, line: UInt = #line,
         _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void
     ) {
-        self.init(last: RunHandle.Source(operation, file: file, line: line))
+        self.init(RunHandle.Operation(file: file, line: line, operation))
     }
 
     /// Makes a promise from async code: each run starts a `Task` that calls `work`.

@@ -33,10 +33,28 @@
 /// chain steps with ``map(_:)-k0ui`` and `then` (see <doc:ChoosingAStep>), handle errors with `recover`
 /// or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
 nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
-    /// The last step of the chain; each step knows the one before it (see Internals).
-    @usableFromInline let last: RunHandle.Stage
+    /// The work: an operation alone, or a chain of steps (see Internals). A promise made from an
+    /// operation keeps the operation alone, which costs nothing more: a run, a combination or a
+    /// step that returns the promise calls it directly. Adding a step makes it the first stage of
+    /// a chain, whose last stage knows the one before it.
+    @usableFromInline let body: RunHandle.Body
 
-    @inlinable init(last: RunHandle.Stage) { self.last = last }
+    @inlinable init(last: RunHandle.Stage) { body = .chain(last: last) }
+
+    @inlinable init(_ operation: RunHandle.Operation) { body = .operation(operation) }
+
+    /// The last stage of the chain, if the promise is one.
+    @inlinable var chain: RunHandle.Stage? {
+        if case .chain(let last) = body { last } else { nil }
+    }
+
+    /// The promise as a chain of stages, its operation made a chain's first stage if need be.
+    @inlinable var last: RunHandle.Stage {
+        switch body {
+        case .chain(let last): last
+        case .operation(let operation): RunHandle.Source<Value, Failure>(operation)
+        }
+    }
 }
 
 /// A promise that cannot fail: a `Promise<Value, Never>`.

@@ -20,21 +20,41 @@
 /// ```
 ///
 /// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
-/// finish: its run is cancelled, and debug builds report where the promise was made.
+/// finish: its run is cancelled, and debug builds report where the promise was made. Hold it
+/// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
+/// go of when the operation returns, and one nobody holds any more may serve the run's next
+/// operation.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
-    @usableFromInline let run: RunHandle
-    @usableFromInline let call: Int
+    /// The run, or the combination, that the outcome goes to.
+    @usableFromInline let reporter: any RunHandle.Reporter
+    /// The number of the call it reports for. A run changes it as it gives the resolver, which
+    /// nobody else holds any more, to its next operation (see `RunHandle.Run.beginCall`): so it
+    /// needs no exclusivity checks, which would cost one at every report.
+    @exclusivity(unchecked) @usableFromInline var call: Int
     #if DEBUG
-        let origin: (file: StaticString, line: UInt)
+        @exclusivity(unchecked) var origin: (file: StaticString, line: UInt)
     #endif
 
-    @usableFromInline init(run: RunHandle, call: Int, file: StaticString, line: UInt) {
-        self.run = run
+    @usableFromInline init(
+        reporter: any RunHandle.Reporter, call: Int, file: StaticString = "", line: UInt = 0
+    ) {
+        self.reporter = reporter
         self.call = call
         #if DEBUG
             origin = (file, line)
         #endif
     }
+
+    /// Makes the resolver call `call`'s, of `operation`.
+    @usableFromInline func begin(_ call: Int, of operation: RunHandle.Operation) {
+        self.call = call
+        #if DEBUG
+            origin = operation.origin
+        #endif
+    }
+
+    /// The run the operation is part of (or that its combination is part of).
+    @usableFromInline var run: RunHandle.Run { reporter.run }
 
     deinit {
         #if DEBUG
@@ -42,7 +62,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
         #else
             let origin = "?"
         #endif
-        run.resolverReleased(call, "Promise<\(Value.self), \(Failure.self)> made at \(origin)")
+        reporter.resolverReleased(call, "Promise<\(Value.self), \(Failure.self)> made at \(origin)")
     }
 
     /// Reports the outcome of the operation.
@@ -51,7 +71,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        run.resolve(call) { slot in slot.put(result) }
+        reporter.resolve(call) { slot in slot.put(result) }
     }
 
     /// Reports success.
@@ -72,14 +92,14 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// cancellation as an error: the run then delivers no completion, and an await of it gets
     /// `nil`, where ``reject(_:)`` would report a failure. For completion handlers,
     /// ``resolve(_:_:cancelledIf:)`` does this for you.
-    public func cancel() { run.cancel(call) }
+    public func cancel() { reporter.cancel(call) }
 
     /// Whether the run was cancelled while this operation was part of it.
     ///
     /// Check it between the pieces of long synchronous work, to stop early. To stop work that waits
     /// (a request, a timer), register ``onCancel(_:)`` instead, which is called as soon as the run
     /// is cancelled.
-    public var isCancelled: Bool { run.isCancelled(since: call) }
+    public var isCancelled: Bool { reporter.isCancelled(since: call) }
 
     /// Registers work to do if the run is cancelled before this operation resolves.
     ///
@@ -98,8 +118,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// ```
     public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
         let call = call
-        run.onCancel(call) {
-            handler(Resolver(run: $0, call: call, file: "a cancel handler", line: 0))
+        reporter.onCancel(call) {
+            handler(Resolver(reporter: $0, call: call, file: "a cancel handler", line: 0))
         }
     }
 }

@@ -17,12 +17,17 @@ nonisolated extension Promise {
     public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> RunHandle {
-        let handle = RunHandle(last: last)
+        (consume self).start(.outcome(completion))
+    }
+
+    /// Starts a run whose outcome goes to `completion`.
+    @inlinable consuming func start(
+        _ completion: RunHandle.Finishing<Value, Failure>.Completion
+    ) -> RunHandle {
+        let run = RunHandle.Finishing<Value, Failure>.make(for: chain)
         // Consumed, so that a promise made for this call alone is the run's to let go of.
-        handle.start((consume self).last) { slot in
-            if let slot { completion(slot.take(Outcome.self)) }
-        }
-        return handle
+        run.start(consume self, completion)
+        return RunHandle(run)
     }
 
     /// Starts a run and calls `some` with its value or `none` with its error.
@@ -35,12 +40,7 @@ nonisolated extension Promise {
     public consuming func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
     ) -> RunHandle {
-        (consume self).run { outcome in
-            switch outcome {
-            case .success(let value): some(value)
-            case .failure(let error): none(error)
-            }
-        }
+        (consume self).start(.values(some: some, none: none))
     }
 }
 
@@ -69,7 +69,7 @@ nonisolated extension Promise where Failure == Never {
     /// promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
-        (consume self).run { (_: Swift.Result<Value, Never>) in }
+        (consume self).start(.values(some: { _ in }, none: { _ in }))
     }
 
     /// Starts work that cannot fail and calls `some` with its value.
@@ -78,6 +78,6 @@ nonisolated extension Promise where Failure == Never {
     /// ``Guarantee`` has it: `cachedFeed().run(some: show)`.
     @inlinable @discardableResult @_disfavoredOverload
     public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        (consume self).run { some($0.get()) }
+        (consume self).start(.values(some: some, none: { _ in }))
     }
 }

@@ -60,7 +60,7 @@ func allocatedBytes() -> Int? {
 @Suite struct CancelledTimers {
     /// A weak reference, for many of them in an array.
     struct Weak {
-        weak var handle: RunHandle?
+        weak var run: RunHandle.Run?
     }
 
     /// Cancelling an `after` frees its run at once, not when the timer's deadline comes: ten
@@ -71,22 +71,22 @@ func allocatedBytes() -> Int? {
         for _ in 0..<10_000 {
             let handle = after(.seconds(3600)).run { _ in Issue.record("cancelled") }
             handle.cancel()
-            handles.append(Weak(handle: handle))
+            handles.append(Weak(run: handle.run))
         }
         for _ in 0..<1_000 {
             let handle = Promise<Int, TestError>(value: 1).delay(.seconds(3600)).map { $0 + 1 }
                 .run { _ in Issue.record("cancelled") }
             handle.cancel()
-            handles.append(Weak(handle: handle))
+            handles.append(Weak(run: handle.run))
         }
-        #expect(holds(within: timerRelease) { handles.allSatisfy { $0.handle == nil } })
-        #expect(handles.filter { $0.handle != nil }.count == 0, "runs still alive")
+        #expect(holds(within: timerRelease) { handles.allSatisfy { $0.run == nil } })
+        #expect(handles.filter { $0.run != nil }.count == 0, "runs still alive")
     }
 
     /// A retry cancelled while it waits before its next attempt frees its run at once.
     @Test func aRetryCancelledDuringItsDelayReleasesItsRunAtOnce() {
         let attempts = Counter()
-        weak var released: RunHandle?
+        weak var released: RunHandle.Run?
         do {
             let handle = Promise<Int, TestError> { resolver in
                 attempts.increment()
@@ -94,7 +94,7 @@ func allocatedBytes() -> Int? {
             }.retry(2, delay: .seconds(3600)).run { _ in Issue.record("cancelled") }
             #expect(attempts.value == 1)  // the first attempt failed: it waits for the second
             handle.cancel()
-            released = handle
+            released = handle.run
         }
         #expect(holds(within: timerRelease) { released == nil })
         #expect(attempts.value == 1)

@@ -54,10 +54,28 @@ import Dispatch
 /// chain steps with ``map(_:)-k0ui`` and `then` (see <doc:ChoosingAStep>), handle errors with `recover`
 /// or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
 nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
-    /// The last step of the chain; each step knows the one before it (see Internals).
-    @usableFromInline let last: RunHandle.Stage
+    /// The work: an operation alone, or a chain of steps (see Internals). A promise made from an
+    /// operation keeps the operation alone, which costs nothing more: a run, a combination or a
+    /// step that returns the promise calls it directly. Adding a step makes it the first stage of
+    /// a chain, whose last stage knows the one before it.
+    @usableFromInline let body: RunHandle.Body
 
-    @inlinable init(last: RunHandle.Stage) { self.last = last }
+    @inlinable init(last: RunHandle.Stage) { body = .chain(last: last) }
+
+    @inlinable init(_ operation: RunHandle.Operation) { body = .operation(operation) }
+
+    /// The last stage of the chain, if the promise is one.
+    @inlinable var chain: RunHandle.Stage? {
+        if case .chain(let last) = body { last } else { nil }
+    }
+
+    /// The promise as a chain of stages, its operation made a chain's first stage if need be.
+    @inlinable var last: RunHandle.Stage {
+        switch body {
+        case .chain(let last): last
+        case .operation(let operation): RunHandle.Source<Value, Failure>(operation)
+        }
+    }
 }
 
 /// A promise that cannot fail: a `Promise<Value, Never>`.
@@ -132,21 +150,41 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// ```
 ///
 /// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
-/// finish: its run is cancelled, and debug builds report where the promise was made.
+/// finish: its run is cancelled, and debug builds report where the promise was made. Hold it
+/// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
+/// go of when the operation returns, and one nobody holds any more may serve the run's next
+/// operation.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
-    @usableFromInline let run: RunHandle
-    @usableFromInline let call: Int
+    /// The run, or the combination, that the outcome goes to.
+    @usableFromInline let reporter: any RunHandle.Reporter
+    /// The number of the call it reports for. A run changes it as it gives the resolver, which
+    /// nobody else holds any more, to its next operation (see `RunHandle.Run.beginCall`): so it
+    /// needs no exclusivity checks, which would cost one at every report.
+    @exclusivity(unchecked) @usableFromInline var call: Int
     #if DEBUG
-        let origin: (file: StaticString, line: UInt)
+        @exclusivity(unchecked) var origin: (file: StaticString, line: UInt)
     #endif
 
-    @usableFromInline init(run: RunHandle, call: Int, file: StaticString, line: UInt) {
-        self.run = run
+    @usableFromInline init(
+        reporter: any RunHandle.Reporter, call: Int, file: StaticString = "", line: UInt = 0
+    ) {
+        self.reporter = reporter
         self.call = call
         #if DEBUG
             origin = (file, line)
         #endif
     }
+
+    /// Makes the resolver call `call`'s, of `operation`.
+    @usableFromInline func begin(_ call: Int, of operation: RunHandle.Operation) {
+        self.call = call
+        #if DEBUG
+            origin = operation.origin
+        #endif
+    }
+
+    /// The run the operation is part of (or that its combination is part of).
+    @usableFromInline var run: RunHandle.Run { reporter.run }
 
     deinit {
         #if DEBUG
@@ -154,7 +192,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
         #else
             let origin = "?"
         #endif
-        run.resolverReleased(call, "Promise<\(Value.self), \(Failure.self)> made at \(origin)")
+        reporter.resolverReleased(call, "Promise<\(Value.self), \(Failure.self)> made at \(origin)")
     }
 
     /// Reports the outcome of the operation.
@@ -163,7 +201,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        run.resolve(call) { slot in slot.put(result) }
+        reporter.resolve(call) { slot in slot.put(result) }
     }
 
     /// Reports success.
@@ -184,14 +222,14 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// cancellation as an error: the run then delivers no completion, and an await of it gets
     /// `nil`, where ``reject(_:)`` would report a failure. For completion handlers,
     /// ``resolve(_:_:cancelledIf:)`` does this for you.
-    public func cancel() { run.cancel(call) }
+    public func cancel() { reporter.cancel(call) }
 
     /// Whether the run was cancelled while this operation was part of it.
     ///
     /// Check it between the pieces of long synchronous work, to stop early. To stop work that waits
     /// (a request, a timer), register ``onCancel(_:)`` instead, which is called as soon as the run
     /// is cancelled.
-    public var isCancelled: Bool { run.isCancelled(since: call) }
+    public var isCancelled: Bool { reporter.isCancelled(since: call) }
 
     /// Registers work to do if the run is cancelled before this operation resolves.
     ///
@@ -210,8 +248,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// ```
     public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
         let call = call
-        run.onCancel(call) {
-            handler(Resolver(run: $0, call: call, file: "a cancel handler", line: 0))
+        reporter.onCancel(call) {
+            handler(Resolver(reporter: $0, call: call, file: "a cancel handler", line: 0))
         }
     }
 }
@@ -355,7 +393,7 @@ nonisolated extension Promise {
         file: StaticString = #fileID, line: UInt = #line,
         _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void
     ) {
-        self.init(last: RunHandle.Source(operation, file: file, line: line))
+        self.init(RunHandle.Operation(file: file, line: line, operation))
     }
 
     /// Makes a promise from async code: each run starts a `Task` that calls `work`.
@@ -492,12 +530,17 @@ nonisolated extension Promise {
     public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> RunHandle {
-        let handle = RunHandle(last: last)
+        (consume self).start(.outcome(completion))
+    }
+
+    /// Starts a run whose outcome goes to `completion`.
+    @inlinable consuming func start(
+        _ completion: RunHandle.Finishing<Value, Failure>.Completion
+    ) -> RunHandle {
+        let run = RunHandle.Finishing<Value, Failure>.make(for: chain)
         // Consumed, so that a promise made for this call alone is the run's to let go of.
-        handle.start((consume self).last) { slot in
-            if let slot { completion(slot.take(Outcome.self)) }
-        }
-        return handle
+        run.start(consume self, completion)
+        return RunHandle(run)
     }
 
     /// Starts a run and calls `some` with its value or `none` with its error.
@@ -510,12 +553,7 @@ nonisolated extension Promise {
     public consuming func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
     ) -> RunHandle {
-        (consume self).run { outcome in
-            switch outcome {
-            case .success(let value): some(value)
-            case .failure(let error): none(error)
-            }
-        }
+        (consume self).start(.values(some: some, none: none))
     }
 }
 
@@ -544,7 +582,7 @@ nonisolated extension Promise where Failure == Never {
     /// promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
-        (consume self).run { (_: Swift.Result<Value, Never>) in }
+        (consume self).start(.values(some: { _ in }, none: { _ in }))
     }
 
     /// Starts work that cannot fail and calls `some` with its value.
@@ -553,7 +591,7 @@ nonisolated extension Promise where Failure == Never {
     /// ``Guarantee`` has it: `cachedFeed().run(some: show)`.
     @inlinable @discardableResult @_disfavoredOverload
     public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        (consume self).run { some($0.get()) }
+        (consume self).start(.values(some: some, none: { _ in }))
     }
 }
 
@@ -694,9 +732,9 @@ nonisolated extension Promise {
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
         typealias Next = @Sendable (Value) -> Promise<NewValue, Failure>
-        return appending(next) { stage, slot, _ in
+        return appending(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
-            case .success(let value): return .enter(Node<Next>.payload(of: stage)(value).last)
+            case .success(let value): return run.enter(Node<Next>.payload(of: stage)(value))
             case .failure(let error):
                 slot.put(Swift.Result<NewValue, Failure>.failure(error))
                 return .proceed
@@ -849,8 +887,8 @@ nonisolated extension Promise where Failure == Never {
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
         typealias Next = @Sendable (Value) -> Promise<NewValue, NewFailure>
-        return appending(next) { stage, slot, _ in
-            .enter(Node<Next>.payload(of: stage)(slot.take(Outcome.self).get()).last)
+        return appending(next) { stage, slot, run in
+            run.enter(Node<Next>.payload(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 
@@ -935,12 +973,12 @@ nonisolated extension Promise {
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
         typealias Next = @Sendable (Failure) -> Promise<Value, NewFailure>
-        return appending(next) { stage, slot, _ in
+        return appending(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return .enter(Node<Next>.payload(of: stage)(error).last)
+            case .failure(let error): return run.enter(Node<Next>.payload(of: stage)(error))
             }
         }
     }
@@ -1790,14 +1828,14 @@ nonisolated extension RunHandle {
     /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
     ///
     /// A run that ended with an outcome stays not cancelled, whatever is called later.
-    public var isCancelled: Bool { read { $0.isCancelled } }
+    public var isCancelled: Bool { run.read { $0.isCancelled } }
 
     /// Cancels the run; see ``RunHandle`` for what that does.
     ///
     /// Safe from any thread, and as often as you like:
     /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call does anything,
     /// and none after the run ended.
-    public func cancel() { _ = cancel(call: nil) }
+    public func cancel() { _ = run.cancel(call: nil) }
 
     /// Puts the run in `bag`, to be cancelled with it.
     ///
@@ -1807,7 +1845,7 @@ nonisolated extension RunHandle {
     @discardableResult public func store(in bag: RunBag) -> RunHandle {
         bag.lock.withLock {
             if bag.runs.count == bag.runs.capacity {
-                bag.runs.removeAll { run in run.read { $0.hasEnded } }
+                bag.runs.removeAll { handle in handle.run.read { $0.hasEnded } }
             }
             bag.runs.append(self)  // the ended ones forgotten, every time the bag would grow
         }
@@ -1918,13 +1956,21 @@ nonisolated extension Promise {
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
     public func ignoringCancel() -> Promise {
-        let operation: @Sendable (Resolver<Value, Failure>) -> Void = { [last] resolver in
-            RunHandle(last: last, inside: resolver.run).start(last) { slot in
-                if let slot { resolver(slot.take(Outcome.self)) } else { resolver.cancel() }
-            }
+        typealias Run = RunHandle.Finishing<Value, Failure>
+        let work = self
+        let operation = RunHandle.Operation(file: #fileID, line: #line) {
+            (resolver: Resolver<Value, Failure>) in
+            Run.make(for: work.chain, inside: resolver.run).start(
+                work,
+                .callback { _, outcome in
+                    if let outcome { resolver(outcome) } else { resolver.cancel() }
+                })
         }
-        let source = RunHandle.Source(operation, file: #fileID, line: #line, ignoring: last)
-        return Promise(last: source)
+        // The work alone, for a run that reaches this promise cancelled or never starts it.
+        let ignored: @Sendable (RunHandle.Run) -> Void = { outer in
+            Run.make(for: work.chain, inside: outer).start(work, .callback { _, _ in })
+        }
+        return Promise(last: RunHandle.Source<Value, Failure>(operation, ignoring: ignored))
     }
 }
 
@@ -1993,13 +2039,14 @@ nonisolated extension Promise {
     /// the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
     @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
-            let handle = RunHandle(last: last)
+            typealias Run = RunHandle.Finishing<Value, Failure>
+            let handle = RunHandle(Run.make(for: chain))
             // Named, because the cancellation handler's operation runs on the generic executor:
             // the continuation's body, which starts the run, is then sent back to the caller's.
             let isolation = #isolation
             return await withTaskCancellationHandler {
                 await withUnsafeContinuation(isolation: isolation) { continuation in
-                    handle.start(last) { continuation.resume(returning: $0?.take(Outcome.self)) }
+                    unsafeDowncast(handle.run, to: Run.self).start(self, .resumption(continuation))
                 }
             } onCancel: {
                 handle.cancel()
@@ -2096,7 +2143,7 @@ nonisolated extension RunHandle {
     /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
     @usableFromInline class Stage: @unchecked Sendable {
         /// Runs the step: it takes its input from the slot and leaves its output there.
-        @usableFromInline typealias Step = @Sendable (Stage, Slot, RunHandle) -> Next
+        @usableFromInline typealias Step = @Sendable (Stage, Slot, Run) -> Next
 
         @exclusivity(unchecked) @usableFromInline var parent: Stage?
         @usableFromInline let step: Step
@@ -2106,12 +2153,12 @@ nonisolated extension RunHandle {
         @usableFromInline let isEnsure: Bool
         /// The type of the step's outcome, to destroy one that is left behind when a run stops.
         @usableFromInline let output: any Outcome.Type
-        /// The chain this step runs in a run of its own, which cancelling does not reach: an
-        /// `ignoringCancel()` promise's.
-        @usableFromInline var ignoring: Stage? { nil }
+        /// Starts, inside a run, the work of the `ignoringCancel()` promise this step is the
+        /// first of, in a run of its own that cancelling does not reach.
+        @usableFromInline var ignoring: (@Sendable (Run) -> Void)? { nil }
 
         /// The work of the `ignoringCancel()` promise this chain starts with, if it does.
-        @usableFromInline var ignoredWork: Stage? {
+        @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
             var first = self
             while let parent = first.parent { first = parent }
             return first.ignoring
@@ -2155,32 +2202,78 @@ nonisolated extension RunHandle {
         }
     }
 
-    /// The first step of a chain made from an operation. (A `Node` would keep the operation behind
-    /// a reabstraction thunk: one more allocation for every promise made this way.)
-    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
-        /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
-        @exclusivity(unchecked) @usableFromInline var operation:
-            @Sendable (Resolver<Value, Failure>) -> Void
-        @usableFromInline let ignored: Stage?
+    /// What a promise keeps of its work: an operation alone, or the last stage of a chain.
+    @usableFromInline enum Body: Sendable {
+        case operation(Operation)
+        case chain(last: Stage)
+    }
+
+    /// The closure a promise is made from, and in debug builds where it was made, for the report
+    /// of a resolver let go of unresolved. Its types are erased, and given back by the promise
+    /// that keeps it: so that a promise's layout does not depend on them (Swift 6.3 crashes
+    /// compiling a promise of a parameter pack's element whose layout does).
+    @usableFromInline struct Operation: Sendable {
+        /// A `Typed`'s closure: the same bits, under a type that does not name the types.
+        @usableFromInline let body: @Sendable (AnyObject) -> Void
         #if DEBUG
             @usableFromInline let origin: (file: StaticString, line: UInt)
         #endif
 
-        @inlinable init(
-            _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void,
-            file: StaticString, line: UInt, ignoring ignored: Stage? = nil
-        ) {
-            self.operation = operation
-            self.ignored = ignored
+        /// The operation as its promise made it. A struct, as Swift bit-casts a struct as it is,
+        /// where it passes a closure through thunks that allocate.
+        @usableFromInline struct Typed<Value, Failure: Swift.Error> {
+            @usableFromInline let body: @Sendable (Resolver<Value, Failure>) -> Void
             #if DEBUG
-                origin = (file, line)
+                @usableFromInline let origin: (file: StaticString, line: UInt)
             #endif
-            super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
-                stage, _, run in run.perform(unsafeDowncast(stage, to: Source.self))
+
+            @inlinable init(
+                _ body: @escaping @Sendable (Resolver<Value, Failure>) -> Void,
+                file: StaticString, line: UInt
+            ) {
+                self.body = body
+                #if DEBUG
+                    origin = (file, line)
+                #endif
             }
         }
 
-        @usableFromInline override var ignoring: Stage? { ignored }
+        @inlinable init<Value, Failure: Swift.Error>(
+            file: StaticString, line: UInt,
+            _ body: @escaping @Sendable (Resolver<Value, Failure>) -> Void
+        ) {
+            self = unsafeBitCast(Typed(body, file: file, line: line), to: Operation.self)
+        }
+
+        /// Calls the operation, which its promise made for resolvers of this type.
+        @inlinable func callAsFunction<Value, Failure: Swift.Error>(
+            _ resolver: Resolver<Value, Failure>
+        ) {
+            unsafeBitCast(self, to: Typed<Value, Failure>.self).body(resolver)
+        }
+    }
+
+    /// The first stage of a chain made from an operation, once a step is added to it: a promise
+    /// of an operation alone keeps the `Operation` itself, which costs no allocation.
+    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
+        /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
+        @exclusivity(unchecked) @usableFromInline var operation: Operation
+        @usableFromInline let ignored: (@Sendable (Run) -> Void)?
+
+        @inlinable init(
+            _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil
+        ) {
+            self.operation = operation
+            self.ignored = ignored
+            super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
+                stage, _, run in
+                let source = unsafeDowncast(stage, to: Source.self)
+                return run.perform(
+                    source.operation, Value.self, Failure.self, ignored: source.ignored)
+            }
+        }
+
+        @usableFromInline override var ignoring: (@Sendable (Run) -> Void)? { ignored }
 
         // An operation may keep promises (a combination its members, a shared promise its work),
         // whose operations keep more: each is released as a level of releases, in this body (Swift
@@ -2188,7 +2281,7 @@ nonisolated extension RunHandle {
         deinit {
             let nested = Nesting.enterRelease()
             if !nested { Nesting.hold(operation) }  // for the bottom level to release
-            operation = { _ in }
+            operation = Operation(file: "", line: 0) { (_: Resolver<Value, Failure>) in }
             Nesting.leaveRelease()
         }
     }
@@ -2217,6 +2310,8 @@ nonisolated extension RunHandle {
     @usableFromInline struct Slot {
         @usableFromInline let memory: UnsafeMutableRawPointer
 
+        @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
+
         @inlinable func put<Output>(_ output: Output) {
             memory.initializeMemory(as: Output.self, to: output)
         }
@@ -2229,43 +2324,126 @@ nonisolated extension RunHandle {
         }
     }
 
-    /// The steps a run has still to take, the next on top, and the chains they belong to. Entering
-    /// a chain pushes its stages, so a chain that ends by entering another leaves nothing behind,
-    /// and a loop that recurses through `then` runs in constant memory.
-    struct Plan {
-        /// Unretained, so that walking a chain costs no reference counting; `root` and `chains`
-        /// keep them alive.
-        private(set) var stages: [Unmanaged<Stage>] = []
-        /// The run's own chain; and the last stage of each chain entered since that is still on
-        /// the stack, with the height of the stack below it.
+    /// The steps a run has still to take, the next on top: in the run's tail, or once the chains
+    /// that steps enter need more room, in its `Spill`. A run that ends by entering a chain leaves
+    /// nothing of it behind, so that a loop that recurses through `then` runs in constant memory.
+    @usableFromInline struct Plan {
+        /// Unretained, so that walking a chain costs no reference counting: the run's own chain
+        /// is kept by `root`, the chains entered since by the run's `Spill`.
+        private(set) var stages: UnsafeMutablePointer<Unmanaged<Stage>>?
+        private(set) var count: Int32 = 0
+        private var capacity: Int32 = 0
         private var root: Stage?
-        private var chains: [(last: Stage, base: Int)] = []
 
-        /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
-        /// run (8 bytes a step).
-        mutating func end() { (root, chains) = (nil, []) }
+        init() {}
 
-        mutating func push(_ last: consuming Stage, isRoot: Bool = false) {
+        /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
+        /// memory if it holds more.
+        mutating func start(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
+            let memory = spill?.stages ?? (room.start, Int32(room.capacity))
+            stages = memory.0
+            capacity = memory.1
+            count = 0
+            if chain.depth > capacity { grow(by: chain.depth, spill: &spill) }
+            let last = Unmanaged.passUnretained(chain)
+            root = consume chain
+            push(last)
+        }
+
+        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
+        mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
+            let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not while their last step runs.
-            while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
-            var stage = Unmanaged.passUnretained(last)
-            let depth = last.depth
-            if isRoot {
-                stages.reserveCapacity(depth)  // in the memory a run before kept, if enough
-                root = consume last
-            } else {
-                chains.append((consume last, stages.count))
-            }
-            for _ in 0..<depth {
-                stages.append(stage)
+            while let entered = kept.chains.last, entered.base >= count { kept.chains.removeLast() }
+            if count + Int32(chain.depth) > capacity { grow(by: chain.depth, spill: &spill) }
+            let last = Unmanaged.passUnretained(chain)
+            kept.chains.append((consume chain, count))
+            push(last)
+        }
+
+        /// Pushes a chain's stages: its last at the bottom, its first on top.
+        private mutating func push(_ last: Unmanaged<Stage>) {
+            var stage = last
+            let depth = Int32(stage._withUnsafeGuaranteedRef { $0.depth })
+            for index in count..<count + depth {
+                stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.
                 stage =
                     stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) }
                     ?? stage
             }
+            count += depth
         }
 
-        mutating func pop() -> Unmanaged<Stage>? { stages.popLast() }
+        /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
+        private mutating func grow(by depth: Int, spill: inout Spill?) {
+            let needed = Int(count) + depth
+            let room = Spill.make(&spill).growStages(
+                to: max(needed, 2 * Int(capacity)), keeping: stages, count: Int(count))
+            stages = room.start
+            capacity = Int32(room.capacity)
+        }
+
+        mutating func pop() -> Unmanaged<Stage>? {
+            guard count > 0 else { return nil }
+            count -= 1
+            return stages![Int(count)]
+        }
+
+        /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
+        /// run.
+        mutating func end(spill: inout Spill?) {
+            root = nil
+            count = 0
+            spill?.chains = []
+        }
+    }
+
+    /// Room for stages: where it starts, and how many it holds.
+    struct Room {
+        let start: UnsafeMutablePointer<Unmanaged<Stage>>
+        let capacity: Int
+    }
+
+    /// What a run needs beyond its tail: the chains its steps entered, which it keeps until their
+    /// stages have run, and, once its tail is too small, the memory of its stack or its slot.
+    /// The driving thread's, which needs no exclusivity checks (they would cost more than the
+    /// work).
+    final class Spill {
+        @exclusivity(unchecked) var chains: [(last: Stage, base: Int32)] = []
+        @exclusivity(unchecked) private(set) var stages:
+            (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
+        @exclusivity(unchecked) private(set) var slot:
+            (memory: UnsafeMutableRawPointer, size: Int, alignment: Int)?
+
+        static func make(_ spill: inout Spill?) -> Spill {
+            if let spill { return spill }
+            let made = Spill()
+            spill = made
+            return made
+        }
+
+        /// Memory for `capacity` stages, with the `count` stages of `old` in it.
+        func growStages(
+            to capacity: Int, keeping old: UnsafeMutablePointer<Unmanaged<Stage>>?, count: Int
+        ) -> Room {
+            let memory = UnsafeMutablePointer<Unmanaged<Stage>>.allocate(capacity: capacity)
+            if let old { memory.moveInitialize(from: old, count: count) }
+            stages.map { $0.0.deallocate() }
+            stages = (memory, Int32(capacity))
+            return Room(start: memory, capacity: capacity)
+        }
+
+        /// Memory for a slot of `size` bytes, aligned to `alignment` (the slot is empty).
+        func growSlot(size: Int, alignment: Int) {
+            slot.map { $0.memory.deallocate() }
+            slot = (.allocate(byteCount: size, alignment: alignment), size, alignment)
+        }
+
+        deinit {
+            stages.map { $0.0.deallocate() }
+            slot.map { $0.memory.deallocate() }
+        }
     }
 }
 
@@ -2317,11 +2495,12 @@ nonisolated extension Promise {
 // MARK: - Engine/Run
 
 // Engine/Run.swift: a run, the one execution of a chain that a terminal starts, and the handle
-// that keeps it. Builds on Chain.swift (the stages, the slot, the plan) and Lock.swift. A run's
-// `state` names where it is, and changes under the lock, one event at a time: starting, calling
-// an operation, the operation returning, its resolver reporting, a hop, cancelling, ending.
-// Each event is a method below that changes the state in one lock section and returns what to
-// do once the lock is let go of.
+// that cancels it. Builds on Chain.swift (the stages, the slot, the plan) and Lock.swift. A run is
+// one allocation, a `ManagedBuffer`: its fields, then in its tail its completion, its slot and the
+// stack of the stages it has still to take. Its `state` names where it is, and changes under the
+// lock, one event at a time: starting, calling an operation, the operation returning, its resolver
+// reporting, a hop, cancelling, ending. Each event is a method below that changes the state in one
+// lock section and returns what to do once the lock is let go of.
 
 /// A run of a promise, returned by every terminal, to cancel it.
 ///
@@ -2335,43 +2514,94 @@ nonisolated extension Promise {
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. An awaited promise
 /// needs no handle: cancelling the task cancels the run. See <doc:Cancellation>.
-nonisolated public final class RunHandle: @unchecked Sendable {
-    // No property here or in `Join` needs an exclusivity check: one thread at a time uses each (as
-    // said below), and the checks cost a quarter of the time of a combination's members.
-    @exclusivity(unchecked) private var slot: Slot
-    @exclusivity(unchecked) private var slotSize: Int
-    @exclusivity(unchecked) private var slotAlignment: Int
-    /// The type of the run's outcome, to destroy one that arrives after the run was cancelled.
-    @exclusivity(unchecked) private var output: any Outcome.Type
-    /// Which member of a combination it runs (see `Join`).
-    @exclusivity(unchecked) @usableFromInline var member = 0
-    /// The run a user started, for a run Future started inside it (a combination's member, a
-    /// shared or ignoring run): its tokens' ties are that run's.
-    private let user: RunHandle?
+nonisolated public struct RunHandle: @unchecked Sendable {
+    /// The run, which the handle keeps in memory, not going. (A run is Sendable by its lock;
+    /// Swift does not let a `ManagedBuffer` say so.)
+    @usableFromInline let run: Run
 
-    // Owned by the one thread that drives the run; ownership passes under `lock`.
-    @exclusivity(unchecked) private var plan = Plan()
-    @exclusivity(unchecked) private var finish: ((Slot?) -> Void)?
-    /// Set when a step cancels its own run, so that the very next step does not start. Not part
-    /// of `state`: the driving thread, the one that sets it, reads it after every step without
-    /// taking the lock.
-    @exclusivity(unchecked) private var cancelledByStep = false
+    @inlinable init(_ run: Run) { self.run = run }
+}
 
-    // Guarded by `lock`.
-    private let lock = Lock(room: 16)
-    @exclusivity(unchecked) private var state = State.idle
-    /// How many operations the run has called: each call's number is its count.
-    @exclusivity(unchecked) private var calls = 0
-    /// The number of the last call whose resolver reported an outcome.
-    @exclusivity(unchecked) private var lastResolvedCall = 0
-    /// The first call of the chain now running: the handle may have run others before.
-    @exclusivity(unchecked) private var firstCallOfChain = 1
-    @exclusivity(unchecked) private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
-    /// The generation of each token the steps of a user's run tied to, as of the first tie.
-    @exclusivity(unchecked) private var ties: [Tie] = []
-    /// What the run waits for while it waits for a queue (apart from `state`, so that the state
-    /// stays a plain value, copied at no cost).
-    @exclusivity(unchecked) private var queueWait: QueueWait?
+nonisolated extension RunHandle {
+    /// What a run keeps before its tail, guarded by its lock.
+    @usableFromInline struct Fields {
+        /// First, so that the lock's address is the fields'.
+        var mutex = pthread_mutex_t()
+        var state = State.idle
+        /// Whether the latest call's resolver reported an outcome.
+        var resolved = false
+        /// How many operations the run has called: each call's number is its count.
+        var calls = 0
+        var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
+        /// What few runs need: made with the run, or later under the lock.
+        var extras: Extras?
+
+        @usableFromInline init() {}
+    }
+
+    /// What the thread that drives a run owns (and hands over under the lock), at the start of
+    /// the run's tail: apart from the fields, as ThreadSanitizer sees an access to one field of a
+    /// struct through a pointer as an access to all of it.
+    @usableFromInline struct Driver {
+        /// Set when a step cancels its own run, so that the very next step does not start. Not
+        /// part of `state`: the driving thread, the one that sets it, reads it after every step
+        /// without taking the lock.
+        var cancelledByStep = false
+        /// Whether the run starts with the operation its slot holds, as a run of a promise made
+        /// from an operation alone does.
+        @usableFromInline var startsWithOperation = false
+        /// The words of the tail after this, before the stages: the completion's, the slot's.
+        let completionWords: UInt8
+        let slotWords: UInt16
+        /// The latest call's resolver, while it may serve the next call too (see `beginCall`).
+        @usableFromInline var resolver: AnyObject?
+        var plan = Plan()
+        /// What a run needs beyond its tail: entered chains, more room.
+        var spill: Spill?
+        /// The run a user started, for a run Future started inside it (a combination's member, a
+        /// shared or ignoring run): its tokens' ties are that run's.
+        var user: Run?
+        /// Which member of a combination the run runs (see `Join`).
+        var member = 0
+
+        @usableFromInline init(completionWords: Int, slotWords: Int, user: Run?) {
+            self.completionWords = UInt8(completionWords)
+            self.slotWords = UInt16(slotWords)
+            self.user = user
+        }
+    }
+
+    /// The run's state that few runs need. Guarded by the run's lock.
+    final class Extras {
+        // No exclusivity checks, as the lock guards them.
+        /// The generation of each token the steps of a user's run tied to, as of the first tie.
+        @exclusivity(unchecked) var ties: [Tie] = []
+        /// The first call of the chain now running: a combination's lane may have run others.
+        @exclusivity(unchecked) var firstCallOfChain = 1
+        /// What the run waits for while it waits for a queue.
+        @exclusivity(unchecked) var queueWait: QueueWait?
+
+        /// The run's extras, made now if it has none (under the lock).
+        static func make(_ fields: inout Fields) -> Extras {
+            if let extras = fields.extras { return extras }
+            let made = Extras()
+            fields.extras = made
+            return made
+        }
+    }
+
+    struct Tie {
+        weak var token: InvalidationToken?
+        let identity: ObjectIdentifier
+        let generation: Int
+    }
+
+    /// What a run that hops waits for (a queue, after `timer` fires if there is a deadline), and
+    /// the type of the step's output that waits in the slot meanwhile.
+    struct QueueWait {
+        let timer: DispatchSourceTimer?
+        let held: any Outcome.Type
+    }
 
     /// Where a run is. Cancelling moves a run that has not ended to one of the `cancelled`
     /// states, which end in `.cancelled` once its `ensure` steps have run.
@@ -2384,7 +2614,7 @@ nonisolated public final class RunHandle: @unchecked Sendable {
         case calling(thread: pthread_t)
         /// The operation returned before its resolver reported: the resolver carries the run on.
         case awaitingResolver
-        /// The run waits for a queue to carry it on (see `queueWait`).
+        /// The run waits for a queue to carry it on (see `QueueWait`).
         case awaitingQueue
         /// Cancelled while a thread drives it, which halts it at its next check; while
         /// `handlersRunning`, the canceller still calls the cancel handlers.
@@ -2393,7 +2623,7 @@ nonisolated public final class RunHandle: @unchecked Sendable {
         /// it): the canceller ends it once the handlers have returned.
         case cancelledWhileWaiting
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
-        /// had claimed the handle for its next member, which then never starts.
+        /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled
@@ -2428,105 +2658,191 @@ nonisolated public final class RunHandle: @unchecked Sendable {
         }
     }
 
-    /// What a run that hops waits for (a queue, after `timer` fires if there is a deadline), and
-    /// the type of the step's output that waits in the slot meanwhile.
-    struct QueueWait {
-        let timer: DispatchSourceTimer?
-        let held: any Outcome.Type
+    /// One execution of a chain. Its subclass `Finishing` knows the types of its outcome and
+    /// its completion, which waits at the start of the tail.
+    @usableFromInline class Run: ManagedBuffer<Fields, UInt64> {
+        @usableFromInline typealias Stage = RunHandle.Stage
+        @usableFromInline typealias Slot = RunHandle.Slot
+        @usableFromInline typealias Next = RunHandle.Next
+        @usableFromInline typealias Plan = RunHandle.Plan
+        @usableFromInline typealias Run = RunHandle.Run
+
+        /// Delivers the outcome in the slot, or `nil` if the run ended by cancellation.
+        func finish(_ slot: Slot?) { fatalError("a run is a Finishing") }
+
+        /// Calls the operation in the slot, as the first thing the run does; or, for a run
+        /// cancelled before it started, lets go of it.
+        func performFirst(_ perform: Bool) -> Next { fatalError("a run is a Finishing") }
+
+        /// The type of the run's outcome, to destroy one that nobody may have any more.
+        var output: any Outcome.Type { fatalError("a run is a Finishing") }
+
+        deinit {
+            withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
+            driver.deinitialize(count: 1)
+        }
+    }
+}
+
+// MARK: Making a run
+
+nonisolated extension RunHandle.Run {
+    /// Sets up a run just made for a completion of `completionWords` words and a slot of
+    /// `slotWords`: its lock, and what its driving thread owns.
+    @usableFromInline final func prepare(completionWords: Int, slotWords: Int, inside outer: Run?) {
+        pthread_mutex_init(&fields.pointee.mutex, nil)
+        driver.initialize(
+            to: RunHandle.Driver(
+                completionWords: completionWords, slotWords: slotWords,
+                user: outer.map { $0.user ?? $0 }))
     }
 
-    private struct Tie {
-        weak var token: InvalidationToken?
-        let identity: ObjectIdentifier
-        let generation: Int
+    /// The words a run's tail needs before its completion.
+    @inlinable static var driverWords: Int { (MemoryLayout<RunHandle.Driver>.size + 7) / 8 }
+
+    /// The fields, through a pointer: `header`, a class's stored property, would cost an
+    /// exclusivity check at every use.
+    @inlinable final var fields: UnsafeMutablePointer<RunHandle.Fields> {
+        withUnsafeMutablePointerToHeader { $0 }
     }
 
-    @usableFromInline init(last: Stage, inside outer: RunHandle? = nil) {
-        user = outer.map { $0.user ?? $0 }
-        // The slot starts in the 16 bytes after the mutex (see `Lock`): most outcomes fit there,
-        // and then a run costs one allocation less. `start` grows it for larger ones.
-        slotSize = 16
-        slotAlignment = 8
-        output = last.output
-        slot = Slot(memory: lock.room)
+    /// What the driving thread owns, at the start of the tail.
+    @inlinable final var driver: UnsafeMutablePointer<RunHandle.Driver> {
+        UnsafeMutableRawPointer(withUnsafeMutablePointerToElements { $0 })
+            .assumingMemoryBound(to: RunHandle.Driver.self)
     }
 
-    deinit {
-        if slot.memory != lock.room { slot.memory.deallocate() }
-        lock.free()
+    /// Runs `body` with the fields, under the lock.
+    final func locked<T>(_ body: (inout RunHandle.Fields) -> T) -> T {
+        let fields = self.fields
+        pthread_mutex_lock(&fields.pointee.mutex)
+        defer { pthread_mutex_unlock(&fields.pointee.mutex) }
+        return body(&fields.pointee)
+    }
+
+    /// The run a user started, for a run Future started inside it.
+    final var user: Run? { driver.pointee.user }
+
+    /// Which member of a combination the run runs.
+    @usableFromInline final var member: Int {
+        get { driver.pointee.member }
+        set { driver.pointee.member = newValue }
+    }
+
+    /// Where the completion is in the tail: after what the driving thread owns.
+    @usableFromInline final var tail: UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer(driver) + 8 * Self.driverWords
+    }
+
+    /// The slot: in the tail, unless a chain needed a larger one.
+    @usableFromInline final var slot: Slot {
+        if let spilled = driver.pointee.spill?.slot { return Slot(memory: spilled.memory) }
+        return Slot(memory: tail + 8 * Int(driver.pointee.completionWords))
+    }
+
+    /// The stages' room in the tail.
+    final var room: RunHandle.Room {
+        let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
+        let start = (tail + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
+        return RunHandle.Room(start: start, capacity: capacity - Self.driverWords - words)
     }
 }
 
 // MARK: Starting and driving
 
-nonisolated extension RunHandle {
-    /// Drives a run of the chain `last`; `finish` gets the slot with the outcome, or `nil` if the
-    /// run ended by cancellation (after its `ensure` steps), exactly once. A handle whose run
-    /// ended with an outcome can run another chain so: how a combination runs the members that
-    /// end at once, one after another, on one handle and in the same memory.
-    /// `immediately` runs it on this stack even deep in nested runs (see `proceed`).
-    @usableFromInline func start(
-        _ last: consuming Stage, immediately: Bool = false, _ finish: @escaping (Slot?) -> Void
-    ) {
-        let cancelled = locked { () -> Bool in
-            firstCallOfChain = calls + 1
-            switch state {
+nonisolated extension RunHandle.Run {
+    /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
+    /// `Finishing.start`, which calls it).
+    @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
+        let cancelled = locked { fields -> Bool in
+            if fields.calls > 0 {  // a combination's lane, running another member
+                RunHandle.Extras.make(&fields).firstCallOfChain = fields.calls + 1
+            }
+            switch fields.state {
             case .ended(cancelledSince: true):
-                state = .cancelledWhileDriving(handlersRunning: false)
+                fields.state = .cancelledWhileDriving(handlersRunning: false)
             case .idle, .ended(cancelledSince: false):
-                state = .driving(thread: pthread_self())
+                fields.state = .driving(thread: pthread_self())
             default:
                 break  // cancelled before the start, e.g. an awaiting task
             }
-            return state.isCancelled
+            return fields.state.isCancelled
         }
-        output = last.output
-        self.finish = finish
-        _ = fitSlot(to: last)
-        plan.push(consume last, isRoot: true)  // the plan's alone, to let go of where the run ends
+        if let last {
+            fitSlot(to: last)
+            let room = self.room
+            let driver = self.driver
+            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
+        }
         let resumption = cancelled ? Resumption.halt : .drive
         immediately ? resume(resumption) : proceed(resumption)
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private func drive() {
-        // Locals, not properties, in the loop: a property is read from memory at every use.
+    private final func drive() {
+        let driver = self.driver
+        // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
+        // moved, not copied, in and out, as it keeps the run's chain.
         var plan = Plan()
-        swap(&plan, &self.plan)
+        swap(&plan, &driver.pointee.plan)
         var slot = self.slot
-        while let stage = plan.pop() {
-            var next = stage._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+        var next: Next = .proceed
+        var stage: Unmanaged<Stage>?  // the step that ran last, if any
+        if driver.pointee.startsWithOperation {
+            driver.pointee.startsWithOperation = false
+            next = performFirst(true)
+        } else if let first = plan.pop() {
+            stage = first
+            next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+        } else {
+            swap(&plan, &driver.pointee.plan)
+            return complete()
+        }
+        while true {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed:
-                guard cancelledByStep else { continue }
-                stage._withUnsafeGuaranteedRef { $0.output.discard(from: slot) }
-                return halt(plan)
+                if driver.pointee.cancelledByStep {
+                    let output = stage?._withUnsafeGuaranteedRef { $0.output } ?? self.output
+                    output.discard(from: slot)
+                    swap(&plan, &driver.pointee.plan)
+                    return halt()
+                }
             case .enter(let inner):
-                plan.push(inner)
-                slot = fitSlot(to: inner)
-                if read({ $0.isCancelled }) { return halt(plan) }
+                fitSlot(to: inner)
+                slot = self.slot
+                plan.enter(inner, spill: &driver.pointee.spill)
+                if read({ $0.isCancelled }) {
+                    swap(&plan, &driver.pointee.plan)
+                    return halt()
+                }
             case .called, .wait: return
-            case .halt: return halt(plan)
+            case .halt:
+                swap(&plan, &driver.pointee.plan)
+                return halt()
             case .hop(let queue, let deadline):
-                // A move, not a copy: a thread that kept the plan could release the chain's
-                // steps after the queue's thread has finished the run.
-                swap(&plan, &self.plan)
-                return awaitQueue(queue, at: deadline, holding: stage.takeUnretainedValue().output)
+                // Moved, not kept: a thread that kept the plan could release the chain's steps
+                // after the queue's thread has finished the run.
+                swap(&plan, &driver.pointee.plan)
+                let output = stage?._withUnsafeGuaranteedRef { $0.output } ?? self.output
+                return awaitQueue(queue, at: deadline, holding: output)
             }
+            guard let popped = plan.pop() else { break }
+            stage = popped
+            next = popped._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
         }
-        swap(&plan, &self.plan)  // a move, so that its memory stays unshared for reuse
+        swap(&plan, &driver.pointee.plan)  // a move, so that its memory stays unshared for reuse
         complete()
     }
 
     /// Does `resumption` now if the thread's stack has room for one more run, else later.
-    private func proceed(_ resumption: Resumption) { Nesting.resume(self, resumption) }
+    final func proceed(_ resumption: Resumption) { RunHandle.Nesting.resume(self, resumption) }
 
-    func resume(_ resumption: Resumption) {
+    final func resume(_ resumption: Resumption) {
         switch resumption {
         case .drive: drive()
-        case .halt: halt(plan)
+        case .halt: halt()
         case .callCancelHandlers(let handlers): callCancelHandlers(handlers)
         }
     }
@@ -2534,82 +2850,115 @@ nonisolated extension RunHandle {
     /// What a run does next, once there is room on the stack.
     enum Resumption {
         case drive, halt
-        case callCancelHandlers([@Sendable (RunHandle) -> Void])
+        case callCancelHandlers([@Sendable (any RunHandle.Reporter) -> Void])
     }
 
-    /// The slot, grown first if `chain` has larger outcomes (the slot is empty as a chain starts).
-    private func fitSlot(to chain: Stage) -> Slot {
-        guard chain.slotSize > slotSize || chain.slotAlignment > slotAlignment else { return slot }
-        if slot.memory != lock.room { slot.memory.deallocate() }
-        slotSize = max(chain.slotSize, slotSize)
-        slotAlignment = max(chain.slotAlignment, slotAlignment)
-        slot = Slot(memory: .allocate(byteCount: slotSize, alignment: slotAlignment))
-        return slot
+    /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
+    private final func fitSlot(to chain: Stage) {
+        let driver = self.driver
+        let size = driver.pointee.spill?.slot?.size ?? 8 * Int(driver.pointee.slotWords)
+        let alignment = driver.pointee.spill?.slot?.alignment ?? 8
+        guard chain.slotSize > size || chain.slotAlignment > alignment else { return }
+        RunHandle.Spill.make(&driver.pointee.spill).growSlot(
+            size: max(chain.slotSize, size), alignment: max(chain.slotAlignment, alignment))
     }
 }
 
 // MARK: Calling an operation, and its resolver
 
-nonisolated extension RunHandle {
-    /// Calls the operation of `source` with a fresh resolver.
-    @inlinable func perform<Value, Failure>(_ source: Source<Value, Failure>) -> Next {
-        guard let call = beginCall() else {
-            source.ignored.map(startIgnored)
+nonisolated extension RunHandle.Run {
+    /// Calls `operation` with a resolver for a new call; the first stage of a chain made from
+    /// an operation also starts the work of an `ignoringCancel()` promise if the run was
+    /// cancelled.
+    @inlinable final func perform<Value, Failure: Swift.Error>(
+        _ operation: RunHandle.Operation, _: Value.Type, _: Failure.Type,
+        ignored: (@Sendable (Run) -> Void)? = nil
+    ) -> Next {
+        guard let (call, kept, isUnique) = beginCall() else {
+            ignored.map(startIgnored)
             return .halt
         }
-        #if DEBUG
-            let (file, line) = source.origin
-        #else
-            let (file, line) = (StaticString(""), UInt(0))
-        #endif
-        source.operation(Resolver(run: self, call: call, file: file, line: line))
+        // The previous call's resolver serves this call if nobody else holds it (a resolver
+        // only weakly held is reused too: see `Resolver`); else it is let go of, here.
+        let resolver =
+            if let kept, isUnique, type(of: kept) == Resolver<Value, Failure>.self {
+                unsafeDowncast(kept, to: Resolver<Value, Failure>.self)
+            } else {
+                Resolver<Value, Failure>(reporter: self, call: call)
+            }
+        resolver.begin(call, of: operation)
+        driver.pointee.resolver = resolver
+        operation(resolver)
         return .called
     }
 
-    /// Numbers a new call of an operation, unless the run is cancelled.
-    @usableFromInline func beginCall() -> Int? {
-        locked { () -> Int? in
-            guard case .driving(let thread) = state else { return nil }
-            state = .calling(thread: thread)
-            calls += 1
-            return calls
+    /// What a step that returns `promise` does next: call its operation here, if it is an
+    /// operation alone, which costs no stage and no entering; else enter its chain.
+    @inlinable final func enter<Value, Failure: Swift.Error>(
+        _ promise: Promise<Value, Failure>
+    ) -> Next {
+        switch promise.body {
+        case .operation(let operation): perform(operation, Value.self, Failure.self)
+        case .chain(let last): .enter(last)
         }
     }
 
+    /// Numbers a new call of an operation, unless the run is cancelled; gives back the previous
+    /// call's resolver (to let go of outside the lock: its deinit may take it), and whether
+    /// nobody else holds it. That is read under the lock, so that the calls its last holder made
+    /// into the run, which read its number, took the lock before it let go.
+    @usableFromInline final func beginCall() -> (Int, AnyObject?, isUnique: Bool)? {
+        var kept: AnyObject?
+        var isUnique = false
+        let call = locked { fields -> Int? in
+            guard case .driving(let thread) = fields.state else { return nil }
+            fields.state = .calling(thread: thread)
+            fields.calls += 1
+            fields.resolved = false
+            kept = self.driver.pointee.resolver.take()
+            isUnique = isKnownUniquelyReferenced(&kept)
+            return fields.calls
+        }
+        return call.map { ($0, kept, isUnique) }
+    }
+
     /// After an operation returns: go on if it resolved meanwhile, else wait for its resolver.
-    private func operationReturned(_ plan: inout Plan) -> Next {
-        swap(&plan, &self.plan)  // handed over before the lock may hand the run to a resolver
-        let next = locked { () -> Next in
-            switch state {
+    private final func operationReturned(_ plan: inout Plan) -> Next {
+        swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
+        // A resolver the run no longer keeps is let go of after the lock: if the operation let go
+        // of it unresolved, its deinit cancels the run.
+        let (next, _) = locked { fields -> (Next, AnyObject?) in
+            switch fields.state {
             case .calling:
-                state = .awaitingResolver
-                return .wait
-            case .driving: return .proceed
+                fields.state = .awaitingResolver
+                return (.wait, self.driver.pointee.resolver.take())
+            case .driving: return (.proceed, nil)
             default:
                 // Cancelled: an outcome that came first is in the slot, for the loop to drop.
-                return lastResolvedCall == calls ? .proceed : .halt
+                return (fields.resolved ? .proceed : .halt, self.driver.pointee.resolver.take())
             }
         }
         if case .wait = next { return next }
-        swap(&plan, &self.plan)  // still ours: take it back
+        swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
     }
 
     /// Takes the outcome of call `call`, which `write` puts in the slot, if it still counts.
-    @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) {
-        var unneeded: [@Sendable (RunHandle) -> Void] = []
-        let resume = locked { () -> Bool in
-            guard isPending(call), !state.isCancelled else { return false }
+    @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
+        var unneeded: [@Sendable (any RunHandle.Reporter) -> Void] = []
+        let resume = locked { fields -> Bool in
+            guard isPending(call, fields), !fields.state.isCancelled else { return false }
+            // The slot is read only now: while the call is pending, the driving thread is inside
+            // the operation, or the run waits.
             write(slot)
-            lastResolvedCall = call
-            unneeded = cancelHandlers
-            cancelHandlers = []
-            switch state {
+            fields.resolved = true
+            swap(&unneeded, &fields.cancelHandlers)
+            switch fields.state {
             case .calling(let thread):
-                state = .driving(thread: thread)
+                fields.state = .driving(thread: thread)
                 return false
             default:
-                state = .driving(thread: pthread_self())
+                fields.state = .driving(thread: pthread_self())
                 return true
             }
         }
@@ -2618,28 +2967,35 @@ nonisolated extension RunHandle {
     }
 
     /// Whether call `call` is the latest and has not resolved (under the lock).
-    private func isPending(_ call: Int) -> Bool { call == calls && call != lastResolvedCall }
+    private final func isPending(_ call: Int, _ fields: RunHandle.Fields) -> Bool {
+        call == fields.calls && !fields.resolved
+    }
 
-    func onCancel(_ call: Int, _ handler: @escaping @Sendable (RunHandle) -> Void) {
-        let callNow = locked { () -> Bool in
-            guard isPending(call), !state.isCancelled else { return isPending(call) }
-            cancelHandlers.append(handler)
+    @usableFromInline final func onCancel(
+        _ call: Int, _ handler: @escaping @Sendable (any RunHandle.Reporter) -> Void
+    ) {
+        let callNow = locked { fields -> Bool in
+            let pending = isPending(call, fields)
+            guard pending, !fields.state.isCancelled else { return pending }
+            fields.cancelHandlers.append(handler)
             return false
         }
         if callNow { handler(self) }
     }
 
-    /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this handle
+    /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
-    func isCancelled(since call: Int) -> Bool {
-        locked { state.isCancelled && call >= firstCallOfChain }
+    @usableFromInline final func isCancelled(since call: Int) -> Bool {
+        locked { $0.state.isCancelled && call >= ($0.extras?.firstCallOfChain ?? 1) }
     }
 
     /// Call `call` ended its run as cancelled.
-    func cancel(_ call: Int) { _ = cancel(call: call) }
+    @usableFromInline final func cancel(_ call: Int) { _ = cancel(call: call) }
 
     /// A call's resolver went away: if it never resolved, nothing ever will.
-    func resolverReleased(_ call: Int, _ promise: @autoclosure () -> String) {
+    @usableFromInline final func resolverReleased(
+        _ call: Int, _ promise: @autoclosure () -> String
+    ) {
         guard cancel(call: call) else { return }
         #if DEBUG
             PromiseDiagnostics.handler(
@@ -2651,39 +3007,40 @@ nonisolated extension RunHandle {
 
 // MARK: Hopping to a queue
 
-nonisolated extension RunHandle {
-    /// Parks the run, the step's output in the slot and its plan in `plan`, until `queue` carries
-    /// it on, at `deadline` if given. A timer is a Dispatch source, not a delayed work item: when
-    /// cancelled, a source lets go of its handler (and so of the run) at once, where a cancelled
-    /// work item stays in Dispatch's timer list, holding the run, until its deadline.
-    private func awaitQueue(
-        _ queue: DispatchQueue, at deadline: DispatchTime?, holding held: any Outcome.Type
+nonisolated extension RunHandle.Run {
+    /// Parks the run, the step's output in the slot and its plan in its fields, until `queue`
+    /// carries it on, at `deadline` if given. A timer is a Dispatch source, not a delayed work
+    /// item: when cancelled, a source lets go of its handler (and so of the run) at once, where a
+    /// cancelled work item stays in Dispatch's timer list, holding the run, until its deadline.
+    private final func awaitQueue(
+        _ queue: DispatchQueue, at deadline: DispatchTime?, holding held: any RunHandle.Outcome.Type
     ) {
         let timer = deadline.map { _ in DispatchSource.makeTimerSource(queue: queue) }
         // Active before anyone can cancel or drop it (Dispatch traps on an inactive source's
         // release); with no deadline yet, it does not fire.
         timer?.activate()
-        let parked = locked { () -> Bool in
-            guard case .driving = state else { return false }
-            state = .awaitingQueue
-            queueWait = QueueWait(timer: timer, held: held)
+        let parked = locked { fields -> Bool in
+            guard case .driving = fields.state else { return false }
+            fields.state = .awaitingQueue
+            RunHandle.Extras.make(&fields).queueWait = RunHandle.QueueWait(timer: timer, held: held)
             return true
         }
         guard parked else {
             held.discard(from: slot)
-            return halt(plan)
+            return halt()
         }
-        guard let timer, let deadline else { return queue.async { [self] in queueArrived() } }
-        timer.setEventHandler { [self] in queueArrived() }
+        let handle = RunHandle(self)
+        guard let timer, let deadline else { return queue.async { handle.run.queueArrived() } }
+        timer.setEventHandler { handle.run.queueArrived() }
         timer.schedule(deadline: deadline)
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
-    private func queueArrived() {
-        let wait = locked { () -> QueueWait? in
-            guard case .awaitingQueue = state else { return nil }
-            state = .driving(thread: pthread_self())
-            return queueWait.take()
+    final func queueArrived() {
+        let wait = locked { fields -> RunHandle.QueueWait? in
+            guard case .awaitingQueue = fields.state else { return nil }
+            fields.state = .driving(thread: pthread_self())
+            return fields.extras?.queueWait.take()
         }
         guard let wait else { return }
         // A fired timer's source keeps its handler, and so the run, until it is cancelled.
@@ -2694,30 +3051,30 @@ nonisolated extension RunHandle {
 
 // MARK: Cancelling and ending
 
-nonisolated extension RunHandle {
+nonisolated extension RunHandle.Run {
     /// Cancels the run, if it is still going (and call `call`, if given, is still pending): calls
     /// the handlers, then halts the run if it waits, or once the thread driving it stops.
-    func cancel(call: Int?) -> Bool {
-        let handlers = locked { () -> [@Sendable (RunHandle) -> Void]? in
-            if call.map(isPending) == false { return nil }
-            switch state {
+    @usableFromInline final func cancel(call: Int?) -> Bool {
+        let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
+            if let call, !isPending(call, fields) { return nil }
+            switch fields.state {
             case .idle, .calling:
-                state = .cancelledWhileDriving(handlersRunning: true)
+                fields.state = .cancelledWhileDriving(handlersRunning: true)
             case .driving(let thread):
                 if call == nil, pthread_equal(thread, pthread_self()) != 0 {
-                    cancelledByStep = true
+                    self.driver.pointee.cancelledByStep = true
                 }
-                state = .cancelledWhileDriving(handlersRunning: true)
+                fields.state = .cancelledWhileDriving(handlersRunning: true)
             case .awaitingResolver, .awaitingQueue:
-                state = .cancelledWhileWaiting
+                fields.state = .cancelledWhileWaiting
             case .ended(cancelledSince: false):
-                if call == nil { state = .ended(cancelledSince: true) }
+                if call == nil { fields.state = .ended(cancelledSince: true) }
                 return nil
             case .ended, .cancelledWhileDriving, .cancelledWhileWaiting, .cancelled:
                 return nil
             }
-            defer { cancelHandlers = [] }
-            return cancelHandlers
+            defer { fields.cancelHandlers = [] }
+            return fields.cancelHandlers
         }
         guard let handlers else { return false }
         proceed(.callCancelHandlers(handlers))
@@ -2725,100 +3082,210 @@ nonisolated extension RunHandle {
     }
 
     /// Calls a cancelled run's handlers, then ends the run if it waits.
-    private func callCancelHandlers(_ handlers: [@Sendable (RunHandle) -> Void]) {
+    private final func callCancelHandlers(
+        _ handlers: [@Sendable (any RunHandle.Reporter) -> Void]
+    ) {
         for handler in handlers { handler(self) }
-        let (takesOver, wait) = locked { () -> (Bool, QueueWait?) in
-            guard case .cancelledWhileWaiting = state else {
-                state = .cancelledWhileDriving(handlersRunning: false)  // its driver ends it
+        let (takesOver, wait) = locked { fields -> (Bool, RunHandle.QueueWait?) in
+            guard case .cancelledWhileWaiting = fields.state else {
+                fields.state = .cancelledWhileDriving(handlersRunning: false)  // its driver ends it
                 return (false, nil)
             }
-            state = .cancelled
-            return (true, queueWait.take())
+            fields.state = .cancelled
+            return (true, fields.extras?.queueWait.take())
         }
-        if takesOver { endCancelled(plan, leaving: wait) }
+        if takesOver { endCancelled(leaving: wait) }
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless the canceller still calls
     /// the handlers, in which case it leaves it for the canceller to end.
-    private func halt(_ rest: Plan) {
-        self.plan = rest
-        let ends = locked { () -> Bool in
-            if case .cancelledWhileDriving(handlersRunning: true) = state {
-                state = .cancelledWhileWaiting
+    private final func halt() {
+        if driver.pointee.startsWithOperation {  // cancelled before it started
+            driver.pointee.startsWithOperation = false
+            _ = performFirst(false)
+        }
+        let ends = locked { fields -> Bool in
+            if case .cancelledWhileDriving(handlersRunning: true) = fields.state {
+                fields.state = .cancelledWhileWaiting
                 return false
             }
-            state = .cancelled
+            fields.state = .cancelled
             return true
         }
-        if ends { endCancelled(rest, leaving: nil) }
+        if ends { endCancelled(leaving: nil) }
     }
 
     /// Ends a cancelled run: lets go of what waited for a queue, then runs the `ensure` steps
     /// still ahead, innermost chain first.
-    private func endCancelled(_ rest: Plan, leaving wait: QueueWait?) {
+    private final func endCancelled(leaving wait: RunHandle.QueueWait?) {
         if let wait {
             wait.timer?.cancel()
             wait.held.discard(from: slot)
         }
-        let finish = self.finish
-        plan = Plan()
-        self.finish = nil
-        for stage in rest.stages.reversed() {
+        let driver = self.driver
+        driver.pointee.resolver = nil
+        var rest = Plan()
+        swap(&rest, &driver.pointee.plan)
+        while let stage = rest.pop() {
             let stage = stage.takeUnretainedValue()
-            if stage.isEnsure { Node<@Sendable () -> Void>.payload(of: stage)() }
+            if stage.isEnsure { RunHandle.Node<@Sendable () -> Void>.payload(of: stage)() }
             stage.ignoring.map(startIgnored)
         }
-        finish?(nil)
+        rest.end(spill: &driver.pointee.spill)
+        swap(&rest, &driver.pointee.plan)  // its memory, for another chain
+        finish(nil)
     }
 
-    /// The chain's last step has run: the outcome goes to `finish`, unless the run was cancelled.
-    private func complete() {
-        let deliver = locked { () -> Bool in
-            guard case .driving = state else { return false }
-            state = .ended(cancelledSince: false)
+    /// The chain's last step has run: the outcome goes to the completion, unless the run was
+    /// cancelled.
+    private final func complete() {
+        let deliver = locked { fields -> Bool in
+            guard case .driving = fields.state else { return false }
+            fields.state = .ended(cancelledSince: false)
             return true
         }
         guard deliver else {
             output.discard(from: slot)  // the outcome nobody may have any more
-            return halt(Plan())
+            return halt()
         }
-        let finish = self.finish.take()
-        plan.end()
-        finish?(slot)
+        let driver = self.driver
+        driver.pointee.resolver = nil
+        driver.pointee.plan.end(spill: &driver.pointee.spill)
+        finish(slot)
     }
 
     /// Starts the work of an `ignoringCancel()` promise that this run reached cancelled (or
     /// that a settled combination never started): cancelling does not reach it, and nobody
     /// waits for its outcome.
-    @usableFromInline func startIgnored(_ work: Stage) {
-        RunHandle(last: work, inside: self).start(work) { $0.map(work.output.discard) }
-    }
+    @usableFromInline final func startIgnored(_ work: @Sendable (Run) -> Void) { work(self) }
 
     /// Reads the state, under the lock.
-    func read<T>(_ property: (State) -> T) -> T { locked { property(state) } }
+    final func read<T>(_ property: (RunHandle.State) -> T) -> T { locked { property($0.state) } }
 }
 
 // MARK: Ties to invalidation tokens
 
-nonisolated extension RunHandle {
+nonisolated extension RunHandle.Run {
     /// The generation of `token` for the user's run, which ties to a token once, however often
     /// its retries run a tied step.
-    func generation(of token: InvalidationToken) -> Int {
+    final func generation(of token: InvalidationToken) -> Int {
         let user = user ?? self
         let identity = ObjectIdentifier(token)
         let current = token.current  // the token's lock, not taken inside the run's
         // One lock, so that steps tying at once on two threads agree on the first generation. A
         // tie's weak reference is read only when its identity is `token`'s, which the caller
         // holds: so it is never a token's last reference, let go of inside the lock.
-        return user.locked {
-            let tied = user.ties.first { $0.identity == identity && $0.token === token }
+        return user.locked { fields in
+            let extras = RunHandle.Extras.make(&fields)
+            let tied = extras.ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
-            user.ties.append(Tie(token: token, identity: identity, generation: current))
+            extras.ties.append(RunHandle.Tie(token: token, identity: identity, generation: current))
             return current
         }
     }
+}
 
-    private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
+// MARK: Finishing: the run's outcome, and who gets it
+
+nonisolated extension RunHandle {
+    /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
+    /// its members without runs of their own (see `Join`). `call` numbers the operation.
+    @usableFromInline protocol Reporter: AnyObject {
+        func resolve(_ call: Int, with write: (Slot) -> Void)
+        func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
+        func isCancelled(since call: Int) -> Bool
+        func cancel(_ call: Int)
+        func resolverReleased(_ call: Int, _ promise: @autoclosure () -> String)
+        /// The run the operation is part of, or that the combination is part of.
+        var run: Run { get }
+    }
+
+    /// A run of a promise of `Value` and `Failure`, with what gets its outcome, which waits at
+    /// the start of its tail.
+    @usableFromInline final class Finishing<Value, Failure: Swift.Error>: Run {
+        @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
+
+        /// What gets the outcome: a terminal's closures, an awaiting task, or Future's own code,
+        /// which also hears that the run ended by cancellation.
+        @usableFromInline enum Completion {
+            case outcome(@Sendable (Outcome) -> Void)
+            case values(some: @Sendable (Value) -> Void, none: @Sendable (Failure) -> Void)
+            case resumption(UnsafeContinuation<Outcome?, Never>)
+            case callback((Run, sending Outcome?) -> Void)
+            case finished
+        }
+
+        /// Makes a run with room for `chain` (or, with `nil`, for an operation alone), inside
+        /// `outer` if Future starts it inside another run.
+        @inlinable static func make(for chain: Stage?, inside outer: Run? = nil) -> Finishing {
+            let completionWords = (MemoryLayout<Completion>.size + 7) / 8
+            let slot = max(
+                chain?.slotSize ?? 0, MemoryLayout<Outcome>.size,
+                MemoryLayout<Operation>.size, 16)
+            let slotWords = (slot + 7) / 8
+            let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
+            let made = create(minimumCapacity: words) { _ in Fields() }
+            let run = unsafeDowncast(made, to: Finishing.self)
+            run.prepare(completionWords: completionWords, slotWords: slotWords, inside: outer)
+            run.completion.initialize(to: .finished)
+            return run
+        }
+
+        @usableFromInline var completion: UnsafeMutablePointer<Completion> {
+            tail.assumingMemoryBound(to: Completion.self)
+        }
+
+        /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended
+        /// by cancellation (after its `ensure` steps), exactly once. A run that ended with an
+        /// outcome can run another promise so: how a combination runs the members that end at
+        /// once, one after another, on one run and in the same memory. `immediately` runs it on
+        /// this stack even deep in nested runs (see `proceed`).
+        @inlinable func start(
+            _ promise: consuming Promise<Value, Failure>, _ completion: Completion,
+            immediately: Bool = false
+        ) {
+            self.completion.pointee = completion
+            switch promise.body {
+            case .chain(let last): start(last, immediately: immediately)
+            case .operation(let operation):
+                slot.put(operation)
+                driver.pointee.startsWithOperation = true
+                start(nil, immediately: immediately)
+            }
+        }
+
+        @usableFromInline override func finish(_ slot: Slot?) {
+            // Let go of here, on the thread that ends the run (a combination that runs its next
+            // member here gives it again).
+            let taken = completion.move()
+            completion.initialize(to: .finished)
+            switch taken {
+            case .outcome(let body): if let slot { body(slot.take(Outcome.self)) }
+            case .values(let some, let none):
+                switch slot?.take(Outcome.self) {
+                case .success(let value)?: some(value)
+                case .failure(let error)?: none(error)
+                case nil: break
+                }
+            case .resumption(let continuation): continuation.resume(returning: slot?.take())
+            case .callback(let callback): callback(self, slot?.take(Outcome.self))
+            case .finished: break
+            }
+        }
+
+        @usableFromInline override func performFirst(_ perform: Bool) -> Next {
+            let operation = slot.take(Operation.self)
+            return perform ? self.perform(operation, Value.self, Failure.self) : .halt
+        }
+
+        @usableFromInline override var output: any RunHandle.Outcome.Type { Box<Outcome>.self }
+
+        deinit { completion.deinitialize(count: 1) }
+    }
+}
+
+extension RunHandle.Run: RunHandle.Reporter {
+    @usableFromInline var run: RunHandle.Run { self }
 }
 
 // MARK: - Engine/Nesting
@@ -2861,7 +3328,7 @@ nonisolated extension RunHandle {
         @exclusivity(unchecked) private var releases = 0
         private var isDraining = false
         private var isReleasing = false
-        private var waiting: [(RunHandle, Resumption)] = []
+        private var waiting: [(Run, Run.Resumption)] = []
         private var held: [Any] = []
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
@@ -2875,7 +3342,7 @@ nonisolated extension RunHandle {
         }
 
         /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
-        static func resume(_ run: RunHandle, _ resumption: Resumption) {
+        static func resume(_ run: Run, _ resumption: Run.Resumption) {
             withCurrent { nesting in
                 guard nesting.enterRun() else { return nesting.wait(run, resumption) }
                 run.resume(resumption)
@@ -2889,7 +3356,7 @@ nonisolated extension RunHandle {
             return true
         }
 
-        @inline(never) private func wait(_ run: RunHandle, _ resumption: Resumption) {
+        @inline(never) private func wait(_ run: Run, _ resumption: Run.Resumption) {
             waiting.append((run, resumption))
         }
 
@@ -2899,7 +3366,7 @@ nonisolated extension RunHandle {
             guard runs == 0, !isDraining else { return }
             isDraining = true
             while !waiting.isEmpty {
-                var batch: [(RunHandle, Resumption)] = []
+                var batch: [(Run, Run.Resumption)] = []
                 swap(&batch, &waiting)  // out first: resuming one may make more wait
                 for (run, resumption) in batch { run.resume(resumption) }
             }
@@ -2979,18 +3446,36 @@ nonisolated extension RunHandle {
 
     /// A promise whose every run runs `members` anew, at most `width` at once, and asks `decide`
     /// what to do each time one ends, or at once if there are none: the one mechanism behind
-    /// every combinator.
+    /// every combinator. (A chain's first stage, not an operation alone, so that releasing
+    /// combinations nested in combinations stays flat: see `Source`.)
     @inlinable static func join<Member, Failure, Output, OutFailure>(
         _ members: [Promise<Member, Failure>], _ width: Int = .max,
         _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
     ) -> Promise<Output, OutFailure> {
-        Promise { Join(members, width, decide).start($0) }
+        let operation = Operation(file: #fileID, line: #line) {
+            (resolver: Resolver<Output, OutFailure>) in Join(members, width, decide).start(resolver)
+        }
+        return Promise(last: Source<Output, OutFailure>(operation))
     }
 
-    /// One run of a combination.
+    /// How a member of a combination runs: its operation called, its resolver not heard from
+    /// yet; or in a run.
+    @usableFromInline enum Running {
+        case called
+        case run(Run)
+    }
+
+    /// One run of a combination. A member made from an operation alone is called with a
+    /// resolver that reports here, as a run's resolver reports to its run; any other member runs
+    /// in a run of its own (or on the `lane`, after a member that ended at once).
+    ///
+    /// Swift calls a generic class's protocol methods unspecialized, and unspecialized code here
+    /// would look types up at every use: so what the resolvers call (`Reporter`) reads only
+    /// fields whose types are not generic, and ends a member through `reported`, which is
+    /// compiled for the join's types.
     @usableFromInline
     final class Join<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error>:
-        @unchecked Sendable
+        Reporter, @unchecked Sendable
     {
         @usableFromInline let lock = Lock()
         @usableFromInline let members: [Promise<Member, Failure>]
@@ -2998,14 +3483,24 @@ nonisolated extension RunHandle {
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
         // Guarded by `lock`.
         @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
-        @exclusivity(unchecked) @usableFromInline var running: [RunHandle?]
+        /// The members that run: `nil` for one that has not started, or has ended.
+        @exclusivity(unchecked) @usableFromInline var running: [Running?]
+        /// `end(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or by
+        /// cancellation.
+        @usableFromInline let reported: (Join, Int, (Slot) -> Void) -> Bool
+        @usableFromInline let cancelled: (Join, Int) -> Bool
+        /// The cancel handlers of the members whose operations were called, by member.
+        @exclusivity(unchecked) @usableFromInline var cancelHandlers:
+            [Int: [@Sendable (any Reporter) -> Void]] = [:]
         /// How many members have been started (or, once it is closed, never will be).
         @exclusivity(unchecked) @usableFromInline var started = 0
         /// Whether a thread runs the launch loop: at first, the one that starts the run.
         @exclusivity(unchecked) @usableFromInline var launching = true
-        @exclusivity(unchecked) @usableFromInline var state = State.closed
+        /// The resolver that settles the combination, while it still runs: members start and
+        /// report while it is open; once it has settled or been cancelled, it is `nil`.
+        @exclusivity(unchecked) @usableFromInline var settling: Resolver<Output, OutFailure>?
         /// The combination's run, which its members' runs are inside.
-        @usableFromInline var outer: RunHandle?
+        @usableFromInline var outer: Run?
 
         @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
@@ -3016,65 +3511,114 @@ nonisolated extension RunHandle {
             self.decide = decide
             tally = Tally(members.count)
             running = Array(repeating: nil, count: members.count)
+            reported = Join.report
+            cancelled = { join, index in join.end(index, nil) }
         }
 
-        /// Whether the combination still runs: members start and report while it is `open`,
-        /// with the resolver that settles it; once it has settled or been cancelled, it is
-        /// `closed`.
-        @usableFromInline enum State {
-            case open(Resolver<Output, OutFailure>)
-            case closed
+        /// Ends member `index` with the outcome `write` puts in a slot.
+        @inlinable static func report(_ join: Join, _ index: Int, _ write: (Slot) -> Void) -> Bool {
+            // The slot's own rule: what it holds has no other owner.
+            nonisolated(unsafe) let outcome: Swift.Result<Member, Failure>? =
+                withUnsafeTemporaryAllocation(of: Swift.Result<Member, Failure>.self, capacity: 1) {
+                    let slot = Slot(memory: UnsafeMutableRawPointer($0.baseAddress!))
+                    write(slot)
+                    return slot.take(Swift.Result<Member, Failure>.self)
+                }
+            return join.end(index, outcome)
         }
+
+        @inlinable var isOpen: Bool { settling != nil }
 
         deinit { lock.free() }
 
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
-            state = .open(resolver)
+            settling = resolver
             outer = resolver.run
             resolver.onCancel { [self] _ in stop() }
             if members.isEmpty { settle(decide(tally, .noMembers), resolver) } else { launch() }
+        }
+
+        /// What the launch loop starts next.
+        @usableFromInline enum Launch {
+            case call(Int, Operation, reusing: Bool)
+            case run(Int, Finishing<Member, Failure>)
         }
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
         /// caller has claimed the loop (`launching`), so that one thread at a time runs it.
         @inlinable func launch() {
-            // The handle that runs members one after another while each ends at once (see `start`).
-            var lane: (handle: RunHandle, finish: (Slot?) -> Void)?
-            // A member's handle is in `running` from the moment it is claimed, before it starts,
-            // so that `stop()` reaches it: a member cancelled before `start` never begins (even on
-            // a handle whose last member has finished: see `State.ended(cancelledSince:)`).
-            while let (index, handle) = lock.withLock({ () -> (Int, RunHandle)? in
-                guard case .open = state, started < members.count, started - tally.ended < width
+            // The run that runs members one after another while each ends at once (see `start`),
+            // and the member it ran last.
+            var lane: (run: Finishing<Member, Failure>, member: Int)?
+            let ended = Finishing<Member, Failure>.Completion.callback { [self] run, outcome in
+                end(run.member, outcome)
+            }
+            // The resolver of the last member called, which serves the next if nobody else
+            // holds it and its member ended (read under the lock, as a run does: `beginCall`).
+            var spare: Resolver<Member, Failure>?
+            var dropsSpare = false
+            // A member is in `running` from the moment it is claimed, before it starts, so that
+            // `stop()` reaches it: a member cancelled before `start` never begins (even on a run
+            // whose last member has finished: see `State.ended(cancelledSince:)`).
+            while let launch = lock.withLock({ () -> Launch? in
+                guard isOpen, started < members.count, started - tally.ended < width
                 else {
                     launching = false
                     return nil
                 }
                 // The lane goes on only if its member ended with an outcome: else it goes on
                 // elsewhere, or was cancelled.
-                if let last = lane?.handle.member, tally.outcomes[last] == nil { lane = nil }
+                if let member = lane?.member, tally.outcomes[member] == nil { lane = nil }
+                let reusing =
+                    spare != nil && running[spare!.call] == nil
+                    && isKnownUniquelyReferenced(&spare)
+                dropsSpare = spare != nil && !reusing
                 started += 1
-                let handle =
-                    lane?.handle ?? RunHandle(last: members[started - 1].last, inside: outer)
-                running[started - 1] = handle
-                return (started - 1, handle)
+                let index = started - 1
+                switch members[index].body {
+                case .operation(let operation):
+                    running[index] = .called
+                    return .call(index, operation, reusing: reusing)
+                case .chain(let last):
+                    let run = lane?.run ?? .make(for: last, inside: outer)
+                    running[index] = .run(run)
+                    return .run(index, run)
+                }
             }) {
-                if lane == nil { lane = (handle, { [self] in end(handle.member, $0?.take()) }) }
-                handle.member = index
-                handle.start(members[index].last, lane!.finish)
+                if dropsSpare { spare = nil }  // outside the lock: its deinit may take it
+                switch launch {
+                case .call(let index, let operation, let reusing):
+                    let resolver = reusing ? spare! : Resolver(reporter: self, call: index)
+                    resolver.begin(index, of: operation)
+                    spare = resolver
+                    operation(resolver)
+                case .run(let index, let run):
+                    lane = (run, index)
+                    run.member = index
+                    run.start(members[index], ended)
+                }
             }
         }
 
-        /// Member `index` ended, with `outcome` or (`nil`) by cancellation.
-        @inlinable func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) {
+        /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if it had
+        /// ended already, or the combination had.
+        @inlinable @discardableResult
+        func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
             var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
-            // The members' outcomes go outside the lock, after the combination settles.
+            var ends = false
+            // The members' outcomes, and a called member's cancel handlers, go outside the lock.
             typealias Settled = (
                 Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
             )
-            let settled = lock.withLock { () -> Settled? in
-                guard case .open(let resolver) = state else { return nil }
+            let (settled, _) = lock.withLock {
+                () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
+                guard let resolver = settling, running[index] != nil else { return (nil, nil) }
+                ends = true
                 running[index] = nil
+                // (Not a lookup, which hashes, when no member has any.)
+                let handlers =
+                    cancelHandlers.isEmpty ? nil : cancelHandlers.removeValue(forKey: index)
                 tally.ended += 1
                 tally.outcomes[index] = outcome
                 let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
@@ -3082,14 +3626,15 @@ nonisolated extension RunHandle {
                 if case .wait = verdict {
                     claimed = !launching
                     launching = true
-                    return nil
+                    return (nil, handlers)
                 }
-                state = .closed
+                settling = nil
                 defer { tally.outcomes = [] }
-                return (verdict, resolver, tally)
+                return ((verdict, resolver, tally), handlers)
             }
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
             if claimed { launch() }
+            return ends
         }
 
         /// Cancels the members still running, then settles the combination's run.
@@ -3110,17 +3655,63 @@ nonisolated extension RunHandle {
         @inlinable func stop() {
             // The state it closes, with the resolver of a combination still open, goes outside
             // the lock.
-            typealias Stopped = ([RunHandle], ArraySlice<Promise<Member, Failure>>, State)
-            let (running, unstarted, _) = lock.withLock { () -> Stopped in
+            typealias Stopped = (
+                [Run], [(Int, [@Sendable (any Reporter) -> Void])],
+                ArraySlice<Promise<Member, Failure>>, Resolver<Output, OutFailure>?
+            )
+            let (runs, handlers, unstarted, _) = lock.withLock { () -> Stopped in
                 let unstarted = members[started...]
                 started = members.count  // they start here if they ignore cancel, or never
-                let previous = state
-                state = .closed
-                return (self.running.compactMap { $0 }, unstarted, previous)
+                let previous = settling.take()
+                let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
+                let handlers = cancelHandlers.sorted { $0.key < $1.key }
+                cancelHandlers = [:]
+                return (runs, handlers, unstarted, previous)
             }
-            for handle in running { handle.cancel() }
-            for member in unstarted { member.last.ignoredWork.map { outer?.startIgnored($0) } }
+            for run in runs { _ = run.cancel(call: nil) }
+            for (_, list) in handlers { for handler in list { handler(self) } }
+            for member in unstarted { member.chain?.ignoredWork.map { outer?.startIgnored($0) } }
         }
+
+        // A member's resolver reports here: `call` is the member's index.
+
+        @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) {
+            _ = reported(self, call, write)
+        }
+
+        @usableFromInline func onCancel(
+            _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
+        ) {
+            let callNow = lock.withLock { () -> Bool in
+                guard case .called? = running[call] else { return false }  // it ended
+                guard isOpen else { return true }
+                cancelHandlers[call, default: []].append(handler)
+                return false
+            }
+            if callNow { handler(self) }
+        }
+
+        @usableFromInline func isCancelled(since call: Int) -> Bool {
+            lock.withLock {
+                guard !isOpen, case .called? = running[call] else { return false }
+                return true
+            }
+        }
+
+        @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }
+
+        @usableFromInline func resolverReleased(
+            _ call: Int, _ promise: @autoclosure () -> String
+        ) {
+            guard cancelled(self, call) else { return }
+            #if DEBUG
+                PromiseDiagnostics.handler(
+                    "an operation of \(promise()) released its resolver without resolving it. "
+                        + "Its member of a combination can never finish, so it was cancelled.")
+            #endif
+        }
+
+        @usableFromInline var run: Run { outer! }
     }
 }
 
@@ -3151,8 +3742,8 @@ nonisolated extension RunHandle {
         private enum State {
             /// No run of the work is under way: the next run of the shared promise starts one.
             case idle(Promise<Value, Failure>)
-            /// The run of the work that run `starter` started is under way, on `handle`.
-            case running(Promise<Value, Failure>, starter: Int, handle: RunHandle)
+            /// The run of the work that run `starter` started is under way, on `run`.
+            case running(Promise<Value, Failure>, starter: Int, run: Run)
             /// `pending()`'s, which has no work: its resolver brings the outcome.
             case awaitingResolver
             /// The work ended with `outcome`: every run gets it at once.
@@ -3173,10 +3764,10 @@ nonisolated extension RunHandle {
         /// that a run of its own calls at once, so that it reports as any resolver does.
         static func pending(file: StaticString, line: UInt) -> (Shared, Resolver<Value, Failure>) {
             let shared = Shared(nil, cancelsWhenAbandoned: false)
-            let source = Promise(file: file, line: line) { shared.outside = $0 }.last
-            RunHandle(last: source).start(source, immediately: true) {
-                shared.settle($0?.take(), starter: 0)
-            }
+            let operation = Promise(file: file, line: line) { shared.outside = $0 }
+            Finishing<Value, Failure>.make(for: nil).start(
+                operation, .callback { _, outcome in shared.settle(outcome, starter: 0) },
+                immediately: true)
             return (shared, shared.outside.take()!)
         }
 
@@ -3184,8 +3775,9 @@ nonisolated extension RunHandle {
         func join(_ resolver: Resolver<Value, Failure>) {
             // The run's handle is recorded before it starts, so that a joiner leaving meanwhile
             // cancels it, and the work does not begin.
+            typealias Start = (Promise<Value, Failure>, Finishing<Value, Failure>)
             let (number, known, start) = lock.withLock {
-                () -> (Int, Swift.Result<Value, Failure>??, (Stage, RunHandle)?) in
+                () -> (Int, Swift.Result<Value, Failure>??, Start?) in
                 lastNumber += 1
                 switch state {
                 case .settled(let outcome): return (lastNumber, outcome, nil)
@@ -3195,29 +3787,33 @@ nonisolated extension RunHandle {
                     return (lastNumber, nil, nil)
                 case .idle(let work):
                     waiting[lastNumber] = resolver
-                    let handle = RunHandle(last: work.last, inside: resolver.run)
-                    state = .running(work, starter: lastNumber, handle: handle)
-                    return (lastNumber, nil, (work.last, handle))
+                    let run = Finishing<Value, Failure>.make(for: work.chain, inside: resolver.run)
+                    state = .running(work, starter: lastNumber, run: run)
+                    return (lastNumber, nil, (work, run))
                 }
             }
             if let known { return known.map { resolver($0) } ?? resolver.cancel() }
             resolver.onCancel { [weak self] _ in self?.leave(number) }
-            guard let (work, handle) = start else { return }
-            handle.start(work) { [weak self] in self?.settle($0?.take(), starter: number) }
+            guard let (work, run) = start else { return }
+            let settle = { [weak self] (_: Run, outcome: sending Swift.Result<Value, Failure>?) in
+                guard let self else { return }
+                self.settle(outcome, starter: number)
+            }
+            run.start(work, .callback(settle))
         }
 
         /// A waiting run was cancelled; when none is left, the work is cancelled, if it is to be.
         private func leave(_ number: Int) {
             // The resolver that left is let go of outside the lock, as it may be its run's last.
-            let (_, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, RunHandle?) in
+            let (_, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, Run?) in
                 let left = waiting.removeValue(forKey: number)
                 guard waiting.isEmpty, cancelsWhenAbandoned,
-                    case .running(let work, _, let handle) = state
+                    case .running(let work, _, let run) = state
                 else { return (left, nil) }
                 state = .idle(work)
-                return (left, handle)
+                return (left, run)
             }
-            abandoned?.cancel()
+            _ = abandoned?.cancel(call: nil)
         }
 
         /// The run of the work that run `starter` started (or, for `pending()`, its resolver)
@@ -3282,7 +3878,7 @@ nonisolated extension Promise where Value: Sendable {
 
     /// Whether `token` has not been invalidated since `run`'s user tied it (one that went away
     /// has).
-    static func validity(_ token: InvalidationToken?, tiedBy run: RunHandle) -> Validity {
+    static func validity(_ token: InvalidationToken?, tiedBy run: RunHandle.Run) -> Validity {
         guard let token else { return { false } }
         let tied = run.generation(of: token)
         return { [weak token] in token?.current == tied }
@@ -3408,20 +4004,15 @@ nonisolated extension ManualClock {
 
 nonisolated extension RunHandle {
 
-    /// A mutex for an object that frees it in its `deinit` (a class: one more allocation a run),
-    /// with `room` bytes after it for the object's use, in the same allocation.
+    /// A mutex for an object that frees it in its `deinit` (a class has no stable address for
+    /// one: a run, which does, keeps its own in its fields).
     @usableFromInline struct Lock {
         @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-        @inlinable init(room: Int = 0) {
-            let size = MemoryLayout<pthread_mutex_t>.stride + room
-            let memory = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
-            mutex = memory.bindMemory(to: pthread_mutex_t.self, capacity: 1)
+        @inlinable init() {
+            mutex = .allocate(capacity: 1)
             pthread_mutex_init(mutex, nil)
         }
-
-        /// The room after the mutex, aligned to 8 bytes, as a mutex is.
-        var room: UnsafeMutableRawPointer { UnsafeMutableRawPointer(mutex + 1) }
 
         @usableFromInline func free() {
             pthread_mutex_destroy(mutex)

@@ -32,7 +32,7 @@ nonisolated extension RunHandle {
     /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
     @usableFromInline class Stage: @unchecked Sendable {
         /// Runs the step: it takes its input from the slot and leaves its output there.
-        @usableFromInline typealias Step = @Sendable (Stage, Slot, RunHandle) -> Next
+        @usableFromInline typealias Step = @Sendable (Stage, Slot, Run) -> Next
 
         @exclusivity(unchecked) @usableFromInline var parent: Stage?
         @usableFromInline let step: Step
@@ -42,12 +42,12 @@ nonisolated extension RunHandle {
         @usableFromInline let isEnsure: Bool
         /// The type of the step's outcome, to destroy one that is left behind when a run stops.
         @usableFromInline let output: any Outcome.Type
-        /// The chain this step runs in a run of its own, which cancelling does not reach: an
-        /// `ignoringCancel()` promise's.
-        @usableFromInline var ignoring: Stage? { nil }
+        /// Starts, inside a run, the work of the `ignoringCancel()` promise this step is the
+        /// first of, in a run of its own that cancelling does not reach.
+        @usableFromInline var ignoring: (@Sendable (Run) -> Void)? { nil }
 
         /// The work of the `ignoringCancel()` promise this chain starts with, if it does.
-        @usableFromInline var ignoredWork: Stage? {
+        @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
             var first = self
             while let parent = first.parent { first = parent }
             return first.ignoring
@@ -91,32 +91,78 @@ nonisolated extension RunHandle {
         }
     }
 
-    /// The first step of a chain made from an operation. (A `Node` would keep the operation behind
-    /// a reabstraction thunk: one more allocation for every promise made this way.)
-    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
-        /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
-        @exclusivity(unchecked) @usableFromInline var operation:
-            @Sendable (Resolver<Value, Failure>) -> Void
-        @usableFromInline let ignored: Stage?
+    /// What a promise keeps of its work: an operation alone, or the last stage of a chain.
+    @usableFromInline enum Body: Sendable {
+        case operation(Operation)
+        case chain(last: Stage)
+    }
+
+    /// The closure a promise is made from, and in debug builds where it was made, for the report
+    /// of a resolver let go of unresolved. Its types are erased, and given back by the promise
+    /// that keeps it: so that a promise's layout does not depend on them (Swift 6.3 crashes
+    /// compiling a promise of a parameter pack's element whose layout does).
+    @usableFromInline struct Operation: Sendable {
+        /// A `Typed`'s closure: the same bits, under a type that does not name the types.
+        @usableFromInline let body: @Sendable (AnyObject) -> Void
         #if DEBUG
             @usableFromInline let origin: (file: StaticString, line: UInt)
         #endif
 
-        @inlinable init(
-            _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void,
-            file: StaticString, line: UInt, ignoring ignored: Stage? = nil
-        ) {
-            self.operation = operation
-            self.ignored = ignored
+        /// The operation as its promise made it. A struct, as Swift bit-casts a struct as it is,
+        /// where it passes a closure through thunks that allocate.
+        @usableFromInline struct Typed<Value, Failure: Swift.Error> {
+            @usableFromInline let body: @Sendable (Resolver<Value, Failure>) -> Void
             #if DEBUG
-                origin = (file, line)
+                @usableFromInline let origin: (file: StaticString, line: UInt)
             #endif
-            super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
-                stage, _, run in run.perform(unsafeDowncast(stage, to: Source.self))
+
+            @inlinable init(
+                _ body: @escaping @Sendable (Resolver<Value, Failure>) -> Void,
+                file: StaticString, line: UInt
+            ) {
+                self.body = body
+                #if DEBUG
+                    origin = (file, line)
+                #endif
             }
         }
 
-        @usableFromInline override var ignoring: Stage? { ignored }
+        @inlinable init<Value, Failure: Swift.Error>(
+            file: StaticString, line: UInt,
+            _ body: @escaping @Sendable (Resolver<Value, Failure>) -> Void
+        ) {
+            self = unsafeBitCast(Typed(body, file: file, line: line), to: Operation.self)
+        }
+
+        /// Calls the operation, which its promise made for resolvers of this type.
+        @inlinable func callAsFunction<Value, Failure: Swift.Error>(
+            _ resolver: Resolver<Value, Failure>
+        ) {
+            unsafeBitCast(self, to: Typed<Value, Failure>.self).body(resolver)
+        }
+    }
+
+    /// The first stage of a chain made from an operation, once a step is added to it: a promise
+    /// of an operation alone keeps the `Operation` itself, which costs no allocation.
+    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
+        /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
+        @exclusivity(unchecked) @usableFromInline var operation: Operation
+        @usableFromInline let ignored: (@Sendable (Run) -> Void)?
+
+        @inlinable init(
+            _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil
+        ) {
+            self.operation = operation
+            self.ignored = ignored
+            super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
+                stage, _, run in
+                let source = unsafeDowncast(stage, to: Source.self)
+                return run.perform(
+                    source.operation, Value.self, Failure.self, ignored: source.ignored)
+            }
+        }
+
+        @usableFromInline override var ignoring: (@Sendable (Run) -> Void)? { ignored }
 
         // An operation may keep promises (a combination its members, a shared promise its work),
         // whose operations keep more: each is released as a level of releases, in this body (Swift
@@ -124,7 +170,7 @@ nonisolated extension RunHandle {
         deinit {
             let nested = Nesting.enterRelease()
             if !nested { Nesting.hold(operation) }  // for the bottom level to release
-            operation = { _ in }
+            operation = Operation(file: "", line: 0) { (_: Resolver<Value, Failure>) in }
             Nesting.leaveRelease()
         }
     }
@@ -153,6 +199,8 @@ nonisolated extension RunHandle {
     @usableFromInline struct Slot {
         @usableFromInline let memory: UnsafeMutableRawPointer
 
+        @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
+
         @inlinable func put<Output>(_ output: Output) {
             memory.initializeMemory(as: Output.self, to: output)
         }
@@ -165,43 +213,126 @@ nonisolated extension RunHandle {
         }
     }
 
-    /// The steps a run has still to take, the next on top, and the chains they belong to. Entering
-    /// a chain pushes its stages, so a chain that ends by entering another leaves nothing behind,
-    /// and a loop that recurses through `then` runs in constant memory.
-    struct Plan {
-        /// Unretained, so that walking a chain costs no reference counting; `root` and `chains`
-        /// keep them alive.
-        private(set) var stages: [Unmanaged<Stage>] = []
-        /// The run's own chain; and the last stage of each chain entered since that is still on
-        /// the stack, with the height of the stack below it.
+    /// The steps a run has still to take, the next on top: in the run's tail, or once the chains
+    /// that steps enter need more room, in its `Spill`. A run that ends by entering a chain leaves
+    /// nothing of it behind, so that a loop that recurses through `then` runs in constant memory.
+    @usableFromInline struct Plan {
+        /// Unretained, so that walking a chain costs no reference counting: the run's own chain
+        /// is kept by `root`, the chains entered since by the run's `Spill`.
+        private(set) var stages: UnsafeMutablePointer<Unmanaged<Stage>>?
+        private(set) var count: Int32 = 0
+        private var capacity: Int32 = 0
         private var root: Stage?
-        private var chains: [(last: Stage, base: Int)] = []
 
-        /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
-        /// run (8 bytes a step).
-        mutating func end() { (root, chains) = (nil, []) }
+        init() {}
 
-        mutating func push(_ last: consuming Stage, isRoot: Bool = false) {
+        /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
+        /// memory if it holds more.
+        mutating func start(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
+            let memory = spill?.stages ?? (room.start, Int32(room.capacity))
+            stages = memory.0
+            capacity = memory.1
+            count = 0
+            if chain.depth > capacity { grow(by: chain.depth, spill: &spill) }
+            let last = Unmanaged.passUnretained(chain)
+            root = consume chain
+            push(last)
+        }
+
+        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
+        mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
+            let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not while their last step runs.
-            while let chain = chains.last, chain.base >= stages.count { chains.removeLast() }
-            var stage = Unmanaged.passUnretained(last)
-            let depth = last.depth
-            if isRoot {
-                stages.reserveCapacity(depth)  // in the memory a run before kept, if enough
-                root = consume last
-            } else {
-                chains.append((consume last, stages.count))
-            }
-            for _ in 0..<depth {
-                stages.append(stage)
+            while let entered = kept.chains.last, entered.base >= count { kept.chains.removeLast() }
+            if count + Int32(chain.depth) > capacity { grow(by: chain.depth, spill: &spill) }
+            let last = Unmanaged.passUnretained(chain)
+            kept.chains.append((consume chain, count))
+            push(last)
+        }
+
+        /// Pushes a chain's stages: its last at the bottom, its first on top.
+        private mutating func push(_ last: Unmanaged<Stage>) {
+            var stage = last
+            let depth = Int32(stage._withUnsafeGuaranteedRef { $0.depth })
+            for index in count..<count + depth {
+                stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.
                 stage =
                     stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) }
                     ?? stage
             }
+            count += depth
         }
 
-        mutating func pop() -> Unmanaged<Stage>? { stages.popLast() }
+        /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
+        private mutating func grow(by depth: Int, spill: inout Spill?) {
+            let needed = Int(count) + depth
+            let room = Spill.make(&spill).growStages(
+                to: max(needed, 2 * Int(capacity)), keeping: stages, count: Int(count))
+            stages = room.start
+            capacity = Int32(room.capacity)
+        }
+
+        mutating func pop() -> Unmanaged<Stage>? {
+            guard count > 0 else { return nil }
+            count -= 1
+            return stages![Int(count)]
+        }
+
+        /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
+        /// run.
+        mutating func end(spill: inout Spill?) {
+            root = nil
+            count = 0
+            spill?.chains = []
+        }
+    }
+
+    /// Room for stages: where it starts, and how many it holds.
+    struct Room {
+        let start: UnsafeMutablePointer<Unmanaged<Stage>>
+        let capacity: Int
+    }
+
+    /// What a run needs beyond its tail: the chains its steps entered, which it keeps until their
+    /// stages have run, and, once its tail is too small, the memory of its stack or its slot.
+    /// The driving thread's, which needs no exclusivity checks (they would cost more than the
+    /// work).
+    final class Spill {
+        @exclusivity(unchecked) var chains: [(last: Stage, base: Int32)] = []
+        @exclusivity(unchecked) private(set) var stages:
+            (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
+        @exclusivity(unchecked) private(set) var slot:
+            (memory: UnsafeMutableRawPointer, size: Int, alignment: Int)?
+
+        static func make(_ spill: inout Spill?) -> Spill {
+            if let spill { return spill }
+            let made = Spill()
+            spill = made
+            return made
+        }
+
+        /// Memory for `capacity` stages, with the `count` stages of `old` in it.
+        func growStages(
+            to capacity: Int, keeping old: UnsafeMutablePointer<Unmanaged<Stage>>?, count: Int
+        ) -> Room {
+            let memory = UnsafeMutablePointer<Unmanaged<Stage>>.allocate(capacity: capacity)
+            if let old { memory.moveInitialize(from: old, count: count) }
+            stages.map { $0.0.deallocate() }
+            stages = (memory, Int32(capacity))
+            return Room(start: memory, capacity: capacity)
+        }
+
+        /// Memory for a slot of `size` bytes, aligned to `alignment` (the slot is empty).
+        func growSlot(size: Int, alignment: Int) {
+            slot.map { $0.memory.deallocate() }
+            slot = (.allocate(byteCount: size, alignment: alignment), size, alignment)
+        }
+
+        deinit {
+            stages.map { $0.0.deallocate() }
+            slot.map { $0.memory.deallocate() }
+        }
     }
 }
 

@@ -39,18 +39,36 @@ nonisolated extension RunHandle {
 
     /// A promise whose every run runs `members` anew, at most `width` at once, and asks `decide`
     /// what to do each time one ends, or at once if there are none: the one mechanism behind
-    /// every combinator.
+    /// every combinator. (A chain's first stage, not an operation alone, so that releasing
+    /// combinations nested in combinations stays flat: see `Source`.)
     @inlinable static func join<Member, Failure, Output, OutFailure>(
         _ members: [Promise<Member, Failure>], _ width: Int = .max,
         _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
     ) -> Promise<Output, OutFailure> {
-        Promise { Join(members, width, decide).start($0) }
+        let operation = Operation(file: #fileID, line: #line) {
+            (resolver: Resolver<Output, OutFailure>) in Join(members, width, decide).start(resolver)
+        }
+        return Promise(last: Source<Output, OutFailure>(operation))
     }
 
-    /// One run of a combination.
+    /// How a member of a combination runs: its operation called, its resolver not heard from
+    /// yet; or in a run.
+    @usableFromInline enum Running {
+        case called
+        case run(Run)
+    }
+
+    /// One run of a combination. A member made from an operation alone is called with a
+    /// resolver that reports here, as a run's resolver reports to its run; any other member runs
+    /// in a run of its own (or on the `lane`, after a member that ended at once).
+    ///
+    /// Swift calls a generic class's protocol methods unspecialized, and unspecialized code here
+    /// would look types up at every use: so what the resolvers call (`Reporter`) reads only
+    /// fields whose types are not generic, and ends a member through `reported`, which is
+    /// compiled for the join's types.
     @usableFromInline
     final class Join<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error>:
-        @unchecked Sendable
+        Reporter, @unchecked Sendable
     {
         @usableFromInline let lock = Lock()
         @usableFromInline let members: [Promise<Member, Failure>]
@@ -58,14 +76,24 @@ nonisolated extension RunHandle {
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
         // Guarded by `lock`.
         @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
-        @exclusivity(unchecked) @usableFromInline var running: [RunHandle?]
+        /// The members that run: `nil` for one that has not started, or has ended.
+        @exclusivity(unchecked) @usableFromInline var running: [Running?]
+        /// `end(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or by
+        /// cancellation.
+        @usableFromInline let reported: (Join, Int, (Slot) -> Void) -> Bool
+        @usableFromInline let cancelled: (Join, Int) -> Bool
+        /// The cancel handlers of the members whose operations were called, by member.
+        @exclusivity(unchecked) @usableFromInline var cancelHandlers:
+            [Int: [@Sendable (any Reporter) -> Void]] = [:]
         /// How many members have been started (or, once it is closed, never will be).
         @exclusivity(unchecked) @usableFromInline var started = 0
         /// Whether a thread runs the launch loop: at first, the one that starts the run.
         @exclusivity(unchecked) @usableFromInline var launching = true
-        @exclusivity(unchecked) @usableFromInline var state = State.closed
+        /// The resolver that settles the combination, while it still runs: members start and
+        /// report while it is open; once it has settled or been cancelled, it is `nil`.
+        @exclusivity(unchecked) @usableFromInline var settling: Resolver<Output, OutFailure>?
         /// The combination's run, which its members' runs are inside.
-        @usableFromInline var outer: RunHandle?
+        @usableFromInline var outer: Run?
 
         @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
@@ -76,65 +104,114 @@ nonisolated extension RunHandle {
             self.decide = decide
             tally = Tally(members.count)
             running = Array(repeating: nil, count: members.count)
+            reported = Join.report
+            cancelled = { join, index in join.end(index, nil) }
         }
 
-        /// Whether the combination still runs: members start and report while it is `open`,
-        /// with the resolver that settles it; once it has settled or been cancelled, it is
-        /// `closed`.
-        @usableFromInline enum State {
-            case open(Resolver<Output, OutFailure>)
-            case closed
+        /// Ends member `index` with the outcome `write` puts in a slot.
+        @inlinable static func report(_ join: Join, _ index: Int, _ write: (Slot) -> Void) -> Bool {
+            // The slot's own rule: what it holds has no other owner.
+            nonisolated(unsafe) let outcome: Swift.Result<Member, Failure>? =
+                withUnsafeTemporaryAllocation(of: Swift.Result<Member, Failure>.self, capacity: 1) {
+                    let slot = Slot(memory: UnsafeMutableRawPointer($0.baseAddress!))
+                    write(slot)
+                    return slot.take(Swift.Result<Member, Failure>.self)
+                }
+            return join.end(index, outcome)
         }
+
+        @inlinable var isOpen: Bool { settling != nil }
 
         deinit { lock.free() }
 
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
-            state = .open(resolver)
+            settling = resolver
             outer = resolver.run
             resolver.onCancel { [self] _ in stop() }
             if members.isEmpty { settle(decide(tally, .noMembers), resolver) } else { launch() }
+        }
+
+        /// What the launch loop starts next.
+        @usableFromInline enum Launch {
+            case call(Int, Operation, reusing: Bool)
+            case run(Int, Finishing<Member, Failure>)
         }
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
         /// caller has claimed the loop (`launching`), so that one thread at a time runs it.
         @inlinable func launch() {
-            // The handle that runs members one after another while each ends at once (see `start`).
-            var lane: (handle: RunHandle, finish: (Slot?) -> Void)?
-            // A member's handle is in `running` from the moment it is claimed, before it starts,
-            // so that `stop()` reaches it: a member cancelled before `start` never begins (even on
-            // a handle whose last member has finished: see `State.ended(cancelledSince:)`).
-            while let (index, handle) = lock.withLock({ () -> (Int, RunHandle)? in
-                guard case .open = state, started < members.count, started - tally.ended < width
+            // The run that runs members one after another while each ends at once (see `start`),
+            // and the member it ran last.
+            var lane: (run: Finishing<Member, Failure>, member: Int)?
+            let ended = Finishing<Member, Failure>.Completion.callback { [self] run, outcome in
+                end(run.member, outcome)
+            }
+            // The resolver of the last member called, which serves the next if nobody else
+            // holds it and its member ended (read under the lock, as a run does: `beginCall`).
+            var spare: Resolver<Member, Failure>?
+            var dropsSpare = false
+            // A member is in `running` from the moment it is claimed, before it starts, so that
+            // `stop()` reaches it: a member cancelled before `start` never begins (even on a run
+            // whose last member has finished: see `State.ended(cancelledSince:)`).
+            while let launch = lock.withLock({ () -> Launch? in
+                guard isOpen, started < members.count, started - tally.ended < width
                 else {
                     launching = false
                     return nil
                 }
                 // The lane goes on only if its member ended with an outcome: else it goes on
                 // elsewhere, or was cancelled.
-                if let last = lane?.handle.member, tally.outcomes[last] == nil { lane = nil }
+                if let member = lane?.member, tally.outcomes[member] == nil { lane = nil }
+                let reusing =
+                    spare != nil && running[spare!.call] == nil
+                    && isKnownUniquelyReferenced(&spare)
+                dropsSpare = spare != nil && !reusing
                 started += 1
-                let handle =
-                    lane?.handle ?? RunHandle(last: members[started - 1].last, inside: outer)
-                running[started - 1] = handle
-                return (started - 1, handle)
+                let index = started - 1
+                switch members[index].body {
+                case .operation(let operation):
+                    running[index] = .called
+                    return .call(index, operation, reusing: reusing)
+                case .chain(let last):
+                    let run = lane?.run ?? .make(for: last, inside: outer)
+                    running[index] = .run(run)
+                    return .run(index, run)
+                }
             }) {
-                if lane == nil { lane = (handle, { [self] in end(handle.member, $0?.take()) }) }
-                handle.member = index
-                handle.start(members[index].last, lane!.finish)
+                if dropsSpare { spare = nil }  // outside the lock: its deinit may take it
+                switch launch {
+                case .call(let index, let operation, let reusing):
+                    let resolver = reusing ? spare! : Resolver(reporter: self, call: index)
+                    resolver.begin(index, of: operation)
+                    spare = resolver
+                    operation(resolver)
+                case .run(let index, let run):
+                    lane = (run, index)
+                    run.member = index
+                    run.start(members[index], ended)
+                }
             }
         }
 
-        /// Member `index` ended, with `outcome` or (`nil`) by cancellation.
-        @inlinable func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) {
+        /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if it had
+        /// ended already, or the combination had.
+        @inlinable @discardableResult
+        func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
             var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
-            // The members' outcomes go outside the lock, after the combination settles.
+            var ends = false
+            // The members' outcomes, and a called member's cancel handlers, go outside the lock.
             typealias Settled = (
                 Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
             )
-            let settled = lock.withLock { () -> Settled? in
-                guard case .open(let resolver) = state else { return nil }
+            let (settled, _) = lock.withLock {
+                () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
+                guard let resolver = settling, running[index] != nil else { return (nil, nil) }
+                ends = true
                 running[index] = nil
+                // (Not a lookup, which hashes, when no member has any.)
+                let handlers =
+                    cancelHandlers.isEmpty ? nil : cancelHandlers.removeValue(forKey: index)
                 tally.ended += 1
                 tally.outcomes[index] = outcome
                 let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
@@ -142,14 +219,15 @@ nonisolated extension RunHandle {
                 if case .wait = verdict {
                     claimed = !launching
                     launching = true
-                    return nil
+                    return (nil, handlers)
                 }
-                state = .closed
+                settling = nil
                 defer { tally.outcomes = [] }
-                return (verdict, resolver, tally)
+                return ((verdict, resolver, tally), handlers)
             }
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
             if claimed { launch() }
+            return ends
         }
 
         /// Cancels the members still running, then settles the combination's run.
@@ -170,16 +248,62 @@ nonisolated extension RunHandle {
         @inlinable func stop() {
             // The state it closes, with the resolver of a combination still open, goes outside
             // the lock.
-            typealias Stopped = ([RunHandle], ArraySlice<Promise<Member, Failure>>, State)
-            let (running, unstarted, _) = lock.withLock { () -> Stopped in
+            typealias Stopped = (
+                [Run], [(Int, [@Sendable (any Reporter) -> Void])],
+                ArraySlice<Promise<Member, Failure>>, Resolver<Output, OutFailure>?
+            )
+            let (runs, handlers, unstarted, _) = lock.withLock { () -> Stopped in
                 let unstarted = members[started...]
                 started = members.count  // they start here if they ignore cancel, or never
-                let previous = state
-                state = .closed
-                return (self.running.compactMap { $0 }, unstarted, previous)
+                let previous = settling.take()
+                let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
+                let handlers = cancelHandlers.sorted { $0.key < $1.key }
+                cancelHandlers = [:]
+                return (runs, handlers, unstarted, previous)
             }
-            for handle in running { handle.cancel() }
-            for member in unstarted { member.last.ignoredWork.map { outer?.startIgnored($0) } }
+            for run in runs { _ = run.cancel(call: nil) }
+            for (_, list) in handlers { for handler in list { handler(self) } }
+            for member in unstarted { member.chain?.ignoredWork.map { outer?.startIgnored($0) } }
         }
+
+        // A member's resolver reports here: `call` is the member's index.
+
+        @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) {
+            _ = reported(self, call, write)
+        }
+
+        @usableFromInline func onCancel(
+            _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
+        ) {
+            let callNow = lock.withLock { () -> Bool in
+                guard case .called? = running[call] else { return false }  // it ended
+                guard isOpen else { return true }
+                cancelHandlers[call, default: []].append(handler)
+                return false
+            }
+            if callNow { handler(self) }
+        }
+
+        @usableFromInline func isCancelled(since call: Int) -> Bool {
+            lock.withLock {
+                guard !isOpen, case .called? = running[call] else { return false }
+                return true
+            }
+        }
+
+        @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }
+
+        @usableFromInline func resolverReleased(
+            _ call: Int, _ promise: @autoclosure () -> String
+        ) {
+            guard cancelled(self, call) else { return }
+            #if DEBUG
+                PromiseDiagnostics.handler(
+                    "an operation of \(promise()) released its resolver without resolving it. "
+                        + "Its member of a combination can never finish, so it was cancelled.")
+            #endif
+        }
+
+        @usableFromInline var run: Run { outer! }
     }
 }

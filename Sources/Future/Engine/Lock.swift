@@ -12,20 +12,15 @@
 
 nonisolated extension RunHandle {
 
-    /// A mutex for an object that frees it in its `deinit` (a class: one more allocation a run),
-    /// with `room` bytes after it for the object's use, in the same allocation.
+    /// A mutex for an object that frees it in its `deinit` (a class has no stable address for
+    /// one: a run, which does, keeps its own in its fields).
     @usableFromInline struct Lock {
         @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-        @inlinable init(room: Int = 0) {
-            let size = MemoryLayout<pthread_mutex_t>.stride + room
-            let memory = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
-            mutex = memory.bindMemory(to: pthread_mutex_t.self, capacity: 1)
+        @inlinable init() {
+            mutex = .allocate(capacity: 1)
             pthread_mutex_init(mutex, nil)
         }
-
-        /// The room after the mutex, aligned to 8 bytes, as a mutex is.
-        var room: UnsafeMutableRawPointer { UnsafeMutableRawPointer(mutex + 1) }
 
         @usableFromInline func free() {
             pthread_mutex_destroy(mutex)

@@ -48,7 +48,7 @@ nonisolated extension RunHandle {
         @exclusivity(unchecked) private var releases = 0
         private var isDraining = false
         private var isReleasing = false
-        private var waiting: [(RunHandle, Resumption)] = []
+        private var waiting: [(Run, Run.Resumption)] = []
         private var held: [Any] = []
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
@@ -62,7 +62,7 @@ nonisolated extension RunHandle {
         }
 
         /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
-        static func resume(_ run: RunHandle, _ resumption: Resumption) {
+        static func resume(_ run: Run, _ resumption: Run.Resumption) {
             withCurrent { nesting in
                 guard nesting.enterRun() else { return nesting.wait(run, resumption) }
                 run.resume(resumption)
@@ -76,7 +76,7 @@ nonisolated extension RunHandle {
             return true
         }
 
-        @inline(never) private func wait(_ run: RunHandle, _ resumption: Resumption) {
+        @inline(never) private func wait(_ run: Run, _ resumption: Run.Resumption) {
             waiting.append((run, resumption))
         }
 
@@ -86,7 +86,7 @@ nonisolated extension RunHandle {
             guard runs == 0, !isDraining else { return }
             isDraining = true
             while !waiting.isEmpty {
-                var batch: [(RunHandle, Resumption)] = []
+                var batch: [(Run, Run.Resumption)] = []
                 swap(&batch, &waiting)  // out first: resuming one may make more wait
                 for (run, resumption) in batch { run.resume(resumption) }
             }

@@ -1,9 +1,10 @@
 // Engine/Run.swift: a run, the one execution of a chain that a terminal starts, and the handle
-// that keeps it. Builds on Chain.swift (the stages, the slot, the plan) and Lock.swift. A run's
-// `state` names where it is, and changes under the lock, one event at a time: starting, calling
-// an operation, the operation returning, its resolver reporting, a hop, cancelling, ending.
-// Each event is a method below that changes the state in one lock section and returns what to
-// do once the lock is let go of.
+// that cancels it. Builds on Chain.swift (the stages, the slot, the plan) and Lock.swift. A run is
+// one allocation, a `ManagedBuffer`: its fields, then in its tail its completion, its slot and the
+// stack of the stages it has still to take. Its `state` names where it is, and changes under the
+// lock, one event at a time: starting, calling an operation, the operation returning, its resolver
+// reporting, a hop, cancelling, ending. Each event is a method below that changes the state in one
+// lock section and returns what to do once the lock is let go of.
 
 import Dispatch
 
@@ -29,43 +30,94 @@ import Dispatch
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. An awaited promise
 /// needs no handle: cancelling the task cancels the run. See <doc:Cancellation>.
-nonisolated public final class RunHandle: @unchecked Sendable {
-    // No property here or in `Join` needs an exclusivity check: one thread at a time uses each (as
-    // said below), and the checks cost a quarter of the time of a combination's members.
-    @exclusivity(unchecked) private var slot: Slot
-    @exclusivity(unchecked) private var slotSize: Int
-    @exclusivity(unchecked) private var slotAlignment: Int
-    /// The type of the run's outcome, to destroy one that arrives after the run was cancelled.
-    @exclusivity(unchecked) private var output: any Outcome.Type
-    /// Which member of a combination it runs (see `Join`).
-    @exclusivity(unchecked) @usableFromInline var member = 0
-    /// The run a user started, for a run Future started inside it (a combination's member, a
-    /// shared or ignoring run): its tokens' ties are that run's.
-    private let user: RunHandle?
+nonisolated public struct RunHandle: @unchecked Sendable {
+    /// The run, which the handle keeps in memory, not going. (A run is Sendable by its lock;
+    /// Swift does not let a `ManagedBuffer` say so.)
+    @usableFromInline let run: Run
 
-    // Owned by the one thread that drives the run; ownership passes under `lock`.
-    @exclusivity(unchecked) private var plan = Plan()
-    @exclusivity(unchecked) private var finish: ((Slot?) -> Void)?
-    /// Set when a step cancels its own run, so that the very next step does not start. Not part
-    /// of `state`: the driving thread, the one that sets it, reads it after every step without
-    /// taking the lock.
-    @exclusivity(unchecked) private var cancelledByStep = false
+    @inlinable init(_ run: Run) { self.run = run }
+}
 
-    // Guarded by `lock`.
-    private let lock = Lock(room: 16)
-    @exclusivity(unchecked) private var state = State.idle
-    /// How many operations the run has called: each call's number is its count.
-    @exclusivity(unchecked) private var calls = 0
-    /// The number of the last call whose resolver reported an outcome.
-    @exclusivity(unchecked) private var lastResolvedCall = 0
-    /// The first call of the chain now running: the handle may have run others before.
-    @exclusivity(unchecked) private var firstCallOfChain = 1
-    @exclusivity(unchecked) private var cancelHandlers: [@Sendable (RunHandle) -> Void] = []
-    /// The generation of each token the steps of a user's run tied to, as of the first tie.
-    @exclusivity(unchecked) private var ties: [Tie] = []
-    /// What the run waits for while it waits for a queue (apart from `state`, so that the state
-    /// stays a plain value, copied at no cost).
-    @exclusivity(unchecked) private var queueWait: QueueWait?
+nonisolated extension RunHandle {
+    /// What a run keeps before its tail, guarded by its lock.
+    @usableFromInline struct Fields {
+        /// First, so that the lock's address is the fields'.
+        var mutex = pthread_mutex_t()
+        var state = State.idle
+        /// Whether the latest call's resolver reported an outcome.
+        var resolved = false
+        /// How many operations the run has called: each call's number is its count.
+        var calls = 0
+        var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
+        /// What few runs need: made with the run, or later under the lock.
+        var extras: Extras?
+
+        @usableFromInline init() {}
+    }
+
+    /// What the thread that drives a run owns (and hands over under the lock), at the start of
+    /// the run's tail: apart from the fields, as ThreadSanitizer sees an access to one field of a
+    /// struct through a pointer as an access to all of it.
+    @usableFromInline struct Driver {
+        /// Set when a step cancels its own run, so that the very next step does not start. Not
+        /// part of `state`: the driving thread, the one that sets it, reads it after every step
+        /// without taking the lock.
+        var cancelledByStep = false
+        /// Whether the run starts with the operation its slot holds, as a run of a promise made
+        /// from an operation alone does.
+        @usableFromInline var startsWithOperation = false
+        /// The words of the tail after this, before the stages: the completion's, the slot's.
+        let completionWords: UInt8
+        let slotWords: UInt16
+        /// The latest call's resolver, while it may serve the next call too (see `beginCall`).
+        @usableFromInline var resolver: AnyObject?
+        var plan = Plan()
+        /// What a run needs beyond its tail: entered chains, more room.
+        var spill: Spill?
+        /// The run a user started, for a run Future started inside it (a combination's member, a
+        /// shared or ignoring run): its tokens' ties are that run's.
+        var user: Run?
+        /// Which member of a combination the run runs (see `Join`).
+        var member = 0
+
+        @usableFromInline init(completionWords: Int, slotWords: Int, user: Run?) {
+            self.completionWords = UInt8(completionWords)
+            self.slotWords = UInt16(slotWords)
+            self.user = user
+        }
+    }
+
+    /// The run's state that few runs need. Guarded by the run's lock.
+    final class Extras {
+        // No exclusivity checks, as the lock guards them.
+        /// The generation of each token the steps of a user's run tied to, as of the first tie.
+        @exclusivity(unchecked) var ties: [Tie] = []
+        /// The first call of the chain now running: a combination's lane may have run others.
+        @exclusivity(unchecked) var firstCallOfChain = 1
+        /// What the run waits for while it waits for a queue.
+        @exclusivity(unchecked) var queueWait: QueueWait?
+
+        /// The run's extras, made now if it has none (under the lock).
+        static func make(_ fields: inout Fields) -> Extras {
+            if let extras = fields.extras { return extras }
+            let made = Extras()
+            fields.extras = made
+            return made
+        }
+    }
+
+    struct Tie {
+        weak var token: InvalidationToken?
+        let identity: ObjectIdentifier
+        let generation: Int
+    }
+
+    /// What a run that hops waits for (a queue, after `timer` fires if there is a deadline), and
+    /// the type of the step's output that waits in the slot meanwhile.
+    struct QueueWait {
+        let timer: DispatchSourceTimer?
+        let held: any Outcome.Type
+    }
 
     /// Where a run is. Cancelling moves a run that has not ended to one of the `cancelled`
     /// states, which end in `.cancelled` once its `ensure` steps have run.
@@ -78,7 +130,7 @@ nonisolated public final class RunHandle: @unchecked Sendable {
         case calling(thread: pthread_t)
         /// The operation returned before its resolver reported: the resolver carries the run on.
         case awaitingResolver
-        /// The run waits for a queue to carry it on (see `queueWait`).
+        /// The run waits for a queue to carry it on (see `QueueWait`).
         case awaitingQueue
         /// Cancelled while a thread drives it, which halts it at its next check; while
         /// `handlersRunning`, the canceller still calls the cancel handlers.
@@ -87,7 +139,7 @@ nonisolated public final class RunHandle: @unchecked Sendable {
         /// it): the canceller ends it once the handlers have returned.
         case cancelledWhileWaiting
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
-        /// had claimed the handle for its next member, which then never starts.
+        /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled
@@ -122,105 +174,191 @@ nonisolated public final class RunHandle: @unchecked Sendable {
         }
     }
 
-    /// What a run that hops waits for (a queue, after `timer` fires if there is a deadline), and
-    /// the type of the step's output that waits in the slot meanwhile.
-    struct QueueWait {
-        let timer: DispatchSourceTimer?
-        let held: any Outcome.Type
+    /// One execution of a chain. Its subclass `Finishing` knows the types of its outcome and
+    /// its completion, which waits at the start of the tail.
+    @usableFromInline class Run: ManagedBuffer<Fields, UInt64> {
+        @usableFromInline typealias Stage = RunHandle.Stage
+        @usableFromInline typealias Slot = RunHandle.Slot
+        @usableFromInline typealias Next = RunHandle.Next
+        @usableFromInline typealias Plan = RunHandle.Plan
+        @usableFromInline typealias Run = RunHandle.Run
+
+        /// Delivers the outcome in the slot, or `nil` if the run ended by cancellation.
+        func finish(_ slot: Slot?) { fatalError("a run is a Finishing") }
+
+        /// Calls the operation in the slot, as the first thing the run does; or, for a run
+        /// cancelled before it started, lets go of it.
+        func performFirst(_ perform: Bool) -> Next { fatalError("a run is a Finishing") }
+
+        /// The type of the run's outcome, to destroy one that nobody may have any more.
+        var output: any Outcome.Type { fatalError("a run is a Finishing") }
+
+        deinit {
+            withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
+            driver.deinitialize(count: 1)
+        }
+    }
+}
+
+// MARK: Making a run
+
+nonisolated extension RunHandle.Run {
+    /// Sets up a run just made for a completion of `completionWords` words and a slot of
+    /// `slotWords`: its lock, and what its driving thread owns.
+    @usableFromInline final func prepare(completionWords: Int, slotWords: Int, inside outer: Run?) {
+        pthread_mutex_init(&fields.pointee.mutex, nil)
+        driver.initialize(
+            to: RunHandle.Driver(
+                completionWords: completionWords, slotWords: slotWords,
+                user: outer.map { $0.user ?? $0 }))
     }
 
-    private struct Tie {
-        weak var token: InvalidationToken?
-        let identity: ObjectIdentifier
-        let generation: Int
+    /// The words a run's tail needs before its completion.
+    @inlinable static var driverWords: Int { (MemoryLayout<RunHandle.Driver>.size + 7) / 8 }
+
+    /// The fields, through a pointer: `header`, a class's stored property, would cost an
+    /// exclusivity check at every use.
+    @inlinable final var fields: UnsafeMutablePointer<RunHandle.Fields> {
+        withUnsafeMutablePointerToHeader { $0 }
     }
 
-    @usableFromInline init(last: Stage, inside outer: RunHandle? = nil) {
-        user = outer.map { $0.user ?? $0 }
-        // The slot starts in the 16 bytes after the mutex (see `Lock`): most outcomes fit there,
-        // and then a run costs one allocation less. `start` grows it for larger ones.
-        slotSize = 16
-        slotAlignment = 8
-        output = last.output
-        slot = Slot(memory: lock.room)
+    /// What the driving thread owns, at the start of the tail.
+    @inlinable final var driver: UnsafeMutablePointer<RunHandle.Driver> {
+        UnsafeMutableRawPointer(withUnsafeMutablePointerToElements { $0 })
+            .assumingMemoryBound(to: RunHandle.Driver.self)
     }
 
-    deinit {
-        if slot.memory != lock.room { slot.memory.deallocate() }
-        lock.free()
+    /// Runs `body` with the fields, under the lock.
+    final func locked<T>(_ body: (inout RunHandle.Fields) -> T) -> T {
+        let fields = self.fields
+        pthread_mutex_lock(&fields.pointee.mutex)
+        defer { pthread_mutex_unlock(&fields.pointee.mutex) }
+        return body(&fields.pointee)
+    }
+
+    /// The run a user started, for a run Future started inside it.
+    final var user: Run? { driver.pointee.user }
+
+    /// Which member of a combination the run runs.
+    @usableFromInline final var member: Int {
+        get { driver.pointee.member }
+        set { driver.pointee.member = newValue }
+    }
+
+    /// Where the completion is in the tail: after what the driving thread owns.
+    @usableFromInline final var tail: UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer(driver) + 8 * Self.driverWords
+    }
+
+    /// The slot: in the tail, unless a chain needed a larger one.
+    @usableFromInline final var slot: Slot {
+        if let spilled = driver.pointee.spill?.slot { return Slot(memory: spilled.memory) }
+        return Slot(memory: tail + 8 * Int(driver.pointee.completionWords))
+    }
+
+    /// The stages' room in the tail.
+    final var room: RunHandle.Room {
+        let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
+        let start = (tail + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
+        return RunHandle.Room(start: start, capacity: capacity - Self.driverWords - words)
     }
 }
 
 // MARK: Starting and driving
 
-nonisolated extension RunHandle {
-    /// Drives a run of the chain `last`; `finish` gets the slot with the outcome, or `nil` if the
-    /// run ended by cancellation (after its `ensure` steps), exactly once. A handle whose run
-    /// ended with an outcome can run another chain so: how a combination runs the members that
-    /// end at once, one after another, on one handle and in the same memory.
-    /// `immediately` runs it on this stack even deep in nested runs (see `proceed`).
-    @usableFromInline func start(
-        _ last: consuming Stage, immediately: Bool = false, _ finish: @escaping (Slot?) -> Void
-    ) {
-        let cancelled = locked { () -> Bool in
-            firstCallOfChain = calls + 1
-            switch state {
+nonisolated extension RunHandle.Run {
+    /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
+    /// `Finishing.start`, which calls it).
+    @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
+        let cancelled = locked { fields -> Bool in
+            if fields.calls > 0 {  // a combination's lane, running another member
+                RunHandle.Extras.make(&fields).firstCallOfChain = fields.calls + 1
+            }
+            switch fields.state {
             case .ended(cancelledSince: true):
-                state = .cancelledWhileDriving(handlersRunning: false)
+                fields.state = .cancelledWhileDriving(handlersRunning: false)
             case .idle, .ended(cancelledSince: false):
-                state = .driving(thread: pthread_self())
+                fields.state = .driving(thread: pthread_self())
             default:
                 break  // cancelled before the start, e.g. an awaiting task
             }
-            return state.isCancelled
+            return fields.state.isCancelled
         }
-        output = last.output
-        self.finish = finish
-        _ = fitSlot(to: last)
-        plan.push(consume last, isRoot: true)  // the plan's alone, to let go of where the run ends
+        if let last {
+            fitSlot(to: last)
+            let room = self.room
+            let driver = self.driver
+            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
+        }
         let resumption = cancelled ? Resumption.halt : .drive
         immediately ? resume(resumption) : proceed(resumption)
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private func drive() {
-        // Locals, not properties, in the loop: a property is read from memory at every use.
+    private final func drive() {
+        let driver = self.driver
+        // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
+        // moved, not copied, in and out, as it keeps the run's chain.
         var plan = Plan()
-        swap(&plan, &self.plan)
+        swap(&plan, &driver.pointee.plan)
         var slot = self.slot
-        while let stage = plan.pop() {
-            var next = stage._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+        var next: Next = .proceed
+        var stage: Unmanaged<Stage>?  // the step that ran last, if any
+        if driver.pointee.startsWithOperation {
+            driver.pointee.startsWithOperation = false
+            next = performFirst(true)
+        } else if let first = plan.pop() {
+            stage = first
+            next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+        } else {
+            swap(&plan, &driver.pointee.plan)
+            return complete()
+        }
+        while true {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed:
-                guard cancelledByStep else { continue }
-                stage._withUnsafeGuaranteedRef { $0.output.discard(from: slot) }
-                return halt(plan)
+                if driver.pointee.cancelledByStep {
+                    let output = stage?._withUnsafeGuaranteedRef { $0.output } ?? self.output
+                    output.discard(from: slot)
+                    swap(&plan, &driver.pointee.plan)
+                    return halt()
+                }
             case .enter(let inner):
-                plan.push(inner)
-                slot = fitSlot(to: inner)
-                if read({ $0.isCancelled }) { return halt(plan) }
+                fitSlot(to: inner)
+                slot = self.slot
+                plan.enter(inner, spill: &driver.pointee.spill)
+                if read({ $0.isCancelled }) {
+                    swap(&plan, &driver.pointee.plan)
+                    return halt()
+                }
             case .called, .wait: return
-            case .halt: return halt(plan)
+            case .halt:
+                swap(&plan, &driver.pointee.plan)
+                return halt()
             case .hop(let queue, let deadline):
-                // A move, not a copy: a thread that kept the plan could release the chain's
-                // steps after the queue's thread has finished the run.
-                swap(&plan, &self.plan)
-                return awaitQueue(queue, at: deadline, holding: stage.takeUnretainedValue().output)
+                // Moved, not kept: a thread that kept the plan could release the chain's steps
+                // after the queue's thread has finished the run.
+                swap(&plan, &driver.pointee.plan)
+                let output = stage?._withUnsafeGuaranteedRef { $0.output } ?? self.output
+                return awaitQueue(queue, at: deadline, holding: output)
             }
+            guard let popped = plan.pop() else { break }
+            stage = popped
+            next = popped._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
         }
-        swap(&plan, &self.plan)  // a move, so that its memory stays unshared for reuse
+        swap(&plan, &driver.pointee.plan)  // a move, so that its memory stays unshared for reuse
         complete()
     }
 
     /// Does `resumption` now if the thread's stack has room for one more run, else later.
-    private func proceed(_ resumption: Resumption) { Nesting.resume(self, resumption) }
+    final func proceed(_ resumption: Resumption) { RunHandle.Nesting.resume(self, resumption) }
 
-    func resume(_ resumption: Resumption) {
+    final func resume(_ resumption: Resumption) {
         switch resumption {
         case .drive: drive()
-        case .halt: halt(plan)
+        case .halt: halt()
         case .callCancelHandlers(let handlers): callCancelHandlers(handlers)
         }
     }
@@ -228,82 +366,115 @@ nonisolated extension RunHandle {
     /// What a run does next, once there is room on the stack.
     enum Resumption {
         case drive, halt
-        case callCancelHandlers([@Sendable (RunHandle) -> Void])
+        case callCancelHandlers([@Sendable (any RunHandle.Reporter) -> Void])
     }
 
-    /// The slot, grown first if `chain` has larger outcomes (the slot is empty as a chain starts).
-    private func fitSlot(to chain: Stage) -> Slot {
-        guard chain.slotSize > slotSize || chain.slotAlignment > slotAlignment else { return slot }
-        if slot.memory != lock.room { slot.memory.deallocate() }
-        slotSize = max(chain.slotSize, slotSize)
-        slotAlignment = max(chain.slotAlignment, slotAlignment)
-        slot = Slot(memory: .allocate(byteCount: slotSize, alignment: slotAlignment))
-        return slot
+    /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
+    private final func fitSlot(to chain: Stage) {
+        let driver = self.driver
+        let size = driver.pointee.spill?.slot?.size ?? 8 * Int(driver.pointee.slotWords)
+        let alignment = driver.pointee.spill?.slot?.alignment ?? 8
+        guard chain.slotSize > size || chain.slotAlignment > alignment else { return }
+        RunHandle.Spill.make(&driver.pointee.spill).growSlot(
+            size: max(chain.slotSize, size), alignment: max(chain.slotAlignment, alignment))
     }
 }
 
 // MARK: Calling an operation, and its resolver
 
-nonisolated extension RunHandle {
-    /// Calls the operation of `source` with a fresh resolver.
-    @inlinable func perform<Value, Failure>(_ source: Source<Value, Failure>) -> Next {
-        guard let call = beginCall() else {
-            source.ignored.map(startIgnored)
+nonisolated extension RunHandle.Run {
+    /// Calls `operation` with a resolver for a new call; the first stage of a chain made from
+    /// an operation also starts the work of an `ignoringCancel()` promise if the run was
+    /// cancelled.
+    @inlinable final func perform<Value, Failure: Swift.Error>(
+        _ operation: RunHandle.Operation, _: Value.Type, _: Failure.Type,
+        ignored: (@Sendable (Run) -> Void)? = nil
+    ) -> Next {
+        guard let (call, kept, isUnique) = beginCall() else {
+            ignored.map(startIgnored)
             return .halt
         }
-        #if DEBUG
-            let (file, line) = source.origin
-        #else
-            let (file, line) = (StaticString(""), UInt(0))
-        #endif
-        source.operation(Resolver(run: self, call: call, file: file, line: line))
+        // The previous call's resolver serves this call if nobody else holds it (a resolver
+        // only weakly held is reused too: see `Resolver`); else it is let go of, here.
+        let resolver =
+            if let kept, isUnique, type(of: kept) == Resolver<Value, Failure>.self {
+                unsafeDowncast(kept, to: Resolver<Value, Failure>.self)
+            } else {
+                Resolver<Value, Failure>(reporter: self, call: call)
+            }
+        resolver.begin(call, of: operation)
+        driver.pointee.resolver = resolver
+        operation(resolver)
         return .called
     }
 
-    /// Numbers a new call of an operation, unless the run is cancelled.
-    @usableFromInline func beginCall() -> Int? {
-        locked { () -> Int? in
-            guard case .driving(let thread) = state else { return nil }
-            state = .calling(thread: thread)
-            calls += 1
-            return calls
+    /// What a step that returns `promise` does next: call its operation here, if it is an
+    /// operation alone, which costs no stage and no entering; else enter its chain.
+    @inlinable final func enter<Value, Failure: Swift.Error>(
+        _ promise: Promise<Value, Failure>
+    ) -> Next {
+        switch promise.body {
+        case .operation(let operation): perform(operation, Value.self, Failure.self)
+        case .chain(let last): .enter(last)
         }
     }
 
+    /// Numbers a new call of an operation, unless the run is cancelled; gives back the previous
+    /// call's resolver (to let go of outside the lock: its deinit may take it), and whether
+    /// nobody else holds it. That is read under the lock, so that the calls its last holder made
+    /// into the run, which read its number, took the lock before it let go.
+    @usableFromInline final func beginCall() -> (Int, AnyObject?, isUnique: Bool)? {
+        var kept: AnyObject?
+        var isUnique = false
+        let call = locked { fields -> Int? in
+            guard case .driving(let thread) = fields.state else { return nil }
+            fields.state = .calling(thread: thread)
+            fields.calls += 1
+            fields.resolved = false
+            kept = self.driver.pointee.resolver.take()
+            isUnique = isKnownUniquelyReferenced(&kept)
+            return fields.calls
+        }
+        return call.map { ($0, kept, isUnique) }
+    }
+
     /// After an operation returns: go on if it resolved meanwhile, else wait for its resolver.
-    private func operationReturned(_ plan: inout Plan) -> Next {
-        swap(&plan, &self.plan)  // handed over before the lock may hand the run to a resolver
-        let next = locked { () -> Next in
-            switch state {
+    private final func operationReturned(_ plan: inout Plan) -> Next {
+        swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
+        // A resolver the run no longer keeps is let go of after the lock: if the operation let go
+        // of it unresolved, its deinit cancels the run.
+        let (next, _) = locked { fields -> (Next, AnyObject?) in
+            switch fields.state {
             case .calling:
-                state = .awaitingResolver
-                return .wait
-            case .driving: return .proceed
+                fields.state = .awaitingResolver
+                return (.wait, self.driver.pointee.resolver.take())
+            case .driving: return (.proceed, nil)
             default:
                 // Cancelled: an outcome that came first is in the slot, for the loop to drop.
-                return lastResolvedCall == calls ? .proceed : .halt
+                return (fields.resolved ? .proceed : .halt, self.driver.pointee.resolver.take())
             }
         }
         if case .wait = next { return next }
-        swap(&plan, &self.plan)  // still ours: take it back
+        swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
     }
 
     /// Takes the outcome of call `call`, which `write` puts in the slot, if it still counts.
-    @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) {
-        var unneeded: [@Sendable (RunHandle) -> Void] = []
-        let resume = locked { () -> Bool in
-            guard isPending(call), !state.isCancelled else { return false }
+    @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
+        var unneeded: [@Sendable (any RunHandle.Reporter) -> Void] = []
+        let resume = locked { fields -> Bool in
+            guard isPending(call, fields), !fields.state.isCancelled else { return false }
+            // The slot is read only now: while the call is pending, the driving thread is inside
+            // the operation, or the run waits.
             write(slot)
-            lastResolvedCall = call
-            unneeded = cancelHandlers
-            cancelHandlers = []
-            switch state {
+            fields.resolved = true
+            swap(&unneeded, &fields.cancelHandlers)
+            switch fields.state {
             case .calling(let thread):
-                state = .driving(thread: thread)
+                fields.state = .driving(thread: thread)
                 return false
             default:
-                state = .driving(thread: pthread_self())
+                fields.state = .driving(thread: pthread_self())
                 return true
             }
         }
@@ -312,28 +483,35 @@ nonisolated extension RunHandle {
     }
 
     /// Whether call `call` is the latest and has not resolved (under the lock).
-    private func isPending(_ call: Int) -> Bool { call == calls && call != lastResolvedCall }
+    private final func isPending(_ call: Int, _ fields: RunHandle.Fields) -> Bool {
+        call == fields.calls && !fields.resolved
+    }
 
-    func onCancel(_ call: Int, _ handler: @escaping @Sendable (RunHandle) -> Void) {
-        let callNow = locked { () -> Bool in
-            guard isPending(call), !state.isCancelled else { return isPending(call) }
-            cancelHandlers.append(handler)
+    @usableFromInline final func onCancel(
+        _ call: Int, _ handler: @escaping @Sendable (any RunHandle.Reporter) -> Void
+    ) {
+        let callNow = locked { fields -> Bool in
+            let pending = isPending(call, fields)
+            guard pending, !fields.state.isCancelled else { return pending }
+            fields.cancelHandlers.append(handler)
             return false
         }
         if callNow { handler(self) }
     }
 
-    /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this handle
+    /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
-    func isCancelled(since call: Int) -> Bool {
-        locked { state.isCancelled && call >= firstCallOfChain }
+    @usableFromInline final func isCancelled(since call: Int) -> Bool {
+        locked { $0.state.isCancelled && call >= ($0.extras?.firstCallOfChain ?? 1) }
     }
 
     /// Call `call` ended its run as cancelled.
-    func cancel(_ call: Int) { _ = cancel(call: call) }
+    @usableFromInline final func cancel(_ call: Int) { _ = cancel(call: call) }
 
     /// A call's resolver went away: if it never resolved, nothing ever will.
-    func resolverReleased(_ call: Int, _ promise: @autoclosure () -> String) {
+    @usableFromInline final func resolverReleased(
+        _ call: Int, _ promise: @autoclosure () -> String
+    ) {
         guard cancel(call: call) else { return }
         #if DEBUG
             PromiseDiagnostics.handler(
@@ -345,39 +523,40 @@ nonisolated extension RunHandle {
 
 // MARK: Hopping to a queue
 
-nonisolated extension RunHandle {
-    /// Parks the run, the step's output in the slot and its plan in `plan`, until `queue` carries
-    /// it on, at `deadline` if given. A timer is a Dispatch source, not a delayed work item: when
-    /// cancelled, a source lets go of its handler (and so of the run) at once, where a cancelled
-    /// work item stays in Dispatch's timer list, holding the run, until its deadline.
-    private func awaitQueue(
-        _ queue: DispatchQueue, at deadline: DispatchTime?, holding held: any Outcome.Type
+nonisolated extension RunHandle.Run {
+    /// Parks the run, the step's output in the slot and its plan in its fields, until `queue`
+    /// carries it on, at `deadline` if given. A timer is a Dispatch source, not a delayed work
+    /// item: when cancelled, a source lets go of its handler (and so of the run) at once, where a
+    /// cancelled work item stays in Dispatch's timer list, holding the run, until its deadline.
+    private final func awaitQueue(
+        _ queue: DispatchQueue, at deadline: DispatchTime?, holding held: any RunHandle.Outcome.Type
     ) {
         let timer = deadline.map { _ in DispatchSource.makeTimerSource(queue: queue) }
         // Active before anyone can cancel or drop it (Dispatch traps on an inactive source's
         // release); with no deadline yet, it does not fire.
         timer?.activate()
-        let parked = locked { () -> Bool in
-            guard case .driving = state else { return false }
-            state = .awaitingQueue
-            queueWait = QueueWait(timer: timer, held: held)
+        let parked = locked { fields -> Bool in
+            guard case .driving = fields.state else { return false }
+            fields.state = .awaitingQueue
+            RunHandle.Extras.make(&fields).queueWait = RunHandle.QueueWait(timer: timer, held: held)
             return true
         }
         guard parked else {
             held.discard(from: slot)
-            return halt(plan)
+            return halt()
         }
-        guard let timer, let deadline else { return queue.async { [self] in queueArrived() } }
-        timer.setEventHandler { [self] in queueArrived() }
+        let handle = RunHandle(self)
+        guard let timer, let deadline else { return queue.async { handle.run.queueArrived() } }
+        timer.setEventHandler { handle.run.queueArrived() }
         timer.schedule(deadline: deadline)
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
-    private func queueArrived() {
-        let wait = locked { () -> QueueWait? in
-            guard case .awaitingQueue = state else { return nil }
-            state = .driving(thread: pthread_self())
-            return queueWait.take()
+    final func queueArrived() {
+        let wait = locked { fields -> RunHandle.QueueWait? in
+            guard case .awaitingQueue = fields.state else { return nil }
+            fields.state = .driving(thread: pthread_self())
+            return fields.extras?.queueWait.take()
         }
         guard let wait else { return }
         // A fired timer's source keeps its handler, and so the run, until it is cancelled.
@@ -388,30 +567,30 @@ nonisolated extension RunHandle {
 
 // MARK: Cancelling and ending
 
-nonisolated extension RunHandle {
+nonisolated extension RunHandle.Run {
     /// Cancels the run, if it is still going (and call `call`, if given, is still pending): calls
     /// the handlers, then halts the run if it waits, or once the thread driving it stops.
-    func cancel(call: Int?) -> Bool {
-        let handlers = locked { () -> [@Sendable (RunHandle) -> Void]? in
-            if call.map(isPending) == false { return nil }
-            switch state {
+    @usableFromInline final func cancel(call: Int?) -> Bool {
+        let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
+            if let call, !isPending(call, fields) { return nil }
+            switch fields.state {
             case .idle, .calling:
-                state = .cancelledWhileDriving(handlersRunning: true)
+                fields.state = .cancelledWhileDriving(handlersRunning: true)
             case .driving(let thread):
                 if call == nil, pthread_equal(thread, pthread_self()) != 0 {
-                    cancelledByStep = true
+                    self.driver.pointee.cancelledByStep = true
                 }
-                state = .cancelledWhileDriving(handlersRunning: true)
+                fields.state = .cancelledWhileDriving(handlersRunning: true)
             case .awaitingResolver, .awaitingQueue:
-                state = .cancelledWhileWaiting
+                fields.state = .cancelledWhileWaiting
             case .ended(cancelledSince: false):
-                if call == nil { state = .ended(cancelledSince: true) }
+                if call == nil { fields.state = .ended(cancelledSince: true) }
                 return nil
             case .ended, .cancelledWhileDriving, .cancelledWhileWaiting, .cancelled:
                 return nil
             }
-            defer { cancelHandlers = [] }
-            return cancelHandlers
+            defer { fields.cancelHandlers = [] }
+            return fields.cancelHandlers
         }
         guard let handlers else { return false }
         proceed(.callCancelHandlers(handlers))
@@ -419,98 +598,208 @@ nonisolated extension RunHandle {
     }
 
     /// Calls a cancelled run's handlers, then ends the run if it waits.
-    private func callCancelHandlers(_ handlers: [@Sendable (RunHandle) -> Void]) {
+    private final func callCancelHandlers(
+        _ handlers: [@Sendable (any RunHandle.Reporter) -> Void]
+    ) {
         for handler in handlers { handler(self) }
-        let (takesOver, wait) = locked { () -> (Bool, QueueWait?) in
-            guard case .cancelledWhileWaiting = state else {
-                state = .cancelledWhileDriving(handlersRunning: false)  // its driver ends it
+        let (takesOver, wait) = locked { fields -> (Bool, RunHandle.QueueWait?) in
+            guard case .cancelledWhileWaiting = fields.state else {
+                fields.state = .cancelledWhileDriving(handlersRunning: false)  // its driver ends it
                 return (false, nil)
             }
-            state = .cancelled
-            return (true, queueWait.take())
+            fields.state = .cancelled
+            return (true, fields.extras?.queueWait.take())
         }
-        if takesOver { endCancelled(plan, leaving: wait) }
+        if takesOver { endCancelled(leaving: wait) }
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless the canceller still calls
     /// the handlers, in which case it leaves it for the canceller to end.
-    private func halt(_ rest: Plan) {
-        self.plan = rest
-        let ends = locked { () -> Bool in
-            if case .cancelledWhileDriving(handlersRunning: true) = state {
-                state = .cancelledWhileWaiting
+    private final func halt() {
+        if driver.pointee.startsWithOperation {  // cancelled before it started
+            driver.pointee.startsWithOperation = false
+            _ = performFirst(false)
+        }
+        let ends = locked { fields -> Bool in
+            if case .cancelledWhileDriving(handlersRunning: true) = fields.state {
+                fields.state = .cancelledWhileWaiting
                 return false
             }
-            state = .cancelled
+            fields.state = .cancelled
             return true
         }
-        if ends { endCancelled(rest, leaving: nil) }
+        if ends { endCancelled(leaving: nil) }
     }
 
     /// Ends a cancelled run: lets go of what waited for a queue, then runs the `ensure` steps
     /// still ahead, innermost chain first.
-    private func endCancelled(_ rest: Plan, leaving wait: QueueWait?) {
+    private final func endCancelled(leaving wait: RunHandle.QueueWait?) {
         if let wait {
             wait.timer?.cancel()
             wait.held.discard(from: slot)
         }
-        let finish = self.finish
-        plan = Plan()
-        self.finish = nil
-        for stage in rest.stages.reversed() {
+        let driver = self.driver
+        driver.pointee.resolver = nil
+        var rest = Plan()
+        swap(&rest, &driver.pointee.plan)
+        while let stage = rest.pop() {
             let stage = stage.takeUnretainedValue()
-            if stage.isEnsure { Node<@Sendable () -> Void>.payload(of: stage)() }
+            if stage.isEnsure { RunHandle.Node<@Sendable () -> Void>.payload(of: stage)() }
             stage.ignoring.map(startIgnored)
         }
-        finish?(nil)
+        rest.end(spill: &driver.pointee.spill)
+        swap(&rest, &driver.pointee.plan)  // its memory, for another chain
+        finish(nil)
     }
 
-    /// The chain's last step has run: the outcome goes to `finish`, unless the run was cancelled.
-    private func complete() {
-        let deliver = locked { () -> Bool in
-            guard case .driving = state else { return false }
-            state = .ended(cancelledSince: false)
+    /// The chain's last step has run: the outcome goes to the completion, unless the run was
+    /// cancelled.
+    private final func complete() {
+        let deliver = locked { fields -> Bool in
+            guard case .driving = fields.state else { return false }
+            fields.state = .ended(cancelledSince: false)
             return true
         }
         guard deliver else {
             output.discard(from: slot)  // the outcome nobody may have any more
-            return halt(Plan())
+            return halt()
         }
-        let finish = self.finish.take()
-        plan.end()
-        finish?(slot)
+        let driver = self.driver
+        driver.pointee.resolver = nil
+        driver.pointee.plan.end(spill: &driver.pointee.spill)
+        finish(slot)
     }
 
     /// Starts the work of an `ignoringCancel()` promise that this run reached cancelled (or
     /// that a settled combination never started): cancelling does not reach it, and nobody
     /// waits for its outcome.
-    @usableFromInline func startIgnored(_ work: Stage) {
-        RunHandle(last: work, inside: self).start(work) { $0.map(work.output.discard) }
-    }
+    @usableFromInline final func startIgnored(_ work: @Sendable (Run) -> Void) { work(self) }
 
     /// Reads the state, under the lock.
-    func read<T>(_ property: (State) -> T) -> T { locked { property(state) } }
+    final func read<T>(_ property: (RunHandle.State) -> T) -> T { locked { property($0.state) } }
 }
 
 // MARK: Ties to invalidation tokens
 
-nonisolated extension RunHandle {
+nonisolated extension RunHandle.Run {
     /// The generation of `token` for the user's run, which ties to a token once, however often
     /// its retries run a tied step.
-    func generation(of token: InvalidationToken) -> Int {
+    final func generation(of token: InvalidationToken) -> Int {
         let user = user ?? self
         let identity = ObjectIdentifier(token)
         let current = token.current  // the token's lock, not taken inside the run's
         // One lock, so that steps tying at once on two threads agree on the first generation. A
         // tie's weak reference is read only when its identity is `token`'s, which the caller
         // holds: so it is never a token's last reference, let go of inside the lock.
-        return user.locked {
-            let tied = user.ties.first { $0.identity == identity && $0.token === token }
+        return user.locked { fields in
+            let extras = RunHandle.Extras.make(&fields)
+            let tied = extras.ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
-            user.ties.append(Tie(token: token, identity: identity, generation: current))
+            extras.ties.append(RunHandle.Tie(token: token, identity: identity, generation: current))
             return current
         }
     }
+}
 
-    private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
+// MARK: Finishing: the run's outcome, and who gets it
+
+nonisolated extension RunHandle {
+    /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
+    /// its members without runs of their own (see `Join`). `call` numbers the operation.
+    @usableFromInline protocol Reporter: AnyObject {
+        func resolve(_ call: Int, with write: (Slot) -> Void)
+        func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
+        func isCancelled(since call: Int) -> Bool
+        func cancel(_ call: Int)
+        func resolverReleased(_ call: Int, _ promise: @autoclosure () -> String)
+        /// The run the operation is part of, or that the combination is part of.
+        var run: Run { get }
+    }
+
+    /// A run of a promise of `Value` and `Failure`, with what gets its outcome, which waits at
+    /// the start of its tail.
+    @usableFromInline final class Finishing<Value, Failure: Swift.Error>: Run {
+        @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
+
+        /// What gets the outcome: a terminal's closures, an awaiting task, or Future's own code,
+        /// which also hears that the run ended by cancellation.
+        @usableFromInline enum Completion {
+            case outcome(@Sendable (Outcome) -> Void)
+            case values(some: @Sendable (Value) -> Void, none: @Sendable (Failure) -> Void)
+            case resumption(UnsafeContinuation<Outcome?, Never>)
+            case callback((Run, sending Outcome?) -> Void)
+            case finished
+        }
+
+        /// Makes a run with room for `chain` (or, with `nil`, for an operation alone), inside
+        /// `outer` if Future starts it inside another run.
+        @inlinable static func make(for chain: Stage?, inside outer: Run? = nil) -> Finishing {
+            let completionWords = (MemoryLayout<Completion>.size + 7) / 8
+            let slot = max(
+                chain?.slotSize ?? 0, MemoryLayout<Outcome>.size,
+                MemoryLayout<Operation>.size, 16)
+            let slotWords = (slot + 7) / 8
+            let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
+            let made = create(minimumCapacity: words) { _ in Fields() }
+            let run = unsafeDowncast(made, to: Finishing.self)
+            run.prepare(completionWords: completionWords, slotWords: slotWords, inside: outer)
+            run.completion.initialize(to: .finished)
+            return run
+        }
+
+        @usableFromInline var completion: UnsafeMutablePointer<Completion> {
+            tail.assumingMemoryBound(to: Completion.self)
+        }
+
+        /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended
+        /// by cancellation (after its `ensure` steps), exactly once. A run that ended with an
+        /// outcome can run another promise so: how a combination runs the members that end at
+        /// once, one after another, on one run and in the same memory. `immediately` runs it on
+        /// this stack even deep in nested runs (see `proceed`).
+        @inlinable func start(
+            _ promise: consuming Promise<Value, Failure>, _ completion: Completion,
+            immediately: Bool = false
+        ) {
+            self.completion.pointee = completion
+            switch promise.body {
+            case .chain(let last): start(last, immediately: immediately)
+            case .operation(let operation):
+                slot.put(operation)
+                driver.pointee.startsWithOperation = true
+                start(nil, immediately: immediately)
+            }
+        }
+
+        @usableFromInline override func finish(_ slot: Slot?) {
+            // Let go of here, on the thread that ends the run (a combination that runs its next
+            // member here gives it again).
+            let taken = completion.move()
+            completion.initialize(to: .finished)
+            switch taken {
+            case .outcome(let body): if let slot { body(slot.take(Outcome.self)) }
+            case .values(let some, let none):
+                switch slot?.take(Outcome.self) {
+                case .success(let value)?: some(value)
+                case .failure(let error)?: none(error)
+                case nil: break
+                }
+            case .resumption(let continuation): continuation.resume(returning: slot?.take())
+            case .callback(let callback): callback(self, slot?.take(Outcome.self))
+            case .finished: break
+            }
+        }
+
+        @usableFromInline override func performFirst(_ perform: Bool) -> Next {
+            let operation = slot.take(Operation.self)
+            return perform ? self.perform(operation, Value.self, Failure.self) : .halt
+        }
+
+        @usableFromInline override var output: any RunHandle.Outcome.Type { Box<Outcome>.self }
+
+        deinit { completion.deinitialize(count: 1) }
+    }
+}
+
+extension RunHandle.Run: RunHandle.Reporter {
+    @usableFromInline var run: RunHandle.Run { self }
 }

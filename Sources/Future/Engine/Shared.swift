@@ -23,8 +23,8 @@ nonisolated extension RunHandle {
         private enum State {
             /// No run of the work is under way: the next run of the shared promise starts one.
             case idle(Promise<Value, Failure>)
-            /// The run of the work that run `starter` started is under way, on `handle`.
-            case running(Promise<Value, Failure>, starter: Int, handle: RunHandle)
+            /// The run of the work that run `starter` started is under way, on `run`.
+            case running(Promise<Value, Failure>, starter: Int, run: Run)
             /// `pending()`'s, which has no work: its resolver brings the outcome.
             case awaitingResolver
             /// The work ended with `outcome`: every run gets it at once.
@@ -45,10 +45,10 @@ nonisolated extension RunHandle {
         /// that a run of its own calls at once, so that it reports as any resolver does.
         static func pending(file: StaticString, line: UInt) -> (Shared, Resolver<Value, Failure>) {
             let shared = Shared(nil, cancelsWhenAbandoned: false)
-            let source = Promise(file: file, line: line) { shared.outside = $0 }.last
-            RunHandle(last: source).start(source, immediately: true) {
-                shared.settle($0?.take(), starter: 0)
-            }
+            let operation = Promise(file: file, line: line) { shared.outside = $0 }
+            Finishing<Value, Failure>.make(for: nil).start(
+                operation, .callback { _, outcome in shared.settle(outcome, starter: 0) },
+                immediately: true)
             return (shared, shared.outside.take()!)
         }
 
@@ -56,8 +56,9 @@ nonisolated extension RunHandle {
         func join(_ resolver: Resolver<Value, Failure>) {
             // The run's handle is recorded before it starts, so that a joiner leaving meanwhile
             // cancels it, and the work does not begin.
+            typealias Start = (Promise<Value, Failure>, Finishing<Value, Failure>)
             let (number, known, start) = lock.withLock {
-                () -> (Int, Swift.Result<Value, Failure>??, (Stage, RunHandle)?) in
+                () -> (Int, Swift.Result<Value, Failure>??, Start?) in
                 lastNumber += 1
                 switch state {
                 case .settled(let outcome): return (lastNumber, outcome, nil)
@@ -67,29 +68,33 @@ nonisolated extension RunHandle {
                     return (lastNumber, nil, nil)
                 case .idle(let work):
                     waiting[lastNumber] = resolver
-                    let handle = RunHandle(last: work.last, inside: resolver.run)
-                    state = .running(work, starter: lastNumber, handle: handle)
-                    return (lastNumber, nil, (work.last, handle))
+                    let run = Finishing<Value, Failure>.make(for: work.chain, inside: resolver.run)
+                    state = .running(work, starter: lastNumber, run: run)
+                    return (lastNumber, nil, (work, run))
                 }
             }
             if let known { return known.map { resolver($0) } ?? resolver.cancel() }
             resolver.onCancel { [weak self] _ in self?.leave(number) }
-            guard let (work, handle) = start else { return }
-            handle.start(work) { [weak self] in self?.settle($0?.take(), starter: number) }
+            guard let (work, run) = start else { return }
+            let settle = { [weak self] (_: Run, outcome: sending Swift.Result<Value, Failure>?) in
+                guard let self else { return }
+                self.settle(outcome, starter: number)
+            }
+            run.start(work, .callback(settle))
         }
 
         /// A waiting run was cancelled; when none is left, the work is cancelled, if it is to be.
         private func leave(_ number: Int) {
             // The resolver that left is let go of outside the lock, as it may be its run's last.
-            let (_, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, RunHandle?) in
+            let (_, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, Run?) in
                 let left = waiting.removeValue(forKey: number)
                 guard waiting.isEmpty, cancelsWhenAbandoned,
-                    case .running(let work, _, let handle) = state
+                    case .running(let work, _, let run) = state
                 else { return (left, nil) }
                 state = .idle(work)
-                return (left, handle)
+                return (left, run)
             }
-            abandoned?.cancel()
+            _ = abandoned?.cancel(call: nil)
         }
 
         /// The run of the work that run `starter` started (or, for `pending()`, its resolver)
