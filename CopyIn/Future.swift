@@ -1373,8 +1373,9 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype, Failure 
 // MARK: - Time
 
 // Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
-// Builds on the hop (`Next.hop`), on `RunHandle.join` for `timeout`, and on `recover` for
-// `retry`.
+// Builds on the hop (`Next.hop`), on a scope of the run for `timeout` (`Next.scope`), both waiting
+// in Engine/Deadlines.swift; on `recover` for `retry`; and, on a clock you pass, on
+// `RunHandle.join` for `timeout`.
 
 // `Duration` needs macOS 13, iOS 16, tvOS 16 and watchOS 9, the package's minimums. An app with a
 // lower deployment target can copy the file in: these declarations alone are then unavailable.
@@ -1406,8 +1407,7 @@ nonisolated extension Promise {
     /// run on a global queue: add ``on(_:)`` to go on elsewhere. To start with a wait, use
     /// ``after(_:)``; to wait between attempts, ``retry(_:delay:while:)``.
     public func delay(_ interval: Duration) -> Promise {
-        let nanoseconds = Int(max(0, min(interval / .nanoseconds(1), 9e18)))
-        return appending(nanoseconds) { stage, _, _ in
+        appending(Self.nanoseconds(interval)) { stage, _, _ in
             let nanoseconds = Node<Int>.payload(of: stage)
             return .hop(.global(), nanoseconds == 0 ? nil : .now() + .nanoseconds(nanoseconds))
         }
@@ -1422,10 +1422,31 @@ nonisolated extension Promise {
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
-        let timer = after(interval).flatMap { Promise(error: error()) }
-        return RunHandle.join([self, timer]) { _, ending in
-            if case .outcome(_, let outcome) = ending { .settle(outcome) } else { .cancel }
+        // The work's steps run in a scope of the run: the first step enters them with a deadline,
+        // which, if it passes first, cancels them; the last step then puts the error.
+        let work = (last, Self.nanoseconds(interval))
+        let scoped = Promise(
+            last: Node(work, after: nil, output: Outcome.self) { stage, _, _ in
+                let (work, nanoseconds) = Node<(RunHandle.Stage, Int)>.payload(of: stage)
+                return .scope(.now() + .nanoseconds(nanoseconds), work)
+            })
+        return scoped.appending(error) { stage, slot, run in
+            switch run.endScope() {
+            case .armed: return .proceed
+            case .expired: _ = slot.take(Outcome.self)  // the work settled after the deadline
+            case .unwound: break
+            }
+            slot.put(Outcome.failure(Node<@Sendable () -> Failure>.payload(of: stage)()))
+            return .proceed
         }
+    }
+
+    /// `interval` in nanoseconds, within what a `DispatchTime` holds, and not negative.
+    @usableFromInline static func nanoseconds(_ interval: Duration) -> Int {
+        let (seconds, attoseconds) = interval.components
+        guard seconds >= 0 else { return 0 }
+        guard seconds < 9_000_000_000 else { return 9_000_000_000_000_000_000 }
+        return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
 
     /// Runs the work again after a failure, `attempts` times at most in all.
@@ -2294,14 +2315,17 @@ nonisolated extension RunHandle {
     }
 
     /// What the loop does after a step: go on (the output is in the slot), run a chain whose
-    /// outcome is the output, stop (the run was cancelled), or go on on a queue (after a time),
-    /// the output waiting in the slot. After a step called an operation, the loop learns
-    /// whether to go on (it resolved), stop, or `wait` for its resolver.
+    /// outcome is the output (within a scope that a deadline ends), stop (the run was
+    /// cancelled), or go on on a queue (after a time), the output waiting in the slot. After a
+    /// step called an operation, the loop learns whether to go on (it resolved), stop, `wait` for
+    /// its resolver. `unwind` ends the steps of a scope whose deadline passed (`Run.unwind`).
     @usableFromInline enum Next {
         case proceed
         case enter(Stage)
+        case scope(DispatchTime, Stage)
         case called, wait
         case halt
+        case unwind
         case hop(DispatchQueue, DispatchTime?)
     }
 
@@ -2350,14 +2374,19 @@ nonisolated extension RunHandle {
             push(last)
         }
 
-        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
-        mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
-            let kept = Spill.make(&spill)
-            // Chains whose stages have all run are released here, not while their last step runs.
-            while let entered = kept.chains.last, entered.base >= count { kept.chains.removeLast() }
+        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run,
+        /// unless `isKept`: a chain that a stage of the run keeps, such as a `timeout`'s work.
+        mutating func enter(_ chain: consuming Stage, isKept: Bool = false, spill: inout Spill?) {
             if count + Int32(chain.depth) > capacity { grow(by: chain.depth, spill: &spill) }
             let last = Unmanaged.passUnretained(chain)
-            kept.chains.append((consume chain, count))
+            if !isKept {
+                let kept = Spill.make(&spill)
+                // Chains whose stages have all run are released here, not as their last step runs.
+                while let entered = kept.chains.last, entered.base >= count {
+                    kept.chains.removeLast()
+                }
+                kept.chains.append((consume chain, count))
+            }
             push(last)
         }
 
@@ -2530,9 +2559,12 @@ nonisolated extension RunHandle {
         var state = State.idle
         /// Whether the latest call's resolver reported an outcome.
         var resolved = false
-        /// How many operations the run has called: each call's number is its count.
+        /// How many operations the run has called: each call's number is its count; a call a
+        /// scope gave up on no longer counts.
         var calls = 0
         var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
+        /// The scopes of `timeout` steps the run is inside, innermost last.
+        var scopes: [Scope] = []
         /// What few runs need: made with the run, or later under the lock.
         var extras: Extras?
 
@@ -2563,6 +2595,8 @@ nonisolated extension RunHandle {
         var user: Run?
         /// Which member of a combination the run runs (see `Join`).
         var member = 0
+        /// What the run waits for while it waits for a queue.
+        var queueWait: QueueWait?
 
         @usableFromInline init(completionWords: Int, slotWords: Int, user: Run?) {
             self.completionWords = UInt8(completionWords)
@@ -2578,8 +2612,6 @@ nonisolated extension RunHandle {
         @exclusivity(unchecked) var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
         @exclusivity(unchecked) var firstCallOfChain = 1
-        /// What the run waits for while it waits for a queue.
-        @exclusivity(unchecked) var queueWait: QueueWait?
 
         /// The run's extras, made now if it has none (under the lock).
         static func make(_ fields: inout Fields) -> Extras {
@@ -2596,11 +2628,34 @@ nonisolated extension RunHandle {
         let generation: Int
     }
 
-    /// What a run that hops waits for (a queue, after `timer` fires if there is a deadline), and
-    /// the type of the step's output that waits in the slot meanwhile.
+    /// What a run that hops waits for (a queue, after `deadline` if it has one), and the step
+    /// whose output waits in the slot meanwhile.
     struct QueueWait {
-        let timer: DispatchSourceTimer?
-        let held: any Outcome.Type
+        let deadline: Deadline?
+        let held: Unmanaged<Stage>
+
+        /// Disarms the deadline and lets go of the output, for a run that no longer waits.
+        func abandon(_ slot: Slot) {
+            deadline.map(Deadlines.shared.disarm)
+            held._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+        }
+    }
+
+    /// The steps a `timeout` step entered, which its deadline ends if it passes first: those
+    /// above `base` on the plan, whose top at `base` is the step that puts the error.
+    @usableFromInline struct Scope {
+        let base: Int32
+        let deadline: Deadline
+        var state = State.armed
+
+        @usableFromInline enum State {
+            /// Waiting for the deadline, or for its steps to end.
+            case armed
+            /// Its deadline passed: the driving thread is to end its steps.
+            case expired
+            /// Its steps were ended: its last step puts the error.
+            case unwound
+        }
     }
 
     /// Where a run is. Cancelling moves a run that has not ended to one of the `cancelled`
@@ -2617,18 +2672,30 @@ nonisolated extension RunHandle {
         /// The run waits for a queue to carry it on (see `QueueWait`).
         case awaitingQueue
         /// Cancelled while a thread drives it, which halts it at its next check; while
-        /// `handlersRunning`, the canceller still calls the cancel handlers.
-        case cancelledWhileDriving(handlersRunning: Bool)
+        /// `handlersRunning`, the canceller still calls the cancel handlers. With `scope`, only
+        /// the steps of a scope whose deadline passed are cancelled: the run goes on after them.
+        case cancelledWhileDriving(handlersRunning: Bool, scope: Bool)
         /// Cancelled while no thread drives it (or its driver stopped to let the canceller end
-        /// it): the canceller ends it once the handlers have returned.
-        case cancelledWhileWaiting
+        /// it): the canceller ends it once the handlers have returned, or with `scope`, ends the
+        /// scope's steps and drives on.
+        case cancelledWhileWaiting(scope: Bool)
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled
 
+        /// Whether the run is cancelled.
         var isCancelled: Bool {
+            switch self {
+            case .cancelledWhileDriving(_, let scope), .cancelledWhileWaiting(let scope): !scope
+            case .cancelled: true
+            case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
+            }
+        }
+
+        /// Whether the run, or the scope it is in, is cancelled: no operation starts or reports.
+        var isStopping: Bool {
             switch self {
             case .cancelledWhileDriving, .cancelledWhileWaiting, .cancelled: true
             case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
@@ -2649,9 +2716,11 @@ nonisolated extension RunHandle {
             case .calling: "calling an operation"
             case .awaitingResolver: "awaiting a resolver"
             case .awaitingQueue: "awaiting a queue"
-            case .cancelledWhileDriving(let running):
-                "cancelled while driving\(running ? ", calling cancel handlers" : "")"
-            case .cancelledWhileWaiting: "cancelled while waiting, calling cancel handlers"
+            case .cancelledWhileDriving(let running, let scope):
+                "\(scope ? "scope " : "")cancelled while driving"
+                    + (running ? ", calling cancel handlers" : "")
+            case .cancelledWhileWaiting(let scope):
+                "\(scope ? "scope " : "")cancelled while waiting, calling cancel handlers"
             case .ended(let cancelledSince): cancelledSince ? "ended, then cancelled" : "ended"
             case .cancelled: "cancelled"
             }
@@ -2760,7 +2829,7 @@ nonisolated extension RunHandle.Run {
             }
             switch fields.state {
             case .ended(cancelledSince: true):
-                fields.state = .cancelledWhileDriving(handlersRunning: false)
+                fields.state = .cancelledWhileDriving(handlersRunning: false, scope: false)
             case .idle, .ended(cancelledSince: false):
                 fields.state = .driving(thread: pthread_self())
             default:
@@ -2780,7 +2849,7 @@ nonisolated extension RunHandle.Run {
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private final func drive() {
+    private final func drive(unwinding: Bool = false) {
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -2789,7 +2858,9 @@ nonisolated extension RunHandle.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
-        if driver.pointee.startsWithOperation {
+        if unwinding {
+            next = .unwind
+        } else if driver.pointee.startsWithOperation {
             driver.pointee.startsWithOperation = false
             next = performFirst(true)
         } else if let first = plan.pop() {
@@ -2809,14 +2880,18 @@ nonisolated extension RunHandle.Run {
                     swap(&plan, &driver.pointee.plan)
                     return halt()
                 }
-            case .enter(let inner):
+            case .enter(let inner), .scope(_, let inner):
+                if case .scope(let time, _) = next { beginScope(until: time, above: plan.count) }
                 fitSlot(to: inner)
                 slot = self.slot
-                plan.enter(inner, spill: &driver.pointee.spill)
-                if read({ $0.isCancelled }) {
+                let isKept: Bool
+                if case .scope = next { isKept = true } else { isKept = false }
+                plan.enter(inner, isKept: isKept, spill: &driver.pointee.spill)
+                if read({ $0.isStopping }) {
                     swap(&plan, &driver.pointee.plan)
                     return halt()
                 }
+            case .unwind: unwind(&plan)
             case .called, .wait: return
             case .halt:
                 swap(&plan, &driver.pointee.plan)
@@ -2825,8 +2900,7 @@ nonisolated extension RunHandle.Run {
                 // Moved, not kept: a thread that kept the plan could release the chain's steps
                 // after the queue's thread has finished the run.
                 swap(&plan, &driver.pointee.plan)
-                let output = stage?._withUnsafeGuaranteedRef { $0.output } ?? self.output
-                return awaitQueue(queue, at: deadline, holding: output)
+                return awaitQueue(queue, at: deadline, holding: stage!)
             }
             guard let popped = plan.pop() else { break }
             stage = popped
@@ -2842,6 +2916,7 @@ nonisolated extension RunHandle.Run {
     final func resume(_ resumption: Resumption) {
         switch resumption {
         case .drive: drive()
+        case .unwind: drive(unwinding: true)
         case .halt: halt()
         case .callCancelHandlers(let handlers): callCancelHandlers(handlers)
         }
@@ -2849,7 +2924,7 @@ nonisolated extension RunHandle.Run {
 
     /// What a run does next, once there is room on the stack.
     enum Resumption {
-        case drive, halt
+        case drive, unwind, halt
         case callCancelHandlers([@Sendable (any RunHandle.Reporter) -> Void])
     }
 
@@ -2947,7 +3022,7 @@ nonisolated extension RunHandle.Run {
     @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
         var unneeded: [@Sendable (any RunHandle.Reporter) -> Void] = []
         let resume = locked { fields -> Bool in
-            guard isPending(call, fields), !fields.state.isCancelled else { return false }
+            guard isPending(call, fields), !fields.state.isStopping else { return false }
             // The slot is read only now: while the call is pending, the driving thread is inside
             // the operation, or the run waits.
             write(slot)
@@ -2976,7 +3051,7 @@ nonisolated extension RunHandle.Run {
     ) {
         let callNow = locked { fields -> Bool in
             let pending = isPending(call, fields)
-            guard pending, !fields.state.isCancelled else { return pending }
+            guard pending, !fields.state.isStopping else { return pending }
             fields.cancelHandlers.append(handler)
             return false
         }
@@ -2986,7 +3061,7 @@ nonisolated extension RunHandle.Run {
     /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
     @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isCancelled && call >= ($0.extras?.firstCallOfChain ?? 1) }
+        locked { $0.state.isStopping && call >= ($0.extras?.firstCallOfChain ?? 1) }
     }
 
     /// Call `call` ended its run as cancelled.
@@ -3008,44 +3083,130 @@ nonisolated extension RunHandle.Run {
 // MARK: Hopping to a queue
 
 nonisolated extension RunHandle.Run {
-    /// Parks the run, the step's output in the slot and its plan in its fields, until `queue`
-    /// carries it on, at `deadline` if given. A timer is a Dispatch source, not a delayed work
-    /// item: when cancelled, a source lets go of its handler (and so of the run) at once, where a
-    /// cancelled work item stays in Dispatch's timer list, holding the run, until its deadline.
+    /// Parks the run, the step's output in the slot and its plan in what the driving thread
+    /// owns, until `queue` carries it on, at `deadline` if given (see `Deadlines`).
     private final func awaitQueue(
-        _ queue: DispatchQueue, at deadline: DispatchTime?, holding held: any RunHandle.Outcome.Type
+        _ queue: DispatchQueue, at time: DispatchTime?, holding held: Unmanaged<Stage>
     ) {
-        let timer = deadline.map { _ in DispatchSource.makeTimerSource(queue: queue) }
-        // Active before anyone can cancel or drop it (Dispatch traps on an inactive source's
-        // release); with no deadline yet, it does not fire.
-        timer?.activate()
+        let deadline = time.map { RunHandle.Deadline($0, for: self, on: queue) }
+        // Handed over before the lock may hand the run to the queue, or to a canceller.
+        driver.pointee.queueWait = RunHandle.QueueWait(deadline: deadline, held: held)
         let parked = locked { fields -> Bool in
             guard case .driving = fields.state else { return false }
             fields.state = .awaitingQueue
-            RunHandle.Extras.make(&fields).queueWait = RunHandle.QueueWait(timer: timer, held: held)
+            // Armed under the lock, so that a canceller that takes the run over finds it armed.
+            deadline.map(RunHandle.Deadlines.shared.arm)
             return true
         }
         guard parked else {
-            held.discard(from: slot)
+            driver.pointee.queueWait.take()?.abandon(slot)
             return halt()
         }
         let handle = RunHandle(self)
-        guard let timer, let deadline else { return queue.async { handle.run.queueArrived() } }
-        timer.setEventHandler { handle.run.queueArrived() }
-        timer.schedule(deadline: deadline)
+        if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
     final func queueArrived() {
-        let wait = locked { fields -> RunHandle.QueueWait? in
-            guard case .awaitingQueue = fields.state else { return nil }
+        let arrived = locked { fields -> Bool in
+            guard case .awaitingQueue = fields.state else { return false }
             fields.state = .driving(thread: pthread_self())
-            return fields.extras?.queueWait.take()
+            return true
         }
-        guard let wait else { return }
-        // A fired timer's source keeps its handler, and so the run, until it is cancelled.
-        wait.timer?.cancel()
+        guard arrived else { return }
+        driver.pointee.queueWait = nil
         proceed(.drive)
+    }
+
+    /// `deadline` passed: a hop goes on on its queue, a scope's steps are cancelled.
+    final func deadlinePassed(_ deadline: RunHandle.Deadline) {
+        guard let queue = deadline.queue else { return expire(deadline) }
+        // The heap's timer fires on a global queue: a hop to one goes on at once.
+        guard queue === DispatchQueue.global() else {
+            let handle = RunHandle(self)
+            return queue.async { handle.run.queueArrived() }
+        }
+        queueArrived()
+    }
+}
+
+// MARK: Scopes that a deadline ends
+
+nonisolated extension RunHandle.Run {
+    /// Enters a `timeout`'s scope, the steps pushed above `base` from now on, which are cancelled
+    /// if `time` comes before the scope's last step runs (`endScope`).
+    private final func beginScope(until time: DispatchTime, above base: Int32) {
+        let deadline = RunHandle.Deadline(time, for: self, on: nil)
+        locked { fields in
+            fields.scopes.append(RunHandle.Scope(base: base, deadline: deadline))
+            RunHandle.Deadlines.shared.arm(deadline)  // under the lock: `expire` finds the scope
+        }
+    }
+
+    /// The last step of a scope: whether its deadline passed, after its steps were cancelled
+    /// (`unwound`) or as they ended (`expired`, the work's outcome in the slot), or not (`armed`).
+    @usableFromInline final func endScope() -> RunHandle.Scope.State {
+        let scope = locked { fields -> RunHandle.Scope in
+            let scope = fields.scopes.removeLast()
+            let stillExpired = fields.scopes.contains {
+                if case .expired = $0.state { true } else { false }
+            }
+            if case .expired = scope.state, !stillExpired,
+                case .cancelledWhileDriving(_, scope: true) = fields.state
+            {
+                fields.state = .driving(thread: pthread_self())
+            }
+            return scope
+        }
+        RunHandle.Deadlines.shared.disarm(scope.deadline)
+        return scope.state
+    }
+
+    /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
+    /// the run goes on after them.
+    private final func expire(_ deadline: RunHandle.Deadline) {
+        let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
+            guard let index = fields.scopes.firstIndex(where: { $0.deadline === deadline }),
+                case .armed = fields.scopes[index].state
+            else { return nil }
+            fields.scopes[index].state = .expired
+            switch fields.state {
+            case .driving, .calling:
+                fields.state = .cancelledWhileDriving(handlersRunning: true, scope: true)
+            case .awaitingResolver, .awaitingQueue:
+                fields.state = .cancelledWhileWaiting(scope: true)
+            case .idle, .cancelledWhileDriving, .cancelledWhileWaiting, .ended, .cancelled:
+                return nil  // already stopping: the scope's steps end with the others
+            }
+            defer { fields.cancelHandlers = [] }
+            return fields.cancelHandlers
+        }
+        guard let handlers else { return }
+        proceed(.callCancelHandlers(handlers))
+    }
+
+    /// Cancels the steps of the outermost scope whose deadline passed: pops them, running their
+    /// `ensure` steps (and starting their `ignoringCancel()` work), down to the scope's last
+    /// step; the scopes inside it end with them.
+    private final func unwind(_ plan: inout Plan) {
+        let (base, inner) = locked { fields -> (Int32, [RunHandle.Deadline]) in
+            let index = fields.scopes.firstIndex {
+                if case .expired = $0.state { true } else { false }
+            }!
+            fields.scopes[index].state = .unwound
+            let inner = fields.scopes[(index + 1)...].map(\.deadline)
+            fields.scopes.removeSubrange((index + 1)...)
+            return (fields.scopes[index].base, inner)
+        }
+        for deadline in inner { RunHandle.Deadlines.shared.disarm(deadline) }
+        while plan.count > base, let stage = plan.pop() { stop(stage.takeUnretainedValue()) }
+    }
+
+    /// A step that a cancelled run or scope does not take: an `ensure` step runs all the same,
+    /// and the work of an `ignoringCancel()` promise starts.
+    private final func stop(_ stage: Stage) {
+        if stage.isEnsure { RunHandle.Node<@Sendable () -> Void>.payload(of: stage)() }
+        stage.ignoring.map(startIgnored)
     }
 }
 
@@ -3059,14 +3220,22 @@ nonisolated extension RunHandle.Run {
             if let call, !isPending(call, fields) { return nil }
             switch fields.state {
             case .idle, .calling:
-                fields.state = .cancelledWhileDriving(handlersRunning: true)
+                fields.state = .cancelledWhileDriving(handlersRunning: true, scope: false)
             case .driving(let thread):
                 if call == nil, pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledByStep = true
                 }
-                fields.state = .cancelledWhileDriving(handlersRunning: true)
+                fields.state = .cancelledWhileDriving(handlersRunning: true, scope: false)
             case .awaitingResolver, .awaitingQueue:
-                fields.state = .cancelledWhileWaiting
+                fields.state = .cancelledWhileWaiting(scope: false)
+            case .cancelledWhileDriving(let running, scope: true) where call == nil:
+                // A scope's cancelling, under way, becomes the run's (its handlers are called).
+                // Not for an operation of the scope that cancels as it hears of it.
+                fields.state = .cancelledWhileDriving(handlersRunning: running, scope: false)
+                return nil
+            case .cancelledWhileWaiting(scope: true) where call == nil:
+                fields.state = .cancelledWhileWaiting(scope: false)
+                return nil
             case .ended(cancelledSince: false):
                 if call == nil { fields.state = .ended(cancelledSince: true) }
                 return nil
@@ -3081,56 +3250,77 @@ nonisolated extension RunHandle.Run {
         return true
     }
 
-    /// Calls a cancelled run's handlers, then ends the run if it waits.
+    /// Calls a cancelled run's (or scope's) handlers, then, if the run waits, ends it, or ends the
+    /// scope's steps and drives on.
     private final func callCancelHandlers(
         _ handlers: [@Sendable (any RunHandle.Reporter) -> Void]
     ) {
         for handler in handlers { handler(self) }
-        let (takesOver, wait) = locked { fields -> (Bool, RunHandle.QueueWait?) in
-            guard case .cancelledWhileWaiting = fields.state else {
-                fields.state = .cancelledWhileDriving(handlersRunning: false)  // its driver ends it
-                return (false, nil)
+        let takesOver = locked { fields -> Bool? in
+            switch fields.state {
+            case .cancelledWhileWaiting(let scope):
+                fields.state = scope ? .driving(thread: pthread_self()) : .cancelled
+                if scope { fields.calls += 1 }  // the call it gave up on no longer counts
+                return scope
+            case .cancelledWhileDriving(handlersRunning: true, let scope):
+                fields.state = .cancelledWhileDriving(handlersRunning: false, scope: scope)
+                return nil  // its driver ends it
+            default:
+                return nil  // its driver got to the scope's end first
             }
-            fields.state = .cancelled
-            return (true, fields.extras?.queueWait.take())
         }
-        if takesOver { endCancelled(leaving: wait) }
+        switch takesOver {
+        case true?:
+            driver.pointee.queueWait.take()?.abandon(slot)
+            drive(unwinding: true)
+        case false?: endCancelled()
+        case nil: break
+        }
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless the canceller still calls
-    /// the handlers, in which case it leaves it for the canceller to end.
+    /// the handlers, in which case it leaves it for the canceller to end. A cancelled scope's
+    /// steps end, and the run goes on.
     private final func halt() {
         if driver.pointee.startsWithOperation {  // cancelled before it started
             driver.pointee.startsWithOperation = false
             _ = performFirst(false)
         }
-        let ends = locked { fields -> Bool in
-            if case .cancelledWhileDriving(handlersRunning: true) = fields.state {
-                fields.state = .cancelledWhileWaiting
+        let ends = locked { fields -> Bool? in
+            switch fields.state {
+            case .cancelledWhileDriving(handlersRunning: true, let scope):
+                fields.state = .cancelledWhileWaiting(scope: scope)
+                return nil
+            case .cancelledWhileDriving(handlersRunning: false, scope: true):
+                fields.state = .driving(thread: pthread_self())
+                fields.calls += 1  // the call it gave up on no longer counts
                 return false
+            default:
+                fields.state = .cancelled
+                return true
             }
-            fields.state = .cancelled
-            return true
         }
-        if ends { endCancelled(leaving: nil) }
+        switch ends {
+        case true?: endCancelled()
+        case false?: proceed(.unwind)
+        case nil: break
+        }
     }
 
-    /// Ends a cancelled run: lets go of what waited for a queue, then runs the `ensure` steps
-    /// still ahead, innermost chain first.
-    private final func endCancelled(leaving wait: RunHandle.QueueWait?) {
-        if let wait {
-            wait.timer?.cancel()
-            wait.held.discard(from: slot)
-        }
+    /// Ends a cancelled run: lets go of what waited for a queue or a deadline, then runs the
+    /// `ensure` steps still ahead, innermost chain first.
+    private final func endCancelled() {
         let driver = self.driver
+        driver.pointee.queueWait.take()?.abandon(slot)
+        let scopes = locked { fields -> [RunHandle.Scope] in
+            defer { fields.scopes = [] }
+            return fields.scopes
+        }
+        for scope in scopes { RunHandle.Deadlines.shared.disarm(scope.deadline) }
         driver.pointee.resolver = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
-        while let stage = rest.pop() {
-            let stage = stage.takeUnretainedValue()
-            if stage.isEnsure { RunHandle.Node<@Sendable () -> Void>.payload(of: stage)() }
-            stage.ignoring.map(startIgnored)
-        }
+        while let stage = rest.pop() { stop(stage.takeUnretainedValue()) }
         rest.end(spill: &driver.pointee.spill)
         swap(&rest, &driver.pointee.plan)  // its memory, for another chain
         finish(nil)
@@ -3286,6 +3476,131 @@ nonisolated extension RunHandle {
 
 extension RunHandle.Run: RunHandle.Reporter {
     @usableFromInline var run: RunHandle.Run { self }
+}
+
+// MARK: - Engine/Deadlines
+
+// Engine/Deadlines.swift: the time runs wait for, `delay`'s hops and `timeout`'s scopes (Run.swift):
+// every deadline in one heap, under one lock, behind one Dispatch timer source. Arming a
+// deadline costs a heap insertion, and disarming one a removal that lets go of its run at once;
+// the source is rescheduled only for a deadline earlier than the one it waits for. (A source
+// for each deadline cost a third of a `timeout`'s time, and a delayed work item, when cancelled,
+// holds what it captured until its deadline.)
+
+nonisolated extension RunHandle {
+    /// One deadline a run waits for: a hop that goes on at a time, or a scope that expires.
+    final class Deadline: @unchecked Sendable {
+        let time: DispatchTime
+        /// The run, until the deadline fires or is disarmed. Guarded by the heap's lock.
+        @exclusivity(unchecked) fileprivate var run: Run?
+        /// The queue a hop goes on on; `nil` for a scope's deadline.
+        let queue: DispatchQueue?
+        /// Its place in the heap, or -1 once it fired or was disarmed. Guarded by the heap's lock.
+        @exclusivity(unchecked) fileprivate var index = -1
+
+        init(_ time: DispatchTime, for run: Run, on queue: DispatchQueue?) {
+            self.time = time
+            self.run = run
+            self.queue = queue
+        }
+    }
+
+    /// The deadlines every run waits for, earliest first.
+    final class Deadlines: @unchecked Sendable {
+        static let shared = Deadlines()
+
+        private let lock = Lock()
+        private let source = DispatchSource.makeTimerSource(queue: .global())
+        // Guarded by `lock`.
+        /// A binary heap, by time.
+        @exclusivity(unchecked) private var heap: [Deadline] = []
+        /// When the source fires next, if it waits.
+        @exclusivity(unchecked) private var scheduled: DispatchTime?
+
+        private init() {
+            source.setEventHandler { Deadlines.shared.fire() }
+            source.activate()
+        }
+
+        /// Arms `deadline`, which fires `run.deadlinePassed(_:)` unless disarmed first.
+        func arm(_ deadline: Deadline) {
+            lock.withLock {
+                deadline.index = heap.count
+                heap.append(deadline)
+                siftUp(heap.count - 1)
+                if scheduled.map({ deadline.time < $0 }) ?? true {
+                    scheduled = deadline.time
+                    source.schedule(deadline: deadline.time, leeway: .nanoseconds(0))
+                }
+            }
+        }
+
+        /// Disarms `deadline`, if it has not fired, and lets go of its run: the run, outside the
+        /// lock, as it may be the last reference.
+        func disarm(_ deadline: Deadline) {
+            let run = lock.withLock { () -> Run? in
+                guard deadline.index >= 0 else { return nil }
+                remove(at: deadline.index)
+                return deadline.run.take()
+            }
+            _ = consume run
+        }
+
+        /// The source fired: the deadlines that passed go to their runs, the earliest first.
+        private func fire() {
+            let passed = lock.withLock { () -> [(Deadline, Run?)] in
+                let now = DispatchTime.now()
+                var passed: [(Deadline, Run?)] = []
+                while let first = heap.first, first.time <= now {
+                    remove(at: 0)
+                    passed.append((first, first.run.take()))
+                }
+                scheduled = heap.first?.time
+                if let next = scheduled { source.schedule(deadline: next, leeway: .nanoseconds(0)) }
+                return passed
+            }
+            for (deadline, run) in passed { run?.deadlinePassed(deadline) }
+        }
+
+        private func remove(at index: Int) {
+            let removed = heap[index]
+            let last = heap.removeLast()
+            removed.index = -1
+            guard index < heap.count else { return }
+            heap[index] = last
+            last.index = index
+            siftUp(index)
+            siftDown(last.index)
+        }
+
+        private func siftUp(_ start: Int) {
+            var child = start
+            while child > 0, heap[child].time < heap[(child - 1) / 2].time {
+                swapAt(child, (child - 1) / 2)
+                child = (child - 1) / 2
+            }
+        }
+
+        private func siftDown(_ start: Int) {
+            var parent = start
+            while true {
+                let left = 2 * parent + 1
+                let right = left + 1
+                var earliest = parent
+                if left < heap.count, heap[left].time < heap[earliest].time { earliest = left }
+                if right < heap.count, heap[right].time < heap[earliest].time { earliest = right }
+                guard earliest != parent else { return }
+                swapAt(parent, earliest)
+                parent = earliest
+            }
+        }
+
+        private func swapAt(_ first: Int, _ second: Int) {
+            heap.swapAt(first, second)
+            heap[first].index = first
+            heap[second].index = second
+        }
+    }
 }
 
 // MARK: - Engine/Nesting

@@ -1,6 +1,7 @@
 // Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
-// Builds on the hop (`Next.hop`), on `RunHandle.join` for `timeout`, and on `recover` for
-// `retry`.
+// Builds on the hop (`Next.hop`), on a scope of the run for `timeout` (`Next.scope`), both waiting
+// in Engine/Deadlines.swift; on `recover` for `retry`; and, on a clock you pass, on
+// `RunHandle.join` for `timeout`.
 
 import Dispatch
 
@@ -34,8 +35,7 @@ nonisolated extension Promise {
     /// run on a global queue: add ``on(_:)`` to go on elsewhere. To start with a wait, use
     /// ``after(_:)``; to wait between attempts, ``retry(_:delay:while:)``.
     public func delay(_ interval: Duration) -> Promise {
-        let nanoseconds = Int(max(0, min(interval / .nanoseconds(1), 9e18)))
-        return appending(nanoseconds) { stage, _, _ in
+        appending(Self.nanoseconds(interval)) { stage, _, _ in
             let nanoseconds = Node<Int>.payload(of: stage)
             return .hop(.global(), nanoseconds == 0 ? nil : .now() + .nanoseconds(nanoseconds))
         }
@@ -50,10 +50,31 @@ nonisolated extension Promise {
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
-        let timer = after(interval).flatMap { Promise(error: error()) }
-        return RunHandle.join([self, timer]) { _, ending in
-            if case .outcome(_, let outcome) = ending { .settle(outcome) } else { .cancel }
+        // The work's steps run in a scope of the run: the first step enters them with a deadline,
+        // which, if it passes first, cancels them; the last step then puts the error.
+        let work = (last, Self.nanoseconds(interval))
+        let scoped = Promise(
+            last: Node(work, after: nil, output: Outcome.self) { stage, _, _ in
+                let (work, nanoseconds) = Node<(RunHandle.Stage, Int)>.payload(of: stage)
+                return .scope(.now() + .nanoseconds(nanoseconds), work)
+            })
+        return scoped.appending(error) { stage, slot, run in
+            switch run.endScope() {
+            case .armed: return .proceed
+            case .expired: _ = slot.take(Outcome.self)  // the work settled after the deadline
+            case .unwound: break
+            }
+            slot.put(Outcome.failure(Node<@Sendable () -> Failure>.payload(of: stage)()))
+            return .proceed
         }
+    }
+
+    /// `interval` in nanoseconds, within what a `DispatchTime` holds, and not negative.
+    @usableFromInline static func nanoseconds(_ interval: Duration) -> Int {
+        let (seconds, attoseconds) = interval.components
+        guard seconds >= 0 else { return 0 }
+        guard seconds < 9_000_000_000 else { return 9_000_000_000_000_000_000 }
+        return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
 
     /// Runs the work again after a failure, `attempts` times at most in all.

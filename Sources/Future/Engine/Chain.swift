@@ -183,14 +183,17 @@ nonisolated extension RunHandle {
     }
 
     /// What the loop does after a step: go on (the output is in the slot), run a chain whose
-    /// outcome is the output, stop (the run was cancelled), or go on on a queue (after a time),
-    /// the output waiting in the slot. After a step called an operation, the loop learns
-    /// whether to go on (it resolved), stop, or `wait` for its resolver.
+    /// outcome is the output (within a scope that a deadline ends), stop (the run was
+    /// cancelled), or go on on a queue (after a time), the output waiting in the slot. After a
+    /// step called an operation, the loop learns whether to go on (it resolved), stop, `wait` for
+    /// its resolver. `unwind` ends the steps of a scope whose deadline passed (`Run.unwind`).
     @usableFromInline enum Next {
         case proceed
         case enter(Stage)
+        case scope(DispatchTime, Stage)
         case called, wait
         case halt
+        case unwind
         case hop(DispatchQueue, DispatchTime?)
     }
 
@@ -239,14 +242,19 @@ nonisolated extension RunHandle {
             push(last)
         }
 
-        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
-        mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
-            let kept = Spill.make(&spill)
-            // Chains whose stages have all run are released here, not while their last step runs.
-            while let entered = kept.chains.last, entered.base >= count { kept.chains.removeLast() }
+        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run,
+        /// unless `isKept`: a chain that a stage of the run keeps, such as a `timeout`'s work.
+        mutating func enter(_ chain: consuming Stage, isKept: Bool = false, spill: inout Spill?) {
             if count + Int32(chain.depth) > capacity { grow(by: chain.depth, spill: &spill) }
             let last = Unmanaged.passUnretained(chain)
-            kept.chains.append((consume chain, count))
+            if !isKept {
+                let kept = Spill.make(&spill)
+                // Chains whose stages have all run are released here, not as their last step runs.
+                while let entered = kept.chains.last, entered.base >= count {
+                    kept.chains.removeLast()
+                }
+                kept.chains.append((consume chain, count))
+            }
             push(last)
         }
 

@@ -46,9 +46,12 @@ nonisolated extension RunHandle {
         var state = State.idle
         /// Whether the latest call's resolver reported an outcome.
         var resolved = false
-        /// How many operations the run has called: each call's number is its count.
+        /// How many operations the run has called: each call's number is its count; a call a
+        /// scope gave up on no longer counts.
         var calls = 0
         var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
+        /// The scopes of `timeout` steps the run is inside, innermost last.
+        var scopes: [Scope] = []
         /// What few runs need: made with the run, or later under the lock.
         var extras: Extras?
 
@@ -79,6 +82,8 @@ nonisolated extension RunHandle {
         var user: Run?
         /// Which member of a combination the run runs (see `Join`).
         var member = 0
+        /// What the run waits for while it waits for a queue.
+        var queueWait: QueueWait?
 
         @usableFromInline init(completionWords: Int, slotWords: Int, user: Run?) {
             self.completionWords = UInt8(completionWords)
@@ -94,8 +99,6 @@ nonisolated extension RunHandle {
         @exclusivity(unchecked) var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
         @exclusivity(unchecked) var firstCallOfChain = 1
-        /// What the run waits for while it waits for a queue.
-        @exclusivity(unchecked) var queueWait: QueueWait?
 
         /// The run's extras, made now if it has none (under the lock).
         static func make(_ fields: inout Fields) -> Extras {
@@ -112,11 +115,34 @@ nonisolated extension RunHandle {
         let generation: Int
     }
 
-    /// What a run that hops waits for (a queue, after `timer` fires if there is a deadline), and
-    /// the type of the step's output that waits in the slot meanwhile.
+    /// What a run that hops waits for (a queue, after `deadline` if it has one), and the step
+    /// whose output waits in the slot meanwhile.
     struct QueueWait {
-        let timer: DispatchSourceTimer?
-        let held: any Outcome.Type
+        let deadline: Deadline?
+        let held: Unmanaged<Stage>
+
+        /// Disarms the deadline and lets go of the output, for a run that no longer waits.
+        func abandon(_ slot: Slot) {
+            deadline.map(Deadlines.shared.disarm)
+            held._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+        }
+    }
+
+    /// The steps a `timeout` step entered, which its deadline ends if it passes first: those
+    /// above `base` on the plan, whose top at `base` is the step that puts the error.
+    @usableFromInline struct Scope {
+        let base: Int32
+        let deadline: Deadline
+        var state = State.armed
+
+        @usableFromInline enum State {
+            /// Waiting for the deadline, or for its steps to end.
+            case armed
+            /// Its deadline passed: the driving thread is to end its steps.
+            case expired
+            /// Its steps were ended: its last step puts the error.
+            case unwound
+        }
     }
 
     /// Where a run is. Cancelling moves a run that has not ended to one of the `cancelled`
@@ -133,18 +159,30 @@ nonisolated extension RunHandle {
         /// The run waits for a queue to carry it on (see `QueueWait`).
         case awaitingQueue
         /// Cancelled while a thread drives it, which halts it at its next check; while
-        /// `handlersRunning`, the canceller still calls the cancel handlers.
-        case cancelledWhileDriving(handlersRunning: Bool)
+        /// `handlersRunning`, the canceller still calls the cancel handlers. With `scope`, only
+        /// the steps of a scope whose deadline passed are cancelled: the run goes on after them.
+        case cancelledWhileDriving(handlersRunning: Bool, scope: Bool)
         /// Cancelled while no thread drives it (or its driver stopped to let the canceller end
-        /// it): the canceller ends it once the handlers have returned.
-        case cancelledWhileWaiting
+        /// it): the canceller ends it once the handlers have returned, or with `scope`, ends the
+        /// scope's steps and drives on.
+        case cancelledWhileWaiting(scope: Bool)
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled
 
+        /// Whether the run is cancelled.
         var isCancelled: Bool {
+            switch self {
+            case .cancelledWhileDriving(_, let scope), .cancelledWhileWaiting(let scope): !scope
+            case .cancelled: true
+            case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
+            }
+        }
+
+        /// Whether the run, or the scope it is in, is cancelled: no operation starts or reports.
+        var isStopping: Bool {
             switch self {
             case .cancelledWhileDriving, .cancelledWhileWaiting, .cancelled: true
             case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
@@ -165,9 +203,11 @@ nonisolated extension RunHandle {
             case .calling: "calling an operation"
             case .awaitingResolver: "awaiting a resolver"
             case .awaitingQueue: "awaiting a queue"
-            case .cancelledWhileDriving(let running):
-                "cancelled while driving\(running ? ", calling cancel handlers" : "")"
-            case .cancelledWhileWaiting: "cancelled while waiting, calling cancel handlers"
+            case .cancelledWhileDriving(let running, let scope):
+                "\(scope ? "scope " : "")cancelled while driving"
+                    + (running ? ", calling cancel handlers" : "")
+            case .cancelledWhileWaiting(let scope):
+                "\(scope ? "scope " : "")cancelled while waiting, calling cancel handlers"
             case .ended(let cancelledSince): cancelledSince ? "ended, then cancelled" : "ended"
             case .cancelled: "cancelled"
             }
@@ -276,7 +316,7 @@ nonisolated extension RunHandle.Run {
             }
             switch fields.state {
             case .ended(cancelledSince: true):
-                fields.state = .cancelledWhileDriving(handlersRunning: false)
+                fields.state = .cancelledWhileDriving(handlersRunning: false, scope: false)
             case .idle, .ended(cancelledSince: false):
                 fields.state = .driving(thread: pthread_self())
             default:
@@ -296,7 +336,7 @@ nonisolated extension RunHandle.Run {
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private final func drive() {
+    private final func drive(unwinding: Bool = false) {
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -305,7 +345,9 @@ nonisolated extension RunHandle.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
-        if driver.pointee.startsWithOperation {
+        if unwinding {
+            next = .unwind
+        } else if driver.pointee.startsWithOperation {
             driver.pointee.startsWithOperation = false
             next = performFirst(true)
         } else if let first = plan.pop() {
@@ -325,14 +367,18 @@ nonisolated extension RunHandle.Run {
                     swap(&plan, &driver.pointee.plan)
                     return halt()
                 }
-            case .enter(let inner):
+            case .enter(let inner), .scope(_, let inner):
+                if case .scope(let time, _) = next { beginScope(until: time, above: plan.count) }
                 fitSlot(to: inner)
                 slot = self.slot
-                plan.enter(inner, spill: &driver.pointee.spill)
-                if read({ $0.isCancelled }) {
+                let isKept: Bool
+                if case .scope = next { isKept = true } else { isKept = false }
+                plan.enter(inner, isKept: isKept, spill: &driver.pointee.spill)
+                if read({ $0.isStopping }) {
                     swap(&plan, &driver.pointee.plan)
                     return halt()
                 }
+            case .unwind: unwind(&plan)
             case .called, .wait: return
             case .halt:
                 swap(&plan, &driver.pointee.plan)
@@ -341,8 +387,7 @@ nonisolated extension RunHandle.Run {
                 // Moved, not kept: a thread that kept the plan could release the chain's steps
                 // after the queue's thread has finished the run.
                 swap(&plan, &driver.pointee.plan)
-                let output = stage?._withUnsafeGuaranteedRef { $0.output } ?? self.output
-                return awaitQueue(queue, at: deadline, holding: output)
+                return awaitQueue(queue, at: deadline, holding: stage!)
             }
             guard let popped = plan.pop() else { break }
             stage = popped
@@ -358,6 +403,7 @@ nonisolated extension RunHandle.Run {
     final func resume(_ resumption: Resumption) {
         switch resumption {
         case .drive: drive()
+        case .unwind: drive(unwinding: true)
         case .halt: halt()
         case .callCancelHandlers(let handlers): callCancelHandlers(handlers)
         }
@@ -365,7 +411,7 @@ nonisolated extension RunHandle.Run {
 
     /// What a run does next, once there is room on the stack.
     enum Resumption {
-        case drive, halt
+        case drive, unwind, halt
         case callCancelHandlers([@Sendable (any RunHandle.Reporter) -> Void])
     }
 
@@ -463,7 +509,7 @@ nonisolated extension RunHandle.Run {
     @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
         var unneeded: [@Sendable (any RunHandle.Reporter) -> Void] = []
         let resume = locked { fields -> Bool in
-            guard isPending(call, fields), !fields.state.isCancelled else { return false }
+            guard isPending(call, fields), !fields.state.isStopping else { return false }
             // The slot is read only now: while the call is pending, the driving thread is inside
             // the operation, or the run waits.
             write(slot)
@@ -492,7 +538,7 @@ nonisolated extension RunHandle.Run {
     ) {
         let callNow = locked { fields -> Bool in
             let pending = isPending(call, fields)
-            guard pending, !fields.state.isCancelled else { return pending }
+            guard pending, !fields.state.isStopping else { return pending }
             fields.cancelHandlers.append(handler)
             return false
         }
@@ -502,7 +548,7 @@ nonisolated extension RunHandle.Run {
     /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
     @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isCancelled && call >= ($0.extras?.firstCallOfChain ?? 1) }
+        locked { $0.state.isStopping && call >= ($0.extras?.firstCallOfChain ?? 1) }
     }
 
     /// Call `call` ended its run as cancelled.
@@ -524,44 +570,130 @@ nonisolated extension RunHandle.Run {
 // MARK: Hopping to a queue
 
 nonisolated extension RunHandle.Run {
-    /// Parks the run, the step's output in the slot and its plan in its fields, until `queue`
-    /// carries it on, at `deadline` if given. A timer is a Dispatch source, not a delayed work
-    /// item: when cancelled, a source lets go of its handler (and so of the run) at once, where a
-    /// cancelled work item stays in Dispatch's timer list, holding the run, until its deadline.
+    /// Parks the run, the step's output in the slot and its plan in what the driving thread
+    /// owns, until `queue` carries it on, at `deadline` if given (see `Deadlines`).
     private final func awaitQueue(
-        _ queue: DispatchQueue, at deadline: DispatchTime?, holding held: any RunHandle.Outcome.Type
+        _ queue: DispatchQueue, at time: DispatchTime?, holding held: Unmanaged<Stage>
     ) {
-        let timer = deadline.map { _ in DispatchSource.makeTimerSource(queue: queue) }
-        // Active before anyone can cancel or drop it (Dispatch traps on an inactive source's
-        // release); with no deadline yet, it does not fire.
-        timer?.activate()
+        let deadline = time.map { RunHandle.Deadline($0, for: self, on: queue) }
+        // Handed over before the lock may hand the run to the queue, or to a canceller.
+        driver.pointee.queueWait = RunHandle.QueueWait(deadline: deadline, held: held)
         let parked = locked { fields -> Bool in
             guard case .driving = fields.state else { return false }
             fields.state = .awaitingQueue
-            RunHandle.Extras.make(&fields).queueWait = RunHandle.QueueWait(timer: timer, held: held)
+            // Armed under the lock, so that a canceller that takes the run over finds it armed.
+            deadline.map(RunHandle.Deadlines.shared.arm)
             return true
         }
         guard parked else {
-            held.discard(from: slot)
+            driver.pointee.queueWait.take()?.abandon(slot)
             return halt()
         }
         let handle = RunHandle(self)
-        guard let timer, let deadline else { return queue.async { handle.run.queueArrived() } }
-        timer.setEventHandler { handle.run.queueArrived() }
-        timer.schedule(deadline: deadline)
+        if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
     final func queueArrived() {
-        let wait = locked { fields -> RunHandle.QueueWait? in
-            guard case .awaitingQueue = fields.state else { return nil }
+        let arrived = locked { fields -> Bool in
+            guard case .awaitingQueue = fields.state else { return false }
             fields.state = .driving(thread: pthread_self())
-            return fields.extras?.queueWait.take()
+            return true
         }
-        guard let wait else { return }
-        // A fired timer's source keeps its handler, and so the run, until it is cancelled.
-        wait.timer?.cancel()
+        guard arrived else { return }
+        driver.pointee.queueWait = nil
         proceed(.drive)
+    }
+
+    /// `deadline` passed: a hop goes on on its queue, a scope's steps are cancelled.
+    final func deadlinePassed(_ deadline: RunHandle.Deadline) {
+        guard let queue = deadline.queue else { return expire(deadline) }
+        // The heap's timer fires on a global queue: a hop to one goes on at once.
+        guard queue === DispatchQueue.global() else {
+            let handle = RunHandle(self)
+            return queue.async { handle.run.queueArrived() }
+        }
+        queueArrived()
+    }
+}
+
+// MARK: Scopes that a deadline ends
+
+nonisolated extension RunHandle.Run {
+    /// Enters a `timeout`'s scope, the steps pushed above `base` from now on, which are cancelled
+    /// if `time` comes before the scope's last step runs (`endScope`).
+    private final func beginScope(until time: DispatchTime, above base: Int32) {
+        let deadline = RunHandle.Deadline(time, for: self, on: nil)
+        locked { fields in
+            fields.scopes.append(RunHandle.Scope(base: base, deadline: deadline))
+            RunHandle.Deadlines.shared.arm(deadline)  // under the lock: `expire` finds the scope
+        }
+    }
+
+    /// The last step of a scope: whether its deadline passed, after its steps were cancelled
+    /// (`unwound`) or as they ended (`expired`, the work's outcome in the slot), or not (`armed`).
+    @usableFromInline final func endScope() -> RunHandle.Scope.State {
+        let scope = locked { fields -> RunHandle.Scope in
+            let scope = fields.scopes.removeLast()
+            let stillExpired = fields.scopes.contains {
+                if case .expired = $0.state { true } else { false }
+            }
+            if case .expired = scope.state, !stillExpired,
+                case .cancelledWhileDriving(_, scope: true) = fields.state
+            {
+                fields.state = .driving(thread: pthread_self())
+            }
+            return scope
+        }
+        RunHandle.Deadlines.shared.disarm(scope.deadline)
+        return scope.state
+    }
+
+    /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
+    /// the run goes on after them.
+    private final func expire(_ deadline: RunHandle.Deadline) {
+        let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
+            guard let index = fields.scopes.firstIndex(where: { $0.deadline === deadline }),
+                case .armed = fields.scopes[index].state
+            else { return nil }
+            fields.scopes[index].state = .expired
+            switch fields.state {
+            case .driving, .calling:
+                fields.state = .cancelledWhileDriving(handlersRunning: true, scope: true)
+            case .awaitingResolver, .awaitingQueue:
+                fields.state = .cancelledWhileWaiting(scope: true)
+            case .idle, .cancelledWhileDriving, .cancelledWhileWaiting, .ended, .cancelled:
+                return nil  // already stopping: the scope's steps end with the others
+            }
+            defer { fields.cancelHandlers = [] }
+            return fields.cancelHandlers
+        }
+        guard let handlers else { return }
+        proceed(.callCancelHandlers(handlers))
+    }
+
+    /// Cancels the steps of the outermost scope whose deadline passed: pops them, running their
+    /// `ensure` steps (and starting their `ignoringCancel()` work), down to the scope's last
+    /// step; the scopes inside it end with them.
+    private final func unwind(_ plan: inout Plan) {
+        let (base, inner) = locked { fields -> (Int32, [RunHandle.Deadline]) in
+            let index = fields.scopes.firstIndex {
+                if case .expired = $0.state { true } else { false }
+            }!
+            fields.scopes[index].state = .unwound
+            let inner = fields.scopes[(index + 1)...].map(\.deadline)
+            fields.scopes.removeSubrange((index + 1)...)
+            return (fields.scopes[index].base, inner)
+        }
+        for deadline in inner { RunHandle.Deadlines.shared.disarm(deadline) }
+        while plan.count > base, let stage = plan.pop() { stop(stage.takeUnretainedValue()) }
+    }
+
+    /// A step that a cancelled run or scope does not take: an `ensure` step runs all the same,
+    /// and the work of an `ignoringCancel()` promise starts.
+    private final func stop(_ stage: Stage) {
+        if stage.isEnsure { RunHandle.Node<@Sendable () -> Void>.payload(of: stage)() }
+        stage.ignoring.map(startIgnored)
     }
 }
 
@@ -575,14 +707,22 @@ nonisolated extension RunHandle.Run {
             if let call, !isPending(call, fields) { return nil }
             switch fields.state {
             case .idle, .calling:
-                fields.state = .cancelledWhileDriving(handlersRunning: true)
+                fields.state = .cancelledWhileDriving(handlersRunning: true, scope: false)
             case .driving(let thread):
                 if call == nil, pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledByStep = true
                 }
-                fields.state = .cancelledWhileDriving(handlersRunning: true)
+                fields.state = .cancelledWhileDriving(handlersRunning: true, scope: false)
             case .awaitingResolver, .awaitingQueue:
-                fields.state = .cancelledWhileWaiting
+                fields.state = .cancelledWhileWaiting(scope: false)
+            case .cancelledWhileDriving(let running, scope: true) where call == nil:
+                // A scope's cancelling, under way, becomes the run's (its handlers are called).
+                // Not for an operation of the scope that cancels as it hears of it.
+                fields.state = .cancelledWhileDriving(handlersRunning: running, scope: false)
+                return nil
+            case .cancelledWhileWaiting(scope: true) where call == nil:
+                fields.state = .cancelledWhileWaiting(scope: false)
+                return nil
             case .ended(cancelledSince: false):
                 if call == nil { fields.state = .ended(cancelledSince: true) }
                 return nil
@@ -597,56 +737,77 @@ nonisolated extension RunHandle.Run {
         return true
     }
 
-    /// Calls a cancelled run's handlers, then ends the run if it waits.
+    /// Calls a cancelled run's (or scope's) handlers, then, if the run waits, ends it, or ends the
+    /// scope's steps and drives on.
     private final func callCancelHandlers(
         _ handlers: [@Sendable (any RunHandle.Reporter) -> Void]
     ) {
         for handler in handlers { handler(self) }
-        let (takesOver, wait) = locked { fields -> (Bool, RunHandle.QueueWait?) in
-            guard case .cancelledWhileWaiting = fields.state else {
-                fields.state = .cancelledWhileDriving(handlersRunning: false)  // its driver ends it
-                return (false, nil)
+        let takesOver = locked { fields -> Bool? in
+            switch fields.state {
+            case .cancelledWhileWaiting(let scope):
+                fields.state = scope ? .driving(thread: pthread_self()) : .cancelled
+                if scope { fields.calls += 1 }  // the call it gave up on no longer counts
+                return scope
+            case .cancelledWhileDriving(handlersRunning: true, let scope):
+                fields.state = .cancelledWhileDriving(handlersRunning: false, scope: scope)
+                return nil  // its driver ends it
+            default:
+                return nil  // its driver got to the scope's end first
             }
-            fields.state = .cancelled
-            return (true, fields.extras?.queueWait.take())
         }
-        if takesOver { endCancelled(leaving: wait) }
+        switch takesOver {
+        case true?:
+            driver.pointee.queueWait.take()?.abandon(slot)
+            drive(unwinding: true)
+        case false?: endCancelled()
+        case nil: break
+        }
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless the canceller still calls
-    /// the handlers, in which case it leaves it for the canceller to end.
+    /// the handlers, in which case it leaves it for the canceller to end. A cancelled scope's
+    /// steps end, and the run goes on.
     private final func halt() {
         if driver.pointee.startsWithOperation {  // cancelled before it started
             driver.pointee.startsWithOperation = false
             _ = performFirst(false)
         }
-        let ends = locked { fields -> Bool in
-            if case .cancelledWhileDriving(handlersRunning: true) = fields.state {
-                fields.state = .cancelledWhileWaiting
+        let ends = locked { fields -> Bool? in
+            switch fields.state {
+            case .cancelledWhileDriving(handlersRunning: true, let scope):
+                fields.state = .cancelledWhileWaiting(scope: scope)
+                return nil
+            case .cancelledWhileDriving(handlersRunning: false, scope: true):
+                fields.state = .driving(thread: pthread_self())
+                fields.calls += 1  // the call it gave up on no longer counts
                 return false
+            default:
+                fields.state = .cancelled
+                return true
             }
-            fields.state = .cancelled
-            return true
         }
-        if ends { endCancelled(leaving: nil) }
+        switch ends {
+        case true?: endCancelled()
+        case false?: proceed(.unwind)
+        case nil: break
+        }
     }
 
-    /// Ends a cancelled run: lets go of what waited for a queue, then runs the `ensure` steps
-    /// still ahead, innermost chain first.
-    private final func endCancelled(leaving wait: RunHandle.QueueWait?) {
-        if let wait {
-            wait.timer?.cancel()
-            wait.held.discard(from: slot)
-        }
+    /// Ends a cancelled run: lets go of what waited for a queue or a deadline, then runs the
+    /// `ensure` steps still ahead, innermost chain first.
+    private final func endCancelled() {
         let driver = self.driver
+        driver.pointee.queueWait.take()?.abandon(slot)
+        let scopes = locked { fields -> [RunHandle.Scope] in
+            defer { fields.scopes = [] }
+            return fields.scopes
+        }
+        for scope in scopes { RunHandle.Deadlines.shared.disarm(scope.deadline) }
         driver.pointee.resolver = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
-        while let stage = rest.pop() {
-            let stage = stage.takeUnretainedValue()
-            if stage.isEnsure { RunHandle.Node<@Sendable () -> Void>.payload(of: stage)() }
-            stage.ignoring.map(startIgnored)
-        }
+        while let stage = rest.pop() { stop(stage.takeUnretainedValue()) }
         rest.end(spill: &driver.pointee.spill)
         swap(&rest, &driver.pointee.plan)  // its memory, for another chain
         finish(nil)

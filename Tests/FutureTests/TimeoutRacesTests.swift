@@ -1,0 +1,141 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+/// A `timeout` is a scope of its run, which the deadline cancels: the races between the deadline
+/// and the work settling, a cancel from another thread, the scope's `ensure` steps, and scopes
+/// inside scopes. CI runs this suite again under ThreadSanitizer.
+@Suite struct TimeoutRaces {
+    /// Work that settles on another thread after `microseconds`, and counts its cancel handlers.
+    static func work(after microseconds: Int, cancelled: Counter) -> Promise<Int, TestError> {
+        Promise { resolver in
+            resolver.onCancel { _ in cancelled.increment() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .microseconds(microseconds)) {
+                resolver.fulfill(1)
+            }
+        }
+    }
+
+    @Test func theDeadlineAndTheWorkSettlingTogetherGiveOneOutcome() {
+        for round in 0..<300 {
+            let delivered = Counter()
+            let ensured = Counter()
+            let cancelled = Counter()
+            let outcome = Delivery<Result<Int, TestError>>()
+            let lateness = round % 7 * 100
+            Self.work(after: 300 + lateness, cancelled: cancelled)
+                .ensure { ensured.increment() }
+                .timeout(.microseconds(600), orFailWith: TestError("late"))
+                .run { result in
+                    delivered.increment()
+                    outcome.send(result)
+                }
+            let result = outcome.wait()
+            #expect(result == .success(1) || result == .failure(TestError("late")))
+            #expect(eventually { ensured.value == 1 })
+            #expect(delivered.value == 1)
+            // The work was cancelled exactly when the deadline won, never after it settled.
+            if result == .success(1) { #expect(cancelled.value == 0) }
+            if result == .failure(TestError("late")) { #expect(cancelled.value == 1) }
+        }
+    }
+
+    @Test func aCancelAsTheDeadlinePassesEndsTheRunOnce() {
+        for round in 0..<300 {
+            let delivered = Counter()
+            let ensured = Counter()
+            let cancelled = Counter()
+            let handle = Self.work(after: 50_000, cancelled: cancelled)
+                .ensure { ensured.increment() }
+                .timeout(.microseconds(200 + round % 5 * 50), orFailWith: TestError("late"))
+                .ensure { ensured.increment() }
+                .run { _ in delivered.increment() }
+            spin(microseconds: 200 + round % 3 * 50)
+            handle.cancel()
+            // Both `ensure` steps run once, whoever won; the work's handler runs once.
+            #expect(eventually { ensured.value == 2 })
+            #expect(eventually { cancelled.value == 1 })
+            #expect(delivered.value <= 1)
+            #expect(delivered.value == 0 || !handle.isCancelled)
+        }
+    }
+
+    @Test func theScopesEnsureStepsRunOnceAndTheRunGoesOn() {
+        let ensured = Counter()
+        let pending = Pending<Int>()
+        let chain = pending.promise
+            .ensure { ensured.increment() }
+            .map { $0 + 1 }
+            .ensure { ensured.increment() }
+            .timeout(.milliseconds(20), orFailWith: TestError("late"))
+            .recover { _ in 7 }
+            .map { $0 * 2 }
+        #expect(outcome(of: chain) == .success(14))
+        #expect(ensured.value == 2)
+        #expect(pending.cancelled.value == 1)
+        // The work's late outcome counts for nothing: the run has ended.
+        pending.resolvers.wait()?.fulfill(1)
+        #expect(ensured.value == 2)
+    }
+
+    @Test func anOuterDeadlineEndsTheScopesInsideIt() {
+        let ensured = Counter()
+        let pending = Pending<Int>()
+        let chain = pending.promise
+            .ensure { ensured.increment() }
+            .timeout(.seconds(3600), orFailWith: TestError("inner"))
+            .ensure { ensured.increment() }
+            .timeout(.milliseconds(20), orFailWith: TestError("outer"))
+        #expect(outcome(of: chain) == .failure(TestError("outer")))
+        #expect(ensured.value == 2)
+        #expect(pending.cancelled.value == 1)
+    }
+
+    @Test func anInnerDeadlineFailsItsScopeAloneAndTheOuterGoesOn() {
+        let pending = Pending<Int>()
+        let chain = pending.promise
+            .timeout(.milliseconds(10), orFailWith: TestError("inner"))
+            .recover { _ in Promise<Int, TestError>(value: 5) }
+            .timeout(.seconds(3600), orFailWith: TestError("outer"))
+        #expect(outcome(of: chain) == .success(5))
+        #expect(pending.cancelled.value == 1)
+    }
+
+    @Test func aRunEndedAnyWayLetsGoOfItsDeadlinesAtOnce() {
+        let released = WeakReference<RunHandle.Run>()
+        do {
+            let handle = Pending<Int>().promise
+                .timeout(.seconds(3600), orFailWith: TestError("late"))
+                .run { _ in }
+            released.value = handle.run
+            handle.cancel()
+        }
+        #expect(eventually { released.value == nil })
+        do {
+            let handle = Promise<Int, TestError>(value: 1)
+                .timeout(.seconds(3600), orFailWith: TestError("late"))
+                .run { _ in }
+            released.value = handle.run
+        }
+        #expect(eventually { released.value == nil })
+    }
+
+    @Test func manyThreadsArmingAndDisarmingDeadlinesAtOnce() {
+        let settled = Counter()
+        DispatchQueue.concurrentPerform(iterations: 2_000) { index in
+            let outcome = Delivery<Result<Int, TestError>>()
+            let work =
+                index % 2 == 0
+                ? Promise<Int, TestError>(value: index)
+                : Self.work(after: index % 500, cancelled: Counter()).map { _ in index }
+            work.timeout(.microseconds(index % 400 + 1), orFailWith: TestError("late"))
+                .run { outcome.send($0) }
+            let result = outcome.wait()
+            if result == .success(index) || result == .failure(TestError("late")) {
+                settled.increment()
+            }
+        }
+        #expect(settled.value == 2_000)
+    }
+}
