@@ -3474,7 +3474,7 @@ nonisolated extension RunHandle {
     }
 }
 
-extension RunHandle.Run: RunHandle.Reporter {
+nonisolated extension RunHandle.Run: RunHandle.Reporter {
     @usableFromInline var run: RunHandle.Run { self }
 }
 

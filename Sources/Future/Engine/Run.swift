@@ -961,6 +961,6 @@ nonisolated extension RunHandle {
     }
 }
 
-extension RunHandle.Run: RunHandle.Reporter {
+nonisolated extension RunHandle.Run: RunHandle.Reporter {
     @usableFromInline var run: RunHandle.Run { self }
 }
