@@ -40,7 +40,12 @@ nonisolated extension Promise {
     public consuming func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
     ) -> RunHandle {
-        (consume self).start(.values(some: some, none: none))
+        (consume self).run { outcome in
+            switch outcome {
+            case .success(let value): some(value)
+            case .failure(let error): none(error)
+            }
+        }
     }
 }
 
@@ -69,7 +74,7 @@ nonisolated extension Promise where Failure == Never {
     /// promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
-        (consume self).start(.values(some: { _ in }, none: { _ in }))
+        (consume self).start(.value { _ in })
     }
 
     /// Starts work that cannot fail and calls `some` with its value.
@@ -78,6 +83,6 @@ nonisolated extension Promise where Failure == Never {
     /// ``Guarantee`` has it: `cachedFeed().run(some: show)`.
     @inlinable @discardableResult @_disfavoredOverload
     public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        (consume self).start(.values(some: some, none: { _ in }))
+        (consume self).start(.value(some))
     }
 }

@@ -35,9 +35,11 @@ import Testing
             #expect(result == .success(1) || result == .failure(TestError("late")))
             #expect(eventually { ensured.value == 1 })
             #expect(delivered.value == 1)
-            // The work was cancelled exactly when the deadline won, never after it settled.
+            // The work's handler runs at most once, and never when the work's outcome won. (The
+            // deadline can win after the work settled, before the scope's last step ran: then
+            // there is nothing left to cancel.)
+            #expect(cancelled.value <= 1)
             if result == .success(1) { #expect(cancelled.value == 0) }
-            if result == .failure(TestError("late")) { #expect(cancelled.value == 1) }
         }
     }
 

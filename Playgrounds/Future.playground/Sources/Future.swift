@@ -553,7 +553,12 @@ nonisolated extension Promise {
     public consuming func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
     ) -> RunHandle {
-        (consume self).start(.values(some: some, none: none))
+        (consume self).run { outcome in
+            switch outcome {
+            case .success(let value): some(value)
+            case .failure(let error): none(error)
+            }
+        }
     }
 }
 
@@ -582,7 +587,7 @@ nonisolated extension Promise where Failure == Never {
     /// promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
-        (consume self).start(.values(some: { _ in }, none: { _ in }))
+        (consume self).start(.value { _ in })
     }
 
     /// Starts work that cannot fail and calls `some` with its value.
@@ -591,7 +596,7 @@ nonisolated extension Promise where Failure == Never {
     /// ``Guarantee`` has it: `cachedFeed().run(some: show)`.
     @inlinable @discardableResult @_disfavoredOverload
     public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        (consume self).start(.values(some: some, none: { _ in }))
+        (consume self).start(.value(some))
     }
 }
 
@@ -2419,6 +2424,9 @@ nonisolated extension RunHandle {
             return stages![Int(count)]
         }
 
+        /// Puts back the stage just popped (it is still in memory), for a run that hops.
+        mutating func unpop() { count += 1 }
+
         /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
         /// run.
         mutating func end(spill: inout Spill?) {
@@ -2440,6 +2448,13 @@ nonisolated extension RunHandle {
     /// work).
     final class Spill {
         @exclusivity(unchecked) var chains: [(last: Stage, base: Int32)] = []
+        /// The run a user started, for a run Future started inside it (a combination's member, a
+        /// shared or ignoring run): its tokens' ties are that run's.
+        @exclusivity(unchecked) var user: Run?
+        /// Which member of a combination the run runs (see `Join`).
+        @exclusivity(unchecked) var member = 0
+        /// The deadline of the queue the run waits for, if it has one.
+        @exclusivity(unchecked) var hopDeadline: Deadline?
         @exclusivity(unchecked) private(set) var stages:
             (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
         @exclusivity(unchecked) private(set) var slot:
@@ -2562,13 +2577,22 @@ nonisolated extension RunHandle {
         /// How many operations the run has called: each call's number is its count; a call a
         /// scope gave up on no longer counts.
         var calls = 0
-        var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
-        /// The scopes of `timeout` steps the run is inside, innermost last.
-        var scopes: [Scope] = []
-        /// What few runs need: made with the run, or later under the lock.
+        /// What fewer runs need, made when first needed.
         var extras: Extras?
 
         @usableFromInline init() {}
+
+        /// The pending call's cancel handlers.
+        var cancelHandlers: [@Sendable (any Reporter) -> Void] {
+            get { extras?.cancelHandlers ?? [] }
+            set { if extras != nil || !newValue.isEmpty { Extras.make(&self).cancelHandlers = newValue } }
+        }
+
+        /// The scopes of `timeout` steps the run is inside, innermost last.
+        var scopes: [Scope] {
+            get { extras?.scopes ?? [] }
+            set { if extras != nil || !newValue.isEmpty { Extras.make(&self).scopes = newValue } }
+        }
     }
 
     /// What the thread that drives a run owns (and hands over under the lock), at the start of
@@ -2582,32 +2606,29 @@ nonisolated extension RunHandle {
         /// Whether the run starts with the operation its slot holds, as a run of a promise made
         /// from an operation alone does.
         @usableFromInline var startsWithOperation = false
+        /// Whether the run waits for a queue: the step that hopped is back on top of the plan,
+        /// its output in the slot, to pop again when the queue carries the run on.
+        var hopped = false
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
         /// The latest call's resolver, while it may serve the next call too (see `beginCall`).
         @usableFromInline var resolver: AnyObject?
         var plan = Plan()
-        /// What a run needs beyond its tail: entered chains, more room.
+        /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
-        /// The run a user started, for a run Future started inside it (a combination's member, a
-        /// shared or ignoring run): its tokens' ties are that run's.
-        var user: Run?
-        /// Which member of a combination the run runs (see `Join`).
-        var member = 0
-        /// What the run waits for while it waits for a queue.
-        var queueWait: QueueWait?
 
-        @usableFromInline init(completionWords: Int, slotWords: Int, user: Run?) {
+        @usableFromInline init(completionWords: Int, slotWords: Int) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
-            self.user = user
         }
     }
 
-    /// The run's state that few runs need. Guarded by the run's lock.
+    /// The run's state that fewer runs need. Guarded by the run's lock, which is why it needs no
+    /// exclusivity checks.
     final class Extras {
-        // No exclusivity checks, as the lock guards them.
+        @exclusivity(unchecked) var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
+        @exclusivity(unchecked) var scopes: [Scope] = []
         /// The generation of each token the steps of a user's run tied to, as of the first tie.
         @exclusivity(unchecked) var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
@@ -2626,19 +2647,6 @@ nonisolated extension RunHandle {
         weak var token: InvalidationToken?
         let identity: ObjectIdentifier
         let generation: Int
-    }
-
-    /// What a run that hops waits for (a queue, after `deadline` if it has one), and the step
-    /// whose output waits in the slot meanwhile.
-    struct QueueWait {
-        let deadline: Deadline?
-        let held: Unmanaged<Stage>
-
-        /// Disarms the deadline and lets go of the output, for a run that no longer waits.
-        func abandon(_ slot: Slot) {
-            deadline.map(Deadlines.shared.disarm)
-            held._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
-        }
     }
 
     /// The steps a `timeout` step entered, which its deadline ends if it passes first: those
@@ -2669,7 +2677,7 @@ nonisolated extension RunHandle {
         case calling(thread: pthread_t)
         /// The operation returned before its resolver reported: the resolver carries the run on.
         case awaitingResolver
-        /// The run waits for a queue to carry it on (see `QueueWait`).
+        /// The run waits for a queue to carry it on (see `Driver.hopped`).
         case awaitingQueue
         /// Cancelled while a thread drives it, which halts it at its next check; while
         /// `handlersRunning`, the canceller still calls the cancel handlers. With `scope`, only
@@ -2761,9 +2769,8 @@ nonisolated extension RunHandle.Run {
     @usableFromInline final func prepare(completionWords: Int, slotWords: Int, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
         driver.initialize(
-            to: RunHandle.Driver(
-                completionWords: completionWords, slotWords: slotWords,
-                user: outer.map { $0.user ?? $0 }))
+            to: RunHandle.Driver(completionWords: completionWords, slotWords: slotWords))
+        if let outer { RunHandle.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
     }
 
     /// The words a run's tail needs before its completion.
@@ -2790,12 +2797,12 @@ nonisolated extension RunHandle.Run {
     }
 
     /// The run a user started, for a run Future started inside it.
-    final var user: Run? { driver.pointee.user }
+    final var user: Run? { driver.pointee.spill?.user }
 
-    /// Which member of a combination the run runs.
+    /// Which member of a combination the run runs, for a run made inside the combination's.
     @usableFromInline final var member: Int {
-        get { driver.pointee.member }
-        set { driver.pointee.member = newValue }
+        get { driver.pointee.spill!.member }
+        set { driver.pointee.spill!.member = newValue }
     }
 
     /// Where the completion is in the tail: after what the driving thread owns.
@@ -2860,6 +2867,9 @@ nonisolated extension RunHandle.Run {
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
         if unwinding {
             next = .unwind
+        } else if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
+            driver.pointee.hopped = false
+            stage = plan.pop()
         } else if driver.pointee.startsWithOperation {
             driver.pointee.startsWithOperation = false
             next = performFirst(true)
@@ -2897,10 +2907,12 @@ nonisolated extension RunHandle.Run {
                 swap(&plan, &driver.pointee.plan)
                 return halt()
             case .hop(let queue, let deadline):
-                // Moved, not kept: a thread that kept the plan could release the chain's steps
-                // after the queue's thread has finished the run.
+                // The step back on the plan, its output in the slot, until the queue carries
+                // the run on. Moved, not kept: a thread that kept the plan could release the
+                // chain's steps after the queue's thread has finished the run.
+                plan.unpop()
                 swap(&plan, &driver.pointee.plan)
-                return awaitQueue(queue, at: deadline, holding: stage!)
+                return awaitQueue(queue, at: deadline)
             }
             guard let popped = plan.pop() else { break }
             stage = popped
@@ -3083,14 +3095,13 @@ nonisolated extension RunHandle.Run {
 // MARK: Hopping to a queue
 
 nonisolated extension RunHandle.Run {
-    /// Parks the run, the step's output in the slot and its plan in what the driving thread
-    /// owns, until `queue` carries it on, at `deadline` if given (see `Deadlines`).
-    private final func awaitQueue(
-        _ queue: DispatchQueue, at time: DispatchTime?, holding held: Unmanaged<Stage>
-    ) {
+    /// Parks the run, the step that hopped on top of its plan and its output in the slot, until
+    /// `queue` carries it on, at `time` if given (see `Deadlines`).
+    private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?) {
         let deadline = time.map { RunHandle.Deadline($0, for: self, on: queue) }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
-        driver.pointee.queueWait = RunHandle.QueueWait(deadline: deadline, held: held)
+        driver.pointee.hopped = true
+        if let deadline { RunHandle.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
         let parked = locked { fields -> Bool in
             guard case .driving = fields.state else { return false }
             fields.state = .awaitingQueue
@@ -3099,11 +3110,21 @@ nonisolated extension RunHandle.Run {
             return true
         }
         guard parked else {
-            driver.pointee.queueWait.take()?.abandon(slot)
+            abandonHop()
             return halt()
         }
         let handle = RunHandle(self)
         if deadline == nil { queue.async { handle.run.queueArrived() } }
+    }
+
+    /// Lets go of the hop a run no longer waits for: its deadline, and the output it held.
+    private final func abandonHop() {
+        let driver = self.driver
+        guard driver.pointee.hopped else { return }
+        driver.pointee.hopped = false
+        driver.pointee.spill?.hopDeadline.take().map(RunHandle.Deadlines.shared.disarm)
+        let hop = driver.pointee.plan.pop()!
+        hop._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
@@ -3114,7 +3135,7 @@ nonisolated extension RunHandle.Run {
             return true
         }
         guard arrived else { return }
-        driver.pointee.queueWait = nil
+        driver.pointee.spill?.hopDeadline = nil
         proceed(.drive)
     }
 
@@ -3271,7 +3292,7 @@ nonisolated extension RunHandle.Run {
         }
         switch takesOver {
         case true?:
-            driver.pointee.queueWait.take()?.abandon(slot)
+            abandonHop()
             drive(unwinding: true)
         case false?: endCancelled()
         case nil: break
@@ -3310,8 +3331,8 @@ nonisolated extension RunHandle.Run {
     /// Ends a cancelled run: lets go of what waited for a queue or a deadline, then runs the
     /// `ensure` steps still ahead, innermost chain first.
     private final func endCancelled() {
+        abandonHop()
         let driver = self.driver
-        driver.pointee.queueWait.take()?.abandon(slot)
         let scopes = locked { fields -> [RunHandle.Scope] in
             defer { fields.scopes = [] }
             return fields.scopes
@@ -3395,11 +3416,12 @@ nonisolated extension RunHandle {
     @usableFromInline final class Finishing<Value, Failure: Swift.Error>: Run {
         @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
 
-        /// What gets the outcome: a terminal's closures, an awaiting task, or Future's own code,
-        /// which also hears that the run ended by cancellation.
+        /// What gets the outcome: a terminal's closure (the value alone, for a promise that
+        /// cannot fail), an awaiting task, or Future's own code, which also hears that the run
+        /// ended by cancellation. (One closure each: it waits in every pending run.)
         @usableFromInline enum Completion {
             case outcome(@Sendable (Outcome) -> Void)
-            case values(some: @Sendable (Value) -> Void, none: @Sendable (Failure) -> Void)
+            case value(@Sendable (Value) -> Void)
             case resumption(UnsafeContinuation<Outcome?, Never>)
             case callback((Run, sending Outcome?) -> Void)
             case finished
@@ -3451,12 +3473,9 @@ nonisolated extension RunHandle {
             completion.initialize(to: .finished)
             switch taken {
             case .outcome(let body): if let slot { body(slot.take(Outcome.self)) }
-            case .values(let some, let none):
-                switch slot?.take(Outcome.self) {
-                case .success(let value)?: some(value)
-                case .failure(let error)?: none(error)
-                case nil: break
-                }
+            case .value(let body):
+                // Only a guarantee's run has this completion: no error comes.
+                if case .success(let value)? = slot?.take(Outcome.self) { body(value) }
             case .resumption(let continuation): continuation.resume(returning: slot?.take())
             case .callback(let callback): callback(self, slot?.take(Outcome.self))
             case .finished: break

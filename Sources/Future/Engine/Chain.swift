@@ -287,6 +287,9 @@ nonisolated extension RunHandle {
             return stages![Int(count)]
         }
 
+        /// Puts back the stage just popped (it is still in memory), for a run that hops.
+        mutating func unpop() { count += 1 }
+
         /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
         /// run.
         mutating func end(spill: inout Spill?) {
@@ -308,6 +311,13 @@ nonisolated extension RunHandle {
     /// work).
     final class Spill {
         @exclusivity(unchecked) var chains: [(last: Stage, base: Int32)] = []
+        /// The run a user started, for a run Future started inside it (a combination's member, a
+        /// shared or ignoring run): its tokens' ties are that run's.
+        @exclusivity(unchecked) var user: Run?
+        /// Which member of a combination the run runs (see `Join`).
+        @exclusivity(unchecked) var member = 0
+        /// The deadline of the queue the run waits for, if it has one.
+        @exclusivity(unchecked) var hopDeadline: Deadline?
         @exclusivity(unchecked) private(set) var stages:
             (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
         @exclusivity(unchecked) private(set) var slot:
