@@ -1429,12 +1429,9 @@ nonisolated extension Promise {
     ) -> Promise {
         // The work's steps run in a scope of the run: the first step enters them with a deadline,
         // which, if it passes first, cancels them; the last step then puts the error.
-        let work = (last, Self.nanoseconds(interval))
         let scoped = Promise(
-            last: Node(work, after: nil, output: Outcome.self) { stage, _, _ in
-                let (work, nanoseconds) = Node<(RunHandle.Stage, Int)>.payload(of: stage)
-                return .scope(.now() + .nanoseconds(nanoseconds), work)
-            })
+            last: RunHandle.ScopeStage(last, within: Self.nanoseconds(interval), output: Outcome.self)
+        )
         return scoped.appending(error) { stage, slot, run in
             switch run.endScope() {
             case .armed: return .proceed
@@ -2312,6 +2309,31 @@ nonisolated extension RunHandle {
         }
     }
 
+    /// The first stage of a `timeout`, which enters the work's chain in a scope with a deadline
+    /// (`Next.scope`). It keeps that chain, and releases it as a level of releases, as a
+    /// `Source` releases its operation: so timeouts nested ten thousand deep are released flat.
+    @usableFromInline final class ScopeStage: Stage, @unchecked Sendable {
+        /// A `var` only for `deinit`.
+        @exclusivity(unchecked) @usableFromInline var work: Stage?
+        @usableFromInline let nanoseconds: Int
+
+        @inlinable init<Output>(_ work: Stage, within nanoseconds: Int, output: Output.Type) {
+            self.work = work
+            self.nanoseconds = nanoseconds
+            super.init(after: nil, output: output, isEnsure: false) { stage, _, _ in
+                let scope = unsafeDowncast(stage, to: ScopeStage.self)
+                return .scope(.now() + .nanoseconds(scope.nanoseconds), scope.work!)
+            }
+        }
+
+        deinit {
+            let nested = Nesting.enterRelease()
+            if !nested { Nesting.hold(work as Any) }  // for the bottom level to release
+            work = nil
+            Nesting.leaveRelease()
+        }
+    }
+
     /// A type whose values a slot can hold; `Box<T>` stands for `T`.
     @usableFromInline protocol Outcome { static func discard(from slot: Slot) }
 
@@ -2585,13 +2607,19 @@ nonisolated extension RunHandle {
         /// The pending call's cancel handlers.
         var cancelHandlers: [@Sendable (any Reporter) -> Void] {
             get { extras?.cancelHandlers ?? [] }
-            set { if extras != nil || !newValue.isEmpty { Extras.make(&self).cancelHandlers = newValue } }
+            set {
+                guard extras != nil || !newValue.isEmpty else { return }
+                Extras.make(&self).cancelHandlers = newValue
+            }
         }
 
         /// The scopes of `timeout` steps the run is inside, innermost last.
         var scopes: [Scope] {
             get { extras?.scopes ?? [] }
-            set { if extras != nil || !newValue.isEmpty { Extras.make(&self).scopes = newValue } }
+            set {
+                guard extras != nil || !newValue.isEmpty else { return }
+                Extras.make(&self).scopes = newValue
+            }
         }
     }
 

@@ -175,6 +175,31 @@ nonisolated extension RunHandle {
         }
     }
 
+    /// The first stage of a `timeout`, which enters the work's chain in a scope with a deadline
+    /// (`Next.scope`). It keeps that chain, and releases it as a level of releases, as a
+    /// `Source` releases its operation: so timeouts nested ten thousand deep are released flat.
+    @usableFromInline final class ScopeStage: Stage, @unchecked Sendable {
+        /// A `var` only for `deinit`.
+        @exclusivity(unchecked) @usableFromInline var work: Stage?
+        @usableFromInline let nanoseconds: Int
+
+        @inlinable init<Output>(_ work: Stage, within nanoseconds: Int, output: Output.Type) {
+            self.work = work
+            self.nanoseconds = nanoseconds
+            super.init(after: nil, output: output, isEnsure: false) { stage, _, _ in
+                let scope = unsafeDowncast(stage, to: ScopeStage.self)
+                return .scope(.now() + .nanoseconds(scope.nanoseconds), scope.work!)
+            }
+        }
+
+        deinit {
+            let nested = Nesting.enterRelease()
+            if !nested { Nesting.hold(work as Any) }  // for the bottom level to release
+            work = nil
+            Nesting.leaveRelease()
+        }
+    }
+
     /// A type whose values a slot can hold; `Box<T>` stands for `T`.
     @usableFromInline protocol Outcome { static func discard(from slot: Slot) }
 

@@ -57,13 +57,19 @@ nonisolated extension RunHandle {
         /// The pending call's cancel handlers.
         var cancelHandlers: [@Sendable (any Reporter) -> Void] {
             get { extras?.cancelHandlers ?? [] }
-            set { if extras != nil || !newValue.isEmpty { Extras.make(&self).cancelHandlers = newValue } }
+            set {
+                guard extras != nil || !newValue.isEmpty else { return }
+                Extras.make(&self).cancelHandlers = newValue
+            }
         }
 
         /// The scopes of `timeout` steps the run is inside, innermost last.
         var scopes: [Scope] {
             get { extras?.scopes ?? [] }
-            set { if extras != nil || !newValue.isEmpty { Extras.make(&self).scopes = newValue } }
+            set {
+                guard extras != nil || !newValue.isEmpty else { return }
+                Extras.make(&self).scopes = newValue
+            }
         }
     }
 
