@@ -52,9 +52,9 @@ nonisolated extension Promise {
     ) -> Promise {
         // The work's steps run in a scope of the run: the first step enters them with a deadline,
         // which, if it passes first, cancels them; the last step then puts the error.
+        let nanoseconds = Self.nanoseconds(interval)
         let scoped = Promise(
-            last: RunHandle.ScopeStage(last, within: Self.nanoseconds(interval), output: Outcome.self)
-        )
+            last: RunHandle.ScopeStage(last, within: nanoseconds, output: Outcome.self))
         return scoped.appending(error) { stage, slot, run in
             switch run.endScope() {
             case .armed: return .proceed

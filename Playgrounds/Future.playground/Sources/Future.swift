@@ -1429,9 +1429,9 @@ nonisolated extension Promise {
     ) -> Promise {
         // The work's steps run in a scope of the run: the first step enters them with a deadline,
         // which, if it passes first, cancels them; the last step then puts the error.
+        let nanoseconds = Self.nanoseconds(interval)
         let scoped = Promise(
-            last: RunHandle.ScopeStage(last, within: Self.nanoseconds(interval), output: Outcome.self)
-        )
+            last: RunHandle.ScopeStage(last, within: nanoseconds, output: Outcome.self))
         return scoped.appending(error) { stage, slot, run in
             switch run.endScope() {
             case .armed: return .proceed
@@ -3167,15 +3167,9 @@ nonisolated extension RunHandle.Run {
         proceed(.drive)
     }
 
-    /// `deadline` passed: a hop goes on on its queue, a scope's steps are cancelled.
+    /// `deadline` passed: a hop goes on, here on its queue; a scope's steps are cancelled.
     final func deadlinePassed(_ deadline: RunHandle.Deadline) {
-        guard let queue = deadline.queue else { return expire(deadline) }
-        // The heap's timer fires on a global queue: a hop to one goes on at once.
-        guard queue === DispatchQueue.global() else {
-            let handle = RunHandle(self)
-            return queue.async { handle.run.queueArrived() }
-        }
-        queueArrived()
+        if deadline.queue == nil { expire(deadline) } else { queueArrived() }
     }
 }
 
@@ -3593,7 +3587,9 @@ nonisolated extension RunHandle {
             _ = consume run
         }
 
-        /// The source fired: the deadlines that passed go to their runs, the earliest first.
+        /// The source fired: the deadlines that passed go to their runs, the earliest first, each
+        /// on its queue (a global one for a scope), not on this one: a run goes on where its
+        /// deadline sends it, and what it does there must not hold up the other deadlines.
         private func fire() {
             let passed = lock.withLock { () -> [(Deadline, Run?)] in
                 let now = DispatchTime.now()
@@ -3606,7 +3602,10 @@ nonisolated extension RunHandle {
                 if let next = scheduled { source.schedule(deadline: next, leeway: .nanoseconds(0)) }
                 return passed
             }
-            for (deadline, run) in passed { run?.deadlinePassed(deadline) }
+            for case (let deadline, let run?) in passed {
+                let handle = RunHandle(run)
+                (deadline.queue ?? .global()).async { handle.run.deadlinePassed(deadline) }
+            }
         }
 
         private func remove(at index: Int) {

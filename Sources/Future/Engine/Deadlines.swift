@@ -66,7 +66,9 @@ nonisolated extension RunHandle {
             _ = consume run
         }
 
-        /// The source fired: the deadlines that passed go to their runs, the earliest first.
+        /// The source fired: the deadlines that passed go to their runs, the earliest first, each
+        /// on its queue (a global one for a scope), not on this one: a run goes on where its
+        /// deadline sends it, and what it does there must not hold up the other deadlines.
         private func fire() {
             let passed = lock.withLock { () -> [(Deadline, Run?)] in
                 let now = DispatchTime.now()
@@ -79,7 +81,10 @@ nonisolated extension RunHandle {
                 if let next = scheduled { source.schedule(deadline: next, leeway: .nanoseconds(0)) }
                 return passed
             }
-            for (deadline, run) in passed { run?.deadlinePassed(deadline) }
+            for case (let deadline, let run?) in passed {
+                let handle = RunHandle(run)
+                (deadline.queue ?? .global()).async { handle.run.deadlinePassed(deadline) }
+            }
         }
 
         private func remove(at index: Int) {

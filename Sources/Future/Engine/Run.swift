@@ -617,15 +617,9 @@ nonisolated extension RunHandle.Run {
         proceed(.drive)
     }
 
-    /// `deadline` passed: a hop goes on on its queue, a scope's steps are cancelled.
+    /// `deadline` passed: a hop goes on, here on its queue; a scope's steps are cancelled.
     final func deadlinePassed(_ deadline: RunHandle.Deadline) {
-        guard let queue = deadline.queue else { return expire(deadline) }
-        // The heap's timer fires on a global queue: a hop to one goes on at once.
-        guard queue === DispatchQueue.global() else {
-            let handle = RunHandle(self)
-            return queue.async { handle.run.queueArrived() }
-        }
-        queueArrived()
+        if deadline.queue == nil { expire(deadline) } else { queueArrived() }
     }
 }
 
