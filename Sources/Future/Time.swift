@@ -47,6 +47,9 @@ nonisolated extension Promise {
     /// running), and a settled promise cancels the timer:
     /// `download(url).timeout(.seconds(9), orFailWith: .slow)`. Put it after
     /// ``retry(_:delay:while:)`` to bound every attempt together, before it to bound each one.
+    ///
+    /// The deadline is noticed between steps, as a cancel from another thread is: a synchronous
+    /// step that runs past it finishes first, and the promise then fails.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {

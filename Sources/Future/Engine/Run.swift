@@ -28,8 +28,9 @@ import Dispatch
 /// hop, entered promise or end (steps take no lock).
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
-/// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. An awaited promise
-/// needs no handle: cancelling the task cancels the run. See <doc:Cancellation>.
+/// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
+/// cancels the same run. An awaited promise needs no handle: cancelling the task cancels the run.
+/// See <doc:Cancellation>.
 nonisolated public struct RunHandle: @unchecked Sendable {
     /// The run, which the handle keeps in memory, not going. (A run is Sendable by its lock;
     /// Swift does not let a `ManagedBuffer` say so.)
