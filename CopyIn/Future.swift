@@ -1424,6 +1424,9 @@ nonisolated extension Promise {
     /// running), and a settled promise cancels the timer:
     /// `download(url).timeout(.seconds(9), orFailWith: .slow)`. Put it after
     /// ``retry(_:delay:while:)`` to bound every attempt together, before it to bound each one.
+    ///
+    /// The deadline is noticed between steps, as a cancel from another thread is: a synchronous
+    /// step that runs past it finishes first, and the promise then fails.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -2578,8 +2581,9 @@ nonisolated extension Promise {
 /// hop, entered promise or end (steps take no lock).
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
-/// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. An awaited promise
-/// needs no handle: cancelling the task cancels the run. See <doc:Cancellation>.
+/// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
+/// cancels the same run. An awaited promise needs no handle: cancelling the task cancels the run.
+/// See <doc:Cancellation>.
 nonisolated public struct RunHandle: @unchecked Sendable {
     /// The run, which the handle keeps in memory, not going. (A run is Sendable by its lock;
     /// Swift does not let a `ManagedBuffer` say so.)
@@ -2637,6 +2641,8 @@ nonisolated extension RunHandle {
         /// Whether the run waits for a queue: the step that hopped is back on top of the plan,
         /// its output in the slot, to pop again when the queue carries the run on.
         var hopped = false
+        /// Whether the operation being called resolved on the driving thread (see `resolve`).
+        var resolvedHere = false
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
@@ -2909,7 +2915,14 @@ nonisolated extension RunHandle.Run {
             return complete()
         }
         while true {
-            if case .called = next { next = operationReturned(&plan) }
+            if case .called = next {
+                if driver.pointee.resolvedHere {
+                    driver.pointee.resolvedHere = false
+                    next = .proceed
+                } else {
+                    next = operationReturned(&plan)
+                }
+            }
             switch next {
             case .proceed:
                 if driver.pointee.cancelledByStep {
@@ -2989,20 +3002,23 @@ nonisolated extension RunHandle.Run {
         _ operation: RunHandle.Operation, _: Value.Type, _: Failure.Type,
         ignored: (@Sendable (Run) -> Void)? = nil
     ) -> Next {
-        guard let (call, kept, isUnique) = beginCall() else {
+        guard let (call, isUnique) = beginCall() else {
             ignored.map(startIgnored)
             return .halt
         }
         // The previous call's resolver serves this call if nobody else holds it (a resolver
-        // only weakly held is reused too: see `Resolver`); else it is let go of, here.
-        let resolver =
-            if let kept, isUnique, type(of: kept) == Resolver<Value, Failure>.self {
-                unsafeDowncast(kept, to: Resolver<Value, Failure>.self)
-            } else {
-                Resolver<Value, Failure>(reporter: self, call: call)
-            }
+        // only weakly held is reused too: see `Resolver`); else a new one replaces it, which
+        // lets go of it outside the lock.
+        let resolver: Resolver<Value, Failure>
+        if isUnique, let kept = driver.pointee.resolver,
+            type(of: kept) == Resolver<Value, Failure>.self
+        {
+            resolver = unsafeDowncast(kept, to: Resolver<Value, Failure>.self)
+        } else {
+            resolver = Resolver(reporter: self, call: call)
+            driver.pointee.resolver = resolver
+        }
         resolver.begin(call, of: operation)
-        driver.pointee.resolver = resolver
         operation(resolver)
         return .called
     }
@@ -3018,23 +3034,19 @@ nonisolated extension RunHandle.Run {
         }
     }
 
-    /// Numbers a new call of an operation, unless the run is cancelled; gives back the previous
-    /// call's resolver (to let go of outside the lock: its deinit may take it), and whether
-    /// nobody else holds it. That is read under the lock, so that the calls its last holder made
-    /// into the run, which read its number, took the lock before it let go.
-    @usableFromInline final func beginCall() -> (Int, AnyObject?, isUnique: Bool)? {
-        var kept: AnyObject?
-        var isUnique = false
-        let call = locked { fields -> Int? in
+    /// Numbers a new call of an operation, unless the run is cancelled, and says whether the
+    /// resolver the run keeps, if any, has no other holder. That is read under the lock, so that
+    /// the calls its last holder made into the run, which read its number, took the lock before
+    /// it let go.
+    @usableFromInline final func beginCall() -> (Int, isUnique: Bool)? {
+        let driver = self.driver
+        return locked { fields -> (Int, isUnique: Bool)? in
             guard case .driving(let thread) = fields.state else { return nil }
             fields.state = .calling(thread: thread)
             fields.calls += 1
             fields.resolved = false
-            kept = self.driver.pointee.resolver.take()
-            isUnique = isKnownUniquelyReferenced(&kept)
-            return fields.calls
+            return (fields.calls, isKnownUniquelyReferenced(&driver.pointee.resolver))
         }
-        return call.map { ($0, kept, isUnique) }
     }
 
     /// After an operation returns: go on if it resolved meanwhile, else wait for its resolver.
@@ -3060,24 +3072,32 @@ nonisolated extension RunHandle.Run {
 
     /// Takes the outcome of call `call`, which `write` puts in the slot, if it still counts.
     @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
-        var unneeded: [@Sendable (any RunHandle.Reporter) -> Void] = []
-        let resume = locked { fields -> Bool in
-            guard isPending(call, fields), !fields.state.isStopping else { return false }
+        // The cancel handlers no longer needed go outside the lock: releasing a handler may run
+        // any deinit.
+        typealias Handlers = [@Sendable (any RunHandle.Reporter) -> Void]
+        let (resume, _) = locked { fields -> (Bool, Handlers?) in
+            guard isPending(call, fields), !fields.state.isStopping else { return (false, nil) }
             // The slot is read only now: while the call is pending, the driving thread is inside
             // the operation, or the run waits.
             write(slot)
             fields.resolved = true
-            swap(&unneeded, &fields.cancelHandlers)
+            let unneeded = fields.extras.map { extras in
+                defer { extras.cancelHandlers = [] }
+                return extras.cancelHandlers
+            }
             switch fields.state {
             case .calling(let thread):
                 fields.state = .driving(thread: thread)
-                return false
+                // Resolved inside the operation, on its thread: the driving thread may go on when
+                // the operation returns with no lock of its own (a cancel that comes meanwhile
+                // is seen at the run's next lock).
+                if pthread_equal(thread, pthread_self()) != 0 { driver.pointee.resolvedHere = true }
+                return (false, unneeded)
             default:
                 fields.state = .driving(thread: pthread_self())
-                return true
+                return (true, unneeded)
             }
         }
-        unneeded.removeAll()  // outside the lock: releasing a handler may run any deinit
         if resume { proceed(.drive) }
     }
 

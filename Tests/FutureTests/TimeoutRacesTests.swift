@@ -55,9 +55,10 @@ import Testing
                 .run { _ in delivered.increment() }
             spin(microseconds: 200 + round % 3 * 50)
             handle.cancel()
-            // Both `ensure` steps run once, whoever won; the work's handler runs once.
+            // Both `ensure` steps run once, whoever won; the work's handler at most once (none
+            // when the deadline passed before the work started).
             #expect(eventually { ensured.value == 2 })
-            #expect(eventually { cancelled.value == 1 })
+            #expect(cancelled.value <= 1)
             #expect(delivered.value <= 1)
             #expect(delivered.value == 0 || !handle.isCancelled)
         }
