@@ -3211,9 +3211,7 @@ nonisolated extension RunHandle.Run {
     @usableFromInline final func endScope() -> RunHandle.Scope.State {
         let scope = locked { fields -> RunHandle.Scope in
             let scope = fields.scopes.removeLast()
-            let stillExpired = fields.scopes.contains {
-                if case .expired = $0.state { true } else { false }
-            }
+            let stillExpired = fields.scopes.contains { $0.state == .expired }
             if case .expired = scope.state, !stillExpired,
                 case .cancelledWhileDriving(_, scope: true) = fields.state
             {
@@ -3253,9 +3251,8 @@ nonisolated extension RunHandle.Run {
     /// step; the scopes inside it end with them.
     private final func unwind(_ plan: inout Plan) {
         let (base, inner) = locked { fields -> (Int32, [RunHandle.Deadline]) in
-            let index = fields.scopes.firstIndex {
-                if case .expired = $0.state { true } else { false }
-            }!
+            // There is one: a scope's last step, which alone drops an expired scope, has not run.
+            let index = fields.scopes.firstIndex { $0.state == .expired } ?? 0
             fields.scopes[index].state = .unwound
             let inner = fields.scopes[(index + 1)...].map(\.deadline)
             fields.scopes.removeSubrange((index + 1)...)
