@@ -22,7 +22,7 @@ import Dispatch
 // Promise.swift: the type, `Guarantee` (a promise that cannot fail), and the errors Future
 // raises itself. Everything else is built from five primitives, each in one place:
 // - the operation, the closure a promise is made from, called with a `Resolver` (Making.swift;
-//   the engine calls it in `RunHandle.perform`, Engine/Run.swift);
+//   the engine calls it in `Run.perform`, Engine/Run.swift);
 // - appending a stage, a step that reads the slot and writes it (`appending`,
 //   Engine/Chain.swift; the idiom is explained where Making.swift first uses it);
 // - mapping an outcome, a step from the whole `Result` to the next (`mapOutcome`, beside it);
@@ -31,7 +31,8 @@ import Dispatch
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
 // A step that returns a promise enters it (`flatMap`, Chaining.swift): its stages run in the
-// same run, with no nesting.
+// same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
+// enters its work in a scope of the run that a deadline cancels (Time.swift).
 
 /// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
 ///
@@ -512,7 +513,8 @@ nonisolated public func firstly<Value, Failure>(
 // MARK: - Running
 
 // Running.swift: the terminals that start a run, `run(_:)` and `run(some:none:)`, and for a
-// guarantee `run()`. Builds on `RunHandle.start` (Engine/Run.swift).
+// guarantee `run()`. Builds on `Finishing.start` (Engine/Run.swift), a run that keeps the
+// terminal's closure.
 
 nonisolated extension Promise {
     /// Starts a new run of the work and calls `completion` with its outcome.
@@ -2045,7 +2047,7 @@ nonisolated extension Promise where Value: Sendable {
 // MARK: - Concurrency
 
 // Concurrency.swift: async/await, a promise's `result` and `value`, awaited on the caller's actor.
-// Builds on `RunHandle.start` (Engine/Run.swift); `Promise.init` from an `async` closure is in
+// Builds on `Finishing.start` (Engine/Run.swift); `Promise.init` from an `async` closure is in
 // Making.swift.
 
 nonisolated extension Promise {
@@ -2138,9 +2140,10 @@ nonisolated public enum PromiseDiagnostics {
 // MARK: - Engine/Chain
 
 // Engine/Chain.swift: the engine, first file: how a chain is stored, and the two primitives that
-// add a step to one. The engine's other files: Run.swift (a run and its states), Nesting.swift
-// (runs and releases nested on one stack), Join.swift (combinations), Shared.swift (`share()`
-// and `pending()`), Lock.swift.
+// add a step to one. The engine's other files: Run.swift (a run, its states, and what gets its
+// outcome), Deadlines.swift (the time runs wait for), Nesting.swift (runs and releases nested on
+// one stack), Join.swift (combinations), Shared.swift (`share()` and `pending()`), MainActor.swift,
+// Timeline.swift (a manual clock's time) and Lock.swift.
 //
 // Glossary: one meaning a word, in these files.
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
@@ -2148,18 +2151,23 @@ nonisolated public enum PromiseDiagnostics {
 // - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure.
 // - step: what a stage does when a run reaches it (`Stage.Step`): it takes its input from the
 //   slot, leaves its output there, and says what comes `Next`.
-// - operation: the closure a promise is made from, called with a resolver (`Source` keeps it).
+// - operation: the closure a promise is made from, called with a resolver. A promise of an
+//   operation alone keeps the `Operation`; a `Source` stage keeps it once a step is added.
 // - call: one call of an operation in a run. A run numbers its calls; a resolver carries its
 //   call's number, so that the resolver of an earlier call counts for nothing.
-// - run: one execution of a chain, which a terminal starts and a `RunHandle` keeps.
+// - run: one execution of a chain, which a terminal starts and a `RunHandle` refers to.
 // - drive: take a run's steps one after another; one thread at a time drives a run.
 // - slot: the run's memory, where a step's output waits for the next step.
 // - plan: the stages a run has still to take, on a stack (`Plan`).
 // - enter: push the stages of a promise that a step returned onto the plan, rather than run it
-//   nested: so no step grows the thread's stack.
+//   nested: so no step grows the thread's stack. (A promise of an operation alone is called in
+//   place.)
 // - hop: a step's request that the run go on on a queue, perhaps at a deadline (`Next.hop`).
-// - halt: stop a cancelled run: its `ensure` steps ahead run, and its finish gets `nil`.
-// - finish: the closure that gets a run's outcome, such as a terminal's completion.
+// - scope: the steps a `timeout` entered, which its deadline cancels if it passes first.
+// - halt: stop a cancelled run (its `ensure` steps ahead run, and its completion hears of it),
+//   or a cancelled scope (its steps end, and the run goes on).
+// - completion: what gets a run's outcome, such as a terminal's closure (`Finishing`).
+// - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
 // - member: one of the promises a combination runs.
 // - share: the one run of a shared promise's work, that many runs wait for.
@@ -3874,9 +3882,7 @@ nonisolated extension RunHandle {
         @exclusivity(unchecked) @usableFromInline var started = 0
         /// Whether a thread runs the launch loop: at first, the one that starts the run.
         @exclusivity(unchecked) @usableFromInline var launching = true
-        /// The resolver that settles the combination, while it still runs: members start and
-        /// report while it is open; once it has settled or been cancelled, it is `nil`.
-        @exclusivity(unchecked) @usableFromInline var settling: Resolver<Output, OutFailure>?
+        @exclusivity(unchecked) @usableFromInline var state = State.closed
         /// The combination's run, which its members' runs are inside.
         @usableFromInline var outer: Run?
 
@@ -3905,12 +3911,20 @@ nonisolated extension RunHandle {
             return join.end(index, outcome)
         }
 
-        @inlinable var isOpen: Bool { settling != nil }
+        /// Whether the combination still runs: members start and report while it is `open`,
+        /// with the resolver that settles it; once it has settled or been cancelled, it is
+        /// `closed`.
+        @usableFromInline enum State {
+            case open(Resolver<Output, OutFailure>)
+            case closed
+        }
+
+        @inlinable var isOpen: Bool { if case .open = state { true } else { false } }
 
         deinit { lock.free() }
 
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
-            settling = resolver
+            state = .open(resolver)
             outer = resolver.run
             resolver.onCancel { [self] _ in stop() }
             if members.isEmpty { settle(decide(tally, .noMembers), resolver) } else { launch() }
@@ -3991,7 +4005,9 @@ nonisolated extension RunHandle {
             )
             let (settled, _) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
-                guard let resolver = settling, running[index] != nil else { return (nil, nil) }
+                guard case .open(let resolver) = state, running[index] != nil else {
+                    return (nil, nil)
+                }
                 ends = true
                 running[index] = nil
                 // (Not a lookup, which hashes, when no member has any.)
@@ -4006,7 +4022,7 @@ nonisolated extension RunHandle {
                     launching = true
                     return (nil, handlers)
                 }
-                settling = nil
+                state = .closed
                 defer { tally.outcomes = [] }
                 return ((verdict, resolver, tally), handlers)
             }
@@ -4035,12 +4051,13 @@ nonisolated extension RunHandle {
             // the lock.
             typealias Stopped = (
                 [Run], [(Int, [@Sendable (any Reporter) -> Void])],
-                ArraySlice<Promise<Member, Failure>>, Resolver<Output, OutFailure>?
+                ArraySlice<Promise<Member, Failure>>, State
             )
             let (runs, handlers, unstarted, _) = lock.withLock { () -> Stopped in
                 let unstarted = members[started...]
                 started = members.count  // they start here if they ignore cancel, or never
-                let previous = settling.take()
+                let previous = state
+                state = .closed
                 let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
                 let handlers = cancelHandlers.sorted { $0.key < $1.key }
                 cancelHandlers = [:]

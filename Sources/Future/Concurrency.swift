@@ -1,5 +1,5 @@
 // Concurrency.swift: async/await, a promise's `result` and `value`, awaited on the caller's actor.
-// Builds on `RunHandle.start` (Engine/Run.swift); `Promise.init` from an `async` closure is in
+// Builds on `Finishing.start` (Engine/Run.swift); `Promise.init` from an `async` closure is in
 // Making.swift.
 
 nonisolated extension Promise {

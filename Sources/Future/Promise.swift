@@ -1,7 +1,7 @@
 // Promise.swift: the type, `Guarantee` (a promise that cannot fail), and the errors Future
 // raises itself. Everything else is built from five primitives, each in one place:
 // - the operation, the closure a promise is made from, called with a `Resolver` (Making.swift;
-//   the engine calls it in `RunHandle.perform`, Engine/Run.swift);
+//   the engine calls it in `Run.perform`, Engine/Run.swift);
 // - appending a stage, a step that reads the slot and writes it (`appending`,
 //   Engine/Chain.swift; the idiom is explained where Making.swift first uses it);
 // - mapping an outcome, a step from the whole `Result` to the next (`mapOutcome`, beside it);
@@ -10,7 +10,8 @@
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
 // A step that returns a promise enters it (`flatMap`, Chaining.swift): its stages run in the
-// same run, with no nesting.
+// same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
+// enters its work in a scope of the run that a deadline cancels (Time.swift).
 
 /// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
 ///

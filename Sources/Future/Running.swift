@@ -1,5 +1,6 @@
 // Running.swift: the terminals that start a run, `run(_:)` and `run(some:none:)`, and for a
-// guarantee `run()`. Builds on `RunHandle.start` (Engine/Run.swift).
+// guarantee `run()`. Builds on `Finishing.start` (Engine/Run.swift), a run that keeps the
+// terminal's closure.
 
 nonisolated extension Promise {
     /// Starts a new run of the work and calls `completion` with its outcome.

@@ -1,7 +1,8 @@
 // Engine/Chain.swift: the engine, first file: how a chain is stored, and the two primitives that
-// add a step to one. The engine's other files: Run.swift (a run and its states), Nesting.swift
-// (runs and releases nested on one stack), Join.swift (combinations), Shared.swift (`share()`
-// and `pending()`), Lock.swift.
+// add a step to one. The engine's other files: Run.swift (a run, its states, and what gets its
+// outcome), Deadlines.swift (the time runs wait for), Nesting.swift (runs and releases nested on
+// one stack), Join.swift (combinations), Shared.swift (`share()` and `pending()`), MainActor.swift,
+// Timeline.swift (a manual clock's time) and Lock.swift.
 //
 // Glossary: one meaning a word, in these files.
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
@@ -9,18 +10,23 @@
 // - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure.
 // - step: what a stage does when a run reaches it (`Stage.Step`): it takes its input from the
 //   slot, leaves its output there, and says what comes `Next`.
-// - operation: the closure a promise is made from, called with a resolver (`Source` keeps it).
+// - operation: the closure a promise is made from, called with a resolver. A promise of an
+//   operation alone keeps the `Operation`; a `Source` stage keeps it once a step is added.
 // - call: one call of an operation in a run. A run numbers its calls; a resolver carries its
 //   call's number, so that the resolver of an earlier call counts for nothing.
-// - run: one execution of a chain, which a terminal starts and a `RunHandle` keeps.
+// - run: one execution of a chain, which a terminal starts and a `RunHandle` refers to.
 // - drive: take a run's steps one after another; one thread at a time drives a run.
 // - slot: the run's memory, where a step's output waits for the next step.
 // - plan: the stages a run has still to take, on a stack (`Plan`).
 // - enter: push the stages of a promise that a step returned onto the plan, rather than run it
-//   nested: so no step grows the thread's stack.
+//   nested: so no step grows the thread's stack. (A promise of an operation alone is called in
+//   place.)
 // - hop: a step's request that the run go on on a queue, perhaps at a deadline (`Next.hop`).
-// - halt: stop a cancelled run: its `ensure` steps ahead run, and its finish gets `nil`.
-// - finish: the closure that gets a run's outcome, such as a terminal's completion.
+// - scope: the steps a `timeout` entered, which its deadline cancels if it passes first.
+// - halt: stop a cancelled run (its `ensure` steps ahead run, and its completion hears of it),
+//   or a cancelled scope (its steps end, and the run goes on).
+// - completion: what gets a run's outcome, such as a terminal's closure (`Finishing`).
+// - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
 // - member: one of the promises a combination runs.
 // - share: the one run of a shared promise's work, that many runs wait for.

@@ -89,9 +89,7 @@ nonisolated extension RunHandle {
         @exclusivity(unchecked) @usableFromInline var started = 0
         /// Whether a thread runs the launch loop: at first, the one that starts the run.
         @exclusivity(unchecked) @usableFromInline var launching = true
-        /// The resolver that settles the combination, while it still runs: members start and
-        /// report while it is open; once it has settled or been cancelled, it is `nil`.
-        @exclusivity(unchecked) @usableFromInline var settling: Resolver<Output, OutFailure>?
+        @exclusivity(unchecked) @usableFromInline var state = State.closed
         /// The combination's run, which its members' runs are inside.
         @usableFromInline var outer: Run?
 
@@ -120,12 +118,20 @@ nonisolated extension RunHandle {
             return join.end(index, outcome)
         }
 
-        @inlinable var isOpen: Bool { settling != nil }
+        /// Whether the combination still runs: members start and report while it is `open`,
+        /// with the resolver that settles it; once it has settled or been cancelled, it is
+        /// `closed`.
+        @usableFromInline enum State {
+            case open(Resolver<Output, OutFailure>)
+            case closed
+        }
+
+        @inlinable var isOpen: Bool { if case .open = state { true } else { false } }
 
         deinit { lock.free() }
 
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
-            settling = resolver
+            state = .open(resolver)
             outer = resolver.run
             resolver.onCancel { [self] _ in stop() }
             if members.isEmpty { settle(decide(tally, .noMembers), resolver) } else { launch() }
@@ -206,7 +212,9 @@ nonisolated extension RunHandle {
             )
             let (settled, _) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
-                guard let resolver = settling, running[index] != nil else { return (nil, nil) }
+                guard case .open(let resolver) = state, running[index] != nil else {
+                    return (nil, nil)
+                }
                 ends = true
                 running[index] = nil
                 // (Not a lookup, which hashes, when no member has any.)
@@ -221,7 +229,7 @@ nonisolated extension RunHandle {
                     launching = true
                     return (nil, handlers)
                 }
-                settling = nil
+                state = .closed
                 defer { tally.outcomes = [] }
                 return ((verdict, resolver, tally), handlers)
             }
@@ -250,12 +258,13 @@ nonisolated extension RunHandle {
             // the lock.
             typealias Stopped = (
                 [Run], [(Int, [@Sendable (any Reporter) -> Void])],
-                ArraySlice<Promise<Member, Failure>>, Resolver<Output, OutFailure>?
+                ArraySlice<Promise<Member, Failure>>, State
             )
             let (runs, handlers, unstarted, _) = lock.withLock { () -> Stopped in
                 let unstarted = members[started...]
                 started = members.count  // they start here if they ignore cancel, or never
-                let previous = settling.take()
+                let previous = state
+                state = .closed
                 let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
                 let handlers = cancelHandlers.sorted { $0.key < $1.key }
                 cancelHandlers = [:]
