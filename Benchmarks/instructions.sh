@@ -41,7 +41,9 @@ units = {"chain build+run": (10_000, "link"), "chain run": (10_000, "link"),
          "chain build": (10_000, "link"), "promise steps": (1_000, "step"),
          "fan-out": (10_000, "element"), "recursive loop": (100_000, "step"),
          "error at first": (1_000, "link"), "timeout unfired": (1_000, "run"),
-         "after zero": (1_000, "run")}
+         "after zero": (1_000, "run"), "awaited chain": (10_000, "link"),
+         "fan-out on a queue": (10_000, "element"), "fan-out 4 at once": (10_000, "element"),
+         "async work": (1_000, "run")}
 counted = {"malloc": "mallocs", "pthread_mutex_lock": "lock pairs",
            "swift_retain": "retains", "swift_release": "releases"}
 counted["pthread_mutex_lock@@GLIBC_2.2.5"] = "lock pairs"  # glibc's versioned name
