@@ -7,11 +7,12 @@ nonisolated extension Promise where Value: Sendable {
     /// Choose it for work that many parts of an app need the same answer from, such as a profile or
     /// a configuration, when running it again would be wasted or wrong: `fetchProfile().share()`.
     /// The first run starts the work, runs that come while it is under way wait and go on in turn,
-    /// later runs get its outcome, value or error, at once. Cancelling a run leaves the others
-    /// waiting. Once every waiting run is cancelled, so is the work, and the next run starts it
-    /// again, as after work that ended by cancellation; with `cancelsWhenAbandoned: false`, the
-    /// work goes on, and the next run waits for it or gets its outcome. Keep the shared promise,
-    /// not the one it came from, which runs anew.
+    /// later runs get its outcome, value or error, at once (an error is kept as a value is: to try
+    /// again after one, share `work.retry(3)`, or make a new shared promise). Cancelling a run
+    /// leaves the others waiting. Once every waiting run is cancelled, so is the work, and the next
+    /// run starts it again, as after work that ended by cancellation; with
+    /// `cancelsWhenAbandoned: false`, the work goes on, and the next run waits for it or gets its
+    /// outcome. Keep the shared promise, not the one it came from, which runs anew.
     ///
     /// That second form is PromiseKit's cached in-flight promise, such as a token refresh that
     /// callers who come while it is under way share, whether or not the first one stays:

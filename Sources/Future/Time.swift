@@ -48,8 +48,9 @@ nonisolated extension Promise {
     /// `download(url).timeout(.seconds(9), orFailWith: .slow)`. Put it after
     /// ``retry(_:delay:while:)`` to bound every attempt together, before it to bound each one.
     ///
-    /// The deadline is noticed between steps, as a cancel from another thread is: a synchronous
-    /// step that runs past it finishes first, and the promise then fails.
+    /// The deadline is noticed where a cancel from another thread is: at the work's next
+    /// operation, hop or entered promise, or as the work ends. Synchronous steps that run past it
+    /// finish first; the promise then fails all the same.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
