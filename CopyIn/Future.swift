@@ -513,8 +513,8 @@ nonisolated public func firstly<Value, Failure>(
 // MARK: - Running
 
 // Running.swift: the terminals that start a run, `run(_:)` and `run(some:none:)`, and for a
-// guarantee `run()`. Builds on `Finishing.start` (Engine/Run.swift), a run that keeps the
-// terminal's closure.
+// guarantee `run()`. Builds on `Run.start` (Engine/Run.swift), a run that keeps the terminal's
+// closure.
 
 nonisolated extension Promise {
     /// Starts a new run of the work and calls `completion` with its outcome.
@@ -532,14 +532,14 @@ nonisolated extension Promise {
     public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> RunHandle {
-        (consume self).start(.outcome(completion))
+        (consume self).start(RunHandle.Outcomes(completion))
     }
 
     /// Starts a run whose outcome goes to `completion`.
-    @inlinable consuming func start(
-        _ completion: RunHandle.Finishing<Value, Failure>.Completion
-    ) -> RunHandle {
-        let run = RunHandle.Finishing<Value, Failure>.make(for: chain)
+    @inlinable consuming func start<Completion: RunHandle.Completion>(
+        _ completion: Completion
+    ) -> RunHandle where Completion.Value == Value, Completion.Failure == Failure {
+        let run = RunHandle.Run.make(for: chain, completing: Completion.self)
         // Consumed, so that a promise made for this call alone is the run's to let go of.
         run.start(consume self, completion)
         return RunHandle(run)
@@ -589,7 +589,7 @@ nonisolated extension Promise where Failure == Never {
     /// promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
-        (consume self).start(.value { _ in })
+        (consume self).start(RunHandle.Values { _ in })
     }
 
     /// Starts work that cannot fail and calls `some` with its value.
@@ -598,7 +598,7 @@ nonisolated extension Promise where Failure == Never {
     /// ``Guarantee`` has it: `cachedFeed().run(some: show)`.
     @inlinable @discardableResult @_disfavoredOverload
     public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        (consume self).start(.value(some))
+        (consume self).start(RunHandle.Values(some))
     }
 }
 
@@ -1427,8 +1427,9 @@ nonisolated extension Promise {
     /// `download(url).timeout(.seconds(9), orFailWith: .slow)`. Put it after
     /// ``retry(_:delay:while:)`` to bound every attempt together, before it to bound each one.
     ///
-    /// The deadline is noticed between steps, as a cancel from another thread is: a synchronous
-    /// step that runs past it finishes first, and the promise then fails.
+    /// The deadline is noticed where a cancel from another thread is: at the work's next
+    /// operation, hop or entered promise, or as the work ends. Synchronous steps that run past it
+    /// finish first; the promise then fails all the same.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -1984,19 +1985,22 @@ nonisolated extension Promise {
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
     public func ignoringCancel() -> Promise {
-        typealias Run = RunHandle.Finishing<Value, Failure>
+        typealias Callback = RunHandle.Callback<Value, Failure>
         let work = self
         let operation = RunHandle.Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Value, Failure>) in
-            Run.make(for: work.chain, inside: resolver.run).start(
+            let run = RunHandle.Run.make(
+                for: work.chain, completing: Callback.self, inside: resolver.run)
+            run.start(
                 work,
-                .callback { _, outcome in
+                Callback { _, outcome in
                     if let outcome { resolver(outcome) } else { resolver.cancel() }
                 })
         }
         // The work alone, for a run that reaches this promise cancelled or never starts it.
         let ignored: @Sendable (RunHandle.Run) -> Void = { outer in
-            Run.make(for: work.chain, inside: outer).start(work, .callback { _, _ in })
+            let run = RunHandle.Run.make(for: work.chain, completing: Callback.self, inside: outer)
+            run.start(work, Callback { _, _ in })
         }
         return Promise(last: RunHandle.Source<Value, Failure>(operation, ignoring: ignored))
     }
@@ -2013,11 +2017,12 @@ nonisolated extension Promise where Value: Sendable {
     /// Choose it for work that many parts of an app need the same answer from, such as a profile or
     /// a configuration, when running it again would be wasted or wrong: `fetchProfile().share()`.
     /// The first run starts the work, runs that come while it is under way wait and go on in turn,
-    /// later runs get its outcome, value or error, at once. Cancelling a run leaves the others
-    /// waiting. Once every waiting run is cancelled, so is the work, and the next run starts it
-    /// again, as after work that ended by cancellation; with `cancelsWhenAbandoned: false`, the
-    /// work goes on, and the next run waits for it or gets its outcome. Keep the shared promise,
-    /// not the one it came from, which runs anew.
+    /// later runs get its outcome, value or error, at once (an error is kept as a value is: to try
+    /// again after one, share `work.retry(3)`, or make a new shared promise). Cancelling a run
+    /// leaves the others waiting. Once every waiting run is cancelled, so is the work, and the next
+    /// run starts it again, as after work that ended by cancellation; with
+    /// `cancelsWhenAbandoned: false`, the work goes on, and the next run waits for it or gets its
+    /// outcome. Keep the shared promise, not the one it came from, which runs anew.
     ///
     /// That second form is PromiseKit's cached in-flight promise, such as a token refresh that
     /// callers who come while it is under way share, whether or not the first one stays:
@@ -2047,7 +2052,7 @@ nonisolated extension Promise where Value: Sendable {
 // MARK: - Concurrency
 
 // Concurrency.swift: async/await, a promise's `result` and `value`, awaited on the caller's actor.
-// Builds on `Finishing.start` (Engine/Run.swift); `Promise.init` from an `async` closure is in
+// Builds on `Run.start` (Engine/Run.swift); `Promise.init` from an `async` closure is in
 // Making.swift.
 
 nonisolated extension Promise {
@@ -2067,14 +2072,14 @@ nonisolated extension Promise {
     /// the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
     @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
-            typealias Run = RunHandle.Finishing<Value, Failure>
-            let handle = RunHandle(Run.make(for: chain))
+            typealias Resumption = RunHandle.Resumption<Value, Failure>
+            let handle = RunHandle(RunHandle.Run.make(for: chain, completing: Resumption.self))
             // Named, because the cancellation handler's operation runs on the generic executor:
             // the continuation's body, which starts the run, is then sent back to the caller's.
             let isolation = #isolation
             return await withTaskCancellationHandler {
                 await withUnsafeContinuation(isolation: isolation) { continuation in
-                    unsafeDowncast(handle.run, to: Run.self).start(self, .resumption(continuation))
+                    handle.run.start(self, Resumption(continuation))
                 }
             } onCancel: {
                 handle.cancel()
@@ -2400,16 +2405,20 @@ nonisolated extension RunHandle {
         init() {}
 
         /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
-        /// memory if it holds more.
-        mutating func start(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
+        /// memory if it holds more; returns its first stage, which the run takes at once, so its
+        /// room need not hold it. (A first stage, an operation, a constant or a scope, does not
+        /// hop, so it never goes back on the plan either; see `putBack`.)
+        mutating func start(
+            _ chain: consuming Stage, in room: Room, spill: inout Spill?
+        ) -> Unmanaged<Stage> {
             let memory = spill?.stages ?? (room.start, Int32(room.capacity))
             stages = memory.0
             capacity = memory.1
             count = 0
-            if chain.depth > capacity { grow(by: chain.depth, spill: &spill) }
+            if chain.depth - 1 > capacity { grow(by: chain.depth - 1, spill: &spill) }
             let last = Unmanaged.passUnretained(chain)
             root = consume chain
-            push(last)
+            return push(last, leavingFirst: true)
         }
 
         /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run,
@@ -2428,10 +2437,13 @@ nonisolated extension RunHandle {
             push(last)
         }
 
-        /// Pushes a chain's stages: its last at the bottom, its first on top.
-        private mutating func push(_ last: Unmanaged<Stage>) {
+        /// Pushes a chain's stages: its last at the bottom, its first on top, or `leavingFirst`
+        /// out, to return.
+        @discardableResult private mutating func push(
+            _ last: Unmanaged<Stage>, leavingFirst: Bool = false
+        ) -> Unmanaged<Stage> {
             var stage = last
-            let depth = Int32(stage._withUnsafeGuaranteedRef { $0.depth })
+            let depth = Int32(stage._withUnsafeGuaranteedRef { $0.depth }) - (leavingFirst ? 1 : 0)
             for index in count..<count + depth {
                 stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.
@@ -2440,6 +2452,7 @@ nonisolated extension RunHandle {
                     ?? stage
             }
             count += depth
+            return stage
         }
 
         /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
@@ -2457,8 +2470,12 @@ nonisolated extension RunHandle {
             return stages![Int(count)]
         }
 
-        /// Puts back the stage just popped (it is still in memory), for a run that hops.
-        mutating func unpop() { count += 1 }
+        /// Puts back the stage just popped, for a run that hops.
+        mutating func putBack(_ stage: Unmanaged<Stage>, spill: inout Spill?) {
+            if count == capacity { grow(by: 1, spill: &spill) }
+            stages![Int(count)] = stage
+            count += 1
+        }
 
         /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
         /// run.
@@ -2643,14 +2660,15 @@ nonisolated extension RunHandle {
         /// part of `state`: the driving thread, the one that sets it, reads it after every step
         /// without taking the lock.
         var cancelledByStep = false
-        /// Whether the run starts with the operation its slot holds, as a run of a promise made
-        /// from an operation alone does.
-        @usableFromInline var startsWithOperation = false
+        /// What the slot holds for the run to start with, if it has not started yet.
+        @usableFromInline var startsWith: Start?
         /// Whether the run waits for a queue: the step that hopped is back on top of the plan,
         /// its output in the slot, to pop again when the queue carries the run on.
         var hopped = false
         /// Whether the operation being called resolved on the driving thread (see `resolve`).
         var resolvedHere = false
+        /// Whether the tail holds a completion, still to be called or let go of.
+        @usableFromInline var hasCompletion = false
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
@@ -2659,10 +2677,19 @@ nonisolated extension RunHandle {
         var plan = Plan()
         /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
+        /// What the run does with the types of its outcome and its completion (see `Typed`).
+        let typed: TypedWork
 
-        @usableFromInline init(completionWords: Int, slotWords: Int) {
+        /// What a run starts with: the operation of a promise made from one alone, or the first
+        /// stage of its chain, which its plan does not hold (see `Plan.start`).
+        @usableFromInline enum Start: UInt8 {
+            case operation, stage
+        }
+
+        @usableFromInline init(completionWords: Int, slotWords: Int, typed: @escaping TypedWork) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
+            self.typed = typed
         }
     }
 
@@ -2777,27 +2804,18 @@ nonisolated extension RunHandle {
         }
     }
 
-    /// One execution of a chain. Its subclass `Finishing` knows the types of its outcome and
-    /// its completion, which waits at the start of the tail.
-    @usableFromInline class Run: ManagedBuffer<Fields, UInt64> {
+    /// One execution of a chain. Its own code is not generic: what depends on the types of its
+    /// outcome and its completion, which waits in its tail, is its `typed` work.
+    @usableFromInline final class Run: ManagedBuffer<Fields, UInt64> {
         @usableFromInline typealias Stage = RunHandle.Stage
         @usableFromInline typealias Slot = RunHandle.Slot
         @usableFromInline typealias Next = RunHandle.Next
         @usableFromInline typealias Plan = RunHandle.Plan
         @usableFromInline typealias Run = RunHandle.Run
 
-        /// Delivers the outcome in the slot, or `nil` if the run ended by cancellation.
-        func finish(_ slot: Slot?) { fatalError("a run is a Finishing") }
-
-        /// Calls the operation in the slot, as the first thing the run does; or, for a run
-        /// cancelled before it started, lets go of it.
-        func performFirst(_ perform: Bool) -> Next { fatalError("a run is a Finishing") }
-
-        /// The type of the run's outcome, to destroy one that nobody may have any more.
-        var output: any Outcome.Type { fatalError("a run is a Finishing") }
-
         deinit {
             withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
+            if driver.pointee.hasCompletion { _ = driver.pointee.typed(self, .dropCompletion) }
             driver.deinitialize(count: 1)
         }
     }
@@ -2806,12 +2824,33 @@ nonisolated extension RunHandle {
 // MARK: Making a run
 
 nonisolated extension RunHandle.Run {
-    /// Sets up a run just made for a completion of `completionWords` words and a slot of
-    /// `slotWords`: its lock, and what its driving thread owns.
-    @usableFromInline final func prepare(completionWords: Int, slotWords: Int, inside outer: Run?) {
+    /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
+    /// completion of type `Completion`, inside `outer` if Future starts it inside another run.
+    @inlinable static func make<Completion: RunHandle.Completion>(
+        for chain: Stage?, completing _: Completion.Type, inside outer: Run? = nil
+    ) -> Run {
+        typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
+        let completionWords = (MemoryLayout<Completion>.size + 7) / 8
+        let slot =
+            chain.map { max($0.slotSize, MemoryLayout<Outcome>.size) }
+            ?? max(MemoryLayout<Outcome>.size, MemoryLayout<RunHandle.Operation>.size)
+        let slotWords = max(1, (slot + 7) / 8)
+        // The plan holds the chain's stages but the first (see `Plan.start`).
+        let words = driverWords + completionWords + slotWords + (chain?.depth ?? 1) - 1
+        let made = create(minimumCapacity: words) { _ in RunHandle.Fields() }
+        let run = unsafeDowncast(made, to: Run.self)
+        run.prepare(
+            RunHandle.Driver(
+                completionWords: completionWords, slotWords: slotWords,
+                typed: RunHandle.typed(Completion.self)),
+            inside: outer)
+        return run
+    }
+
+    /// Sets up a run just made: its lock, and what its driving thread owns.
+    @usableFromInline final func prepare(_ owned: RunHandle.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
-        driver.initialize(
-            to: RunHandle.Driver(completionWords: completionWords, slotWords: slotWords))
+        driver.initialize(to: owned)
         if let outer { RunHandle.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
     }
 
@@ -2870,7 +2909,7 @@ nonisolated extension RunHandle.Run {
 
 nonisolated extension RunHandle.Run {
     /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
-    /// `Finishing.start`, which calls it).
+    /// `start(_:_:immediately:)`, which calls it).
     @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
         let cancelled = locked { fields -> Bool in
             if fields.calls > 0 {  // a combination's lane, running another member
@@ -2890,7 +2929,10 @@ nonisolated extension RunHandle.Run {
             fitSlot(to: last)
             let room = self.room
             let driver = self.driver
-            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
+            let first = driver.pointee.plan.start(
+                consume last, in: room, spill: &driver.pointee.spill)
+            slot.put(first)
+            driver.pointee.startsWith = .stage
         }
         let resumption = cancelled ? Resumption.halt : .drive
         immediately ? resume(resumption) : proceed(resumption)
@@ -2912,9 +2954,15 @@ nonisolated extension RunHandle.Run {
         } else if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
             driver.pointee.hopped = false
             stage = plan.pop()
-        } else if driver.pointee.startsWithOperation {
-            driver.pointee.startsWithOperation = false
-            next = performFirst(true)
+        } else if let start = driver.pointee.startsWith {
+            driver.pointee.startsWith = nil
+            switch start {
+            case .operation: next = driver.pointee.typed(self, .performFirst)
+            case .stage:
+                let first = slot.take(Unmanaged<Stage>.self)
+                stage = first
+                next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            }
         } else if let first = plan.pop() {
             stage = first
             next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
@@ -2934,8 +2982,11 @@ nonisolated extension RunHandle.Run {
             switch next {
             case .proceed:
                 if driver.pointee.cancelledByStep {
-                    let output = stage?._withUnsafeGuaranteedRef { $0.output } ?? self.output
-                    output.discard(from: slot)
+                    if let stage {
+                        stage._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+                    } else {
+                        _ = driver.pointee.typed(self, .dropOutcome(slot))  // an operation's
+                    }
                     swap(&plan, &driver.pointee.plan)
                     return halt()
                 }
@@ -2959,7 +3010,7 @@ nonisolated extension RunHandle.Run {
                 // The step back on the plan, its output in the slot, until the queue carries
                 // the run on. Moved, not kept: a thread that kept the plan could release the
                 // chain's steps after the queue's thread has finished the run.
-                plan.unpop()
+                plan.putBack(stage!, spill: &driver.pointee.spill)
                 swap(&plan, &driver.pointee.plan)
                 return awaitQueue(queue, at: deadline)
             }
@@ -3062,7 +3113,7 @@ nonisolated extension RunHandle.Run {
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
         // A resolver the run no longer keeps is let go of after the lock: if the operation let go
         // of it unresolved, its deinit cancels the run.
-        let (next, _) = locked { fields -> (Next, AnyObject?) in
+        let (next, released) = locked { fields -> (Next, AnyObject?) in
             switch fields.state {
             case .calling:
                 fields.state = .awaitingResolver
@@ -3073,6 +3124,7 @@ nonisolated extension RunHandle.Run {
                 return (fields.resolved ? .proceed : .halt, self.driver.pointee.resolver.take())
             }
         }
+        withExtendedLifetime(released) {}  // see `Lock`
         if case .wait = next { return next }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
@@ -3083,7 +3135,7 @@ nonisolated extension RunHandle.Run {
         // The cancel handlers no longer needed go outside the lock: releasing a handler may run
         // any deinit.
         typealias Handlers = [@Sendable (any RunHandle.Reporter) -> Void]
-        let (resume, _) = locked { fields -> (Bool, Handlers?) in
+        let (resume, unneeded) = locked { fields -> (Bool, Handlers?) in
             guard isPending(call, fields), !fields.state.isStopping else { return (false, nil) }
             // The slot is read only now: while the call is pending, the driving thread is inside
             // the operation, or the run waits.
@@ -3106,6 +3158,7 @@ nonisolated extension RunHandle.Run {
                 return (true, unneeded)
             }
         }
+        withExtendedLifetime(unneeded) {}  // see `Lock`
         if resume { proceed(.drive) }
     }
 
@@ -3350,9 +3403,10 @@ nonisolated extension RunHandle.Run {
     /// the handlers, in which case it leaves it for the canceller to end. A cancelled scope's
     /// steps end, and the run goes on.
     private final func halt() {
-        if driver.pointee.startsWithOperation {  // cancelled before it started
-            driver.pointee.startsWithOperation = false
-            _ = performFirst(false)
+        switch driver.pointee.startsWith.take() {  // cancelled before it started
+        case .operation?: _ = slot.take(RunHandle.Operation.self)
+        case .stage?: stop(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
+        case nil: break
         }
         let ends = locked { fields -> Bool? in
             switch fields.state {
@@ -3403,7 +3457,7 @@ nonisolated extension RunHandle.Run {
             return true
         }
         guard deliver else {
-            output.discard(from: slot)  // the outcome nobody may have any more
+            _ = driver.pointee.typed(self, .dropOutcome(slot))  // the outcome nobody may have
             return halt()
         }
         let driver = self.driver
@@ -3443,7 +3497,7 @@ nonisolated extension RunHandle.Run {
     }
 }
 
-// MARK: Finishing: the run's outcome, and who gets it
+// MARK: Who gets the run's outcome, and what reports to it
 
 nonisolated extension RunHandle {
     /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
@@ -3458,86 +3512,126 @@ nonisolated extension RunHandle {
         var run: Run { get }
     }
 
-    /// A run of a promise of `Value` and `Failure`, with what gets its outcome, which waits at
-    /// the start of its tail.
-    @usableFromInline final class Finishing<Value, Failure: Swift.Error>: Run {
-        @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
-
-        /// What gets the outcome: a terminal's closure (the value alone, for a promise that
-        /// cannot fail), an awaiting task, or Future's own code, which also hears that the run
-        /// ended by cancellation. (One closure each: it waits in every pending run.)
-        @usableFromInline enum Completion {
-            case outcome(@Sendable (Outcome) -> Void)
-            case value(@Sendable (Value) -> Void)
-            case resumption(UnsafeContinuation<Outcome?, Never>)
-            case callback((Run, sending Outcome?) -> Void)
-            case finished
-        }
-
-        /// Makes a run with room for `chain` (or, with `nil`, for an operation alone), inside
-        /// `outer` if Future starts it inside another run.
-        @inlinable static func make(for chain: Stage?, inside outer: Run? = nil) -> Finishing {
-            let completionWords = (MemoryLayout<Completion>.size + 7) / 8
-            let slot = max(
-                chain?.slotSize ?? 0, MemoryLayout<Outcome>.size,
-                MemoryLayout<Operation>.size, 16)
-            let slotWords = (slot + 7) / 8
-            let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
-            let made = create(minimumCapacity: words) { _ in Fields() }
-            let run = unsafeDowncast(made, to: Finishing.self)
-            run.prepare(completionWords: completionWords, slotWords: slotWords, inside: outer)
-            run.completion.initialize(to: .finished)
-            return run
-        }
-
-        @usableFromInline var completion: UnsafeMutablePointer<Completion> {
-            tail.assumingMemoryBound(to: Completion.self)
-        }
-
-        /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended
-        /// by cancellation (after its `ensure` steps), exactly once. A run that ended with an
-        /// outcome can run another promise so: how a combination runs the members that end at
-        /// once, one after another, on one run and in the same memory. `immediately` runs it on
-        /// this stack even deep in nested runs (see `proceed`).
-        @inlinable func start(
-            _ promise: consuming Promise<Value, Failure>, _ completion: Completion,
-            immediately: Bool = false
-        ) {
-            self.completion.pointee = completion
-            switch promise.body {
-            case .chain(let last): start(last, immediately: immediately)
-            case .operation(let operation):
-                slot.put(operation)
-                driver.pointee.startsWithOperation = true
-                start(nil, immediately: immediately)
-            }
-        }
-
-        @usableFromInline override func finish(_ slot: Slot?) {
-            // Let go of here, on the thread that ends the run (a combination that runs its next
-            // member here gives it again).
-            let taken = completion.move()
-            completion.initialize(to: .finished)
-            switch taken {
-            case .outcome(let body): if let slot { body(slot.take(Outcome.self)) }
-            case .value(let body):
-                // Only a guarantee's run has this completion: no error comes.
-                if case .success(let value)? = slot?.take(Outcome.self) { body(value) }
-            case .resumption(let continuation): continuation.resume(returning: slot?.take())
-            case .callback(let callback): callback(self, slot?.take(Outcome.self))
-            case .finished: break
-            }
-        }
-
-        @usableFromInline override func performFirst(_ perform: Bool) -> Next {
-            let operation = slot.take(Operation.self)
-            return perform ? self.perform(operation, Value.self, Failure.self) : .halt
-        }
-
-        @usableFromInline override var output: any RunHandle.Outcome.Type { Box<Outcome>.self }
-
-        deinit { completion.deinitialize(count: 1) }
+    /// What gets a run's outcome, kept in the run's tail: a terminal's closure (the value alone,
+    /// for a promise that cannot fail), an awaiting task, or Future's own code, which also hears
+    /// that the run ended by cancellation.
+    @usableFromInline protocol Completion {
+        associatedtype Value
+        associatedtype Failure: Swift.Error
+        /// Gets the outcome, or `nil` if the run ended by cancellation.
+        func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run)
     }
+
+    /// A terminal's closure, which gets the outcome.
+    @usableFromInline struct Outcomes<Value, Failure: Swift.Error>: Completion {
+        @usableFromInline let body: @Sendable (Swift.Result<Value, Failure>) -> Void
+        @inlinable init(_ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void) {
+            self.body = body
+        }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
+            if let outcome { body(outcome) }
+        }
+    }
+
+    /// A guarantee's terminal closure, which gets the value.
+    @usableFromInline struct Values<Value>: Completion {
+        @usableFromInline let body: @Sendable (Value) -> Void
+        @inlinable init(_ body: @escaping @Sendable (Value) -> Void) { self.body = body }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Never>?, of _: Run) {
+            if case .success(let value)? = outcome { body(value) }
+        }
+    }
+
+    /// A task awaiting the outcome.
+    @usableFromInline struct Resumption<Value, Failure: Swift.Error>: Completion {
+        @usableFromInline let continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
+        @inlinable init(_ continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>) {
+            self.continuation = continuation
+        }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
+            continuation.resume(returning: outcome)
+        }
+    }
+
+    /// Future's own code, which gets the run too.
+    @usableFromInline struct Callback<Value, Failure: Swift.Error>: Completion {
+        @usableFromInline let body: (Run, sending Swift.Result<Value, Failure>?) -> Void
+        @inlinable init(_ body: @escaping (Run, sending Swift.Result<Value, Failure>?) -> Void) {
+            self.body = body
+        }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
+            body(run, outcome)
+        }
+    }
+
+    /// What a run does with the types of its outcome and its completion: finish (deliver the
+    /// outcome in the slot, or with `nil` hear of cancellation), call the operation it starts
+    /// with, destroy an outcome nobody may have any more, or a completion never called.
+    @usableFromInline enum Typed {
+        case finish(Slot?)
+        case performFirst
+        case dropOutcome(Slot)
+        case dropCompletion
+    }
+
+    @usableFromInline typealias TypedWork = (Run, Typed) -> Next
+
+    /// A run's typed work for a completion of type `Completion`: compiled where the run is made,
+    /// for its types, as a run's own code is not generic (Swift would look the types up at every
+    /// use). A function with nothing to capture costs no allocation.
+    @inlinable static func typed<Completion: RunHandle.Completion>(
+        _: Completion.Type
+    ) -> TypedWork {
+        { run, work in
+            typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
+            switch work {
+            case .finish(let slot):
+                // Let go of here, on the thread that ends the run (a combination that runs its
+                // next member here gives it again).
+                let completion = run.completion(Completion.self).move()
+                run.driver.pointee.hasCompletion = false
+                completion.complete(slot?.take(Outcome.self), of: run)
+            case .performFirst:
+                let operation = run.slot.take(Operation.self)
+                return run.perform(operation, Completion.Value.self, Completion.Failure.self)
+            case .dropOutcome(let slot): _ = slot.take(Outcome.self)
+            case .dropCompletion: run.completion(Completion.self).deinitialize(count: 1)
+            }
+            return .proceed
+        }
+    }
+}
+
+nonisolated extension RunHandle.Run {
+    /// The completion, at the start of the tail.
+    @inlinable final func completion<Completion>(
+        _: Completion.Type
+    ) -> UnsafeMutablePointer<Completion> {
+        tail.assumingMemoryBound(to: Completion.self)
+    }
+
+    /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
+    /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
+    /// can run another promise so: how a combination runs the members that end at once, one
+    /// after another, on one run and in the same memory. `immediately` runs it on this stack
+    /// even deep in nested runs (see `proceed`).
+    @inlinable final func start<Completion: RunHandle.Completion>(
+        _ promise: consuming Promise<Completion.Value, Completion.Failure>,
+        _ completion: Completion, immediately: Bool = false
+    ) {
+        self.completion(Completion.self).initialize(to: completion)
+        driver.pointee.hasCompletion = true
+        switch promise.body {
+        case .chain(let last): start(last, immediately: immediately)
+        case .operation(let operation):
+            slot.put(operation)
+            driver.pointee.startsWith = .operation
+            start(nil, immediately: immediately)
+        }
+    }
+
+    /// Delivers the outcome in `slot`, or with `nil` says that the run ended by cancellation.
+    final func finish(_ slot: Slot?) { _ = driver.pointee.typed(self, .finish(slot)) }
 }
 
 nonisolated extension RunHandle.Run: RunHandle.Reporter {
@@ -3933,7 +4027,7 @@ nonisolated extension RunHandle {
         /// What the launch loop starts next.
         @usableFromInline enum Launch {
             case call(Int, Operation, reusing: Bool)
-            case run(Int, Finishing<Member, Failure>)
+            case run(Int, Run)
         }
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
@@ -3942,9 +4036,8 @@ nonisolated extension RunHandle {
         @inlinable func launch() {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
-            var lane: (run: Finishing<Member, Failure>, member: Int)?
-            let ended = Finishing<Member, Failure>.Completion.callback { [self] run, outcome in
-                end(run.member, outcome)
+            var lane: (run: Run, member: Int)?
+            let ended = Callback<Member, Failure> { [self] run, outcome in end(run.member, outcome)
             }
             // The resolver of the last member called, which serves the next if nobody else
             // holds it and its member ended (read under the lock, as a run does: `beginCall`).
@@ -3973,7 +4066,10 @@ nonisolated extension RunHandle {
                     running[index] = .called
                     return .call(index, operation, reusing: reusing)
                 case .chain(let last):
-                    let run = lane?.run ?? .make(for: last, inside: outer)
+                    let run =
+                        lane?.run
+                        ?? .make(
+                            for: last, completing: Callback<Member, Failure>.self, inside: outer)
                     running[index] = .run(run)
                     return .run(index, run)
                 }
@@ -4003,7 +4099,7 @@ nonisolated extension RunHandle {
             typealias Settled = (
                 Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
             )
-            let (settled, _) = lock.withLock {
+            let (settled, unneeded) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
                 guard case .open(let resolver) = state, running[index] != nil else {
                     return (nil, nil)
@@ -4026,6 +4122,7 @@ nonisolated extension RunHandle {
                 defer { tally.outcomes = [] }
                 return ((verdict, resolver, tally), handlers)
             }
+            withExtendedLifetime(unneeded) {}  // see `Lock`
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
             if claimed { launch() }
             return ends
@@ -4053,7 +4150,7 @@ nonisolated extension RunHandle {
                 [Run], [(Int, [@Sendable (any Reporter) -> Void])],
                 ArraySlice<Promise<Member, Failure>>, State
             )
-            let (runs, handlers, unstarted, _) = lock.withLock { () -> Stopped in
+            let (runs, handlers, unstarted, closed) = lock.withLock { () -> Stopped in
                 let unstarted = members[started...]
                 started = members.count  // they start here if they ignore cancel, or never
                 let previous = state
@@ -4063,6 +4160,7 @@ nonisolated extension RunHandle {
                 cancelHandlers = [:]
                 return (runs, handlers, unstarted, previous)
             }
+            withExtendedLifetime(closed) {}  // see `Lock`
             for run in runs { _ = run.cancel(call: nil) }
             for (_, list) in handlers { for handler in list { handler(self) } }
             for member in unstarted { member.chain?.ignoredWork.map { outer?.startIgnored($0) } }
@@ -4160,8 +4258,8 @@ nonisolated extension RunHandle {
         static func pending(file: StaticString, line: UInt) -> (Shared, Resolver<Value, Failure>) {
             let shared = Shared(nil, cancelsWhenAbandoned: false)
             let operation = Promise(file: file, line: line) { shared.outside = $0 }
-            Finishing<Value, Failure>.make(for: nil).start(
-                operation, .callback { _, outcome in shared.settle(outcome, starter: 0) },
+            Run.make(for: nil, completing: Callback<Value, Failure>.self).start(
+                operation, Callback { _, outcome in shared.settle(outcome, starter: 0) },
                 immediately: true)
             return (shared, shared.outside.take()!)
         }
@@ -4170,7 +4268,7 @@ nonisolated extension RunHandle {
         func join(_ resolver: Resolver<Value, Failure>) {
             // The run's handle is recorded before it starts, so that a joiner leaving meanwhile
             // cancels it, and the work does not begin.
-            typealias Start = (Promise<Value, Failure>, Finishing<Value, Failure>)
+            typealias Start = (Promise<Value, Failure>, Run)
             let (number, known, start) = lock.withLock {
                 () -> (Int, Swift.Result<Value, Failure>??, Start?) in
                 lastNumber += 1
@@ -4182,7 +4280,9 @@ nonisolated extension RunHandle {
                     return (lastNumber, nil, nil)
                 case .idle(let work):
                     waiting[lastNumber] = resolver
-                    let run = Finishing<Value, Failure>.make(for: work.chain, inside: resolver.run)
+                    let run = Run.make(
+                        for: work.chain, completing: Callback<Value, Failure>.self,
+                        inside: resolver.run)
                     state = .running(work, starter: lastNumber, run: run)
                     return (lastNumber, nil, (work, run))
                 }
@@ -4194,13 +4294,13 @@ nonisolated extension RunHandle {
                 guard let self else { return }
                 self.settle(outcome, starter: number)
             }
-            run.start(work, .callback(settle))
+            run.start(work, Callback(settle))
         }
 
         /// A waiting run was cancelled; when none is left, the work is cancelled, if it is to be.
         private func leave(_ number: Int) {
             // The resolver that left is let go of outside the lock, as it may be its run's last.
-            let (_, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, Run?) in
+            let (gone, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, Run?) in
                 let left = waiting.removeValue(forKey: number)
                 guard waiting.isEmpty, cancelsWhenAbandoned,
                     case .running(let work, _, let run) = state
@@ -4208,6 +4308,7 @@ nonisolated extension RunHandle {
                 state = .idle(work)
                 return (left, run)
             }
+            withExtendedLifetime(gone) {}  // see `Lock`
             _ = abandoned?.cancel(call: nil)
         }
 
@@ -4216,7 +4317,7 @@ nonisolated extension RunHandle {
         /// they came. The work, cancelled, stays to be run again.
         func settle(_ outcome: sending Swift.Result<Value, Failure>?, starter: Int) {
             // The work goes outside the lock: what its steps captured may run the shared promise.
-            let (waiting, _) = lock.withLock { () -> ([Resolver<Value, Failure>], State) in
+            let (waiting, before) = lock.withLock { () -> ([Resolver<Value, Failure>], State) in
                 let before = state
                 switch (state, outcome) {
                 case (.running(_, starter, _), let outcome?), (.awaitingResolver, let outcome?):
@@ -4231,6 +4332,7 @@ nonisolated extension RunHandle {
                 defer { self.waiting = [:] }
                 return (self.waiting.sorted { $0.key < $1.key }.map(\.value), before)
             }
+            withExtendedLifetime(before) {}  // see `Lock`
             for resolver in waiting {
                 if let outcome { resolver(outcome) } else { resolver.cancel() }
             }
@@ -4414,6 +4516,12 @@ nonisolated extension RunHandle {
             mutex.deallocate()
         }
 
+        /// Runs `body` with the mutex held.
+        ///
+        /// What `body` hands out to be let go of after the lock (a resolver, a cancel handler, a
+        /// state whose release may run a user's deinit, which may call back in) is kept to there
+        /// with `withExtendedLifetime`: an optimized build releases a value after its last use,
+        /// and an unused one inside the lock, where a call back in deadlocks.
         @inlinable func withLock<T>(_ body: () -> T) -> T {
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }

@@ -134,19 +134,22 @@ nonisolated extension Promise {
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
     public func ignoringCancel() -> Promise {
-        typealias Run = RunHandle.Finishing<Value, Failure>
+        typealias Callback = RunHandle.Callback<Value, Failure>
         let work = self
         let operation = RunHandle.Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Value, Failure>) in
-            Run.make(for: work.chain, inside: resolver.run).start(
+            let run = RunHandle.Run.make(
+                for: work.chain, completing: Callback.self, inside: resolver.run)
+            run.start(
                 work,
-                .callback { _, outcome in
+                Callback { _, outcome in
                     if let outcome { resolver(outcome) } else { resolver.cancel() }
                 })
         }
         // The work alone, for a run that reaches this promise cancelled or never starts it.
         let ignored: @Sendable (RunHandle.Run) -> Void = { outer in
-            Run.make(for: work.chain, inside: outer).start(work, .callback { _, _ in })
+            let run = RunHandle.Run.make(for: work.chain, completing: Callback.self, inside: outer)
+            run.start(work, Callback { _, _ in })
         }
         return Promise(last: RunHandle.Source<Value, Failure>(operation, ignoring: ignored))
     }

@@ -1,5 +1,5 @@
 // Concurrency.swift: async/await, a promise's `result` and `value`, awaited on the caller's actor.
-// Builds on `Finishing.start` (Engine/Run.swift); `Promise.init` from an `async` closure is in
+// Builds on `Run.start` (Engine/Run.swift); `Promise.init` from an `async` closure is in
 // Making.swift.
 
 nonisolated extension Promise {
@@ -19,14 +19,14 @@ nonisolated extension Promise {
     /// the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
     @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
-            typealias Run = RunHandle.Finishing<Value, Failure>
-            let handle = RunHandle(Run.make(for: chain))
+            typealias Resumption = RunHandle.Resumption<Value, Failure>
+            let handle = RunHandle(RunHandle.Run.make(for: chain, completing: Resumption.self))
             // Named, because the cancellation handler's operation runs on the generic executor:
             // the continuation's body, which starts the run, is then sent back to the caller's.
             let isolation = #isolation
             return await withTaskCancellationHandler {
                 await withUnsafeContinuation(isolation: isolation) { continuation in
-                    unsafeDowncast(handle.run, to: Run.self).start(self, .resumption(continuation))
+                    handle.run.start(self, Resumption(continuation))
                 }
             } onCancel: {
                 handle.cancel()

@@ -261,16 +261,20 @@ nonisolated extension RunHandle {
         init() {}
 
         /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
-        /// memory if it holds more.
-        mutating func start(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
+        /// memory if it holds more; returns its first stage, which the run takes at once, so its
+        /// room need not hold it. (A first stage, an operation, a constant or a scope, does not
+        /// hop, so it never goes back on the plan either; see `putBack`.)
+        mutating func start(
+            _ chain: consuming Stage, in room: Room, spill: inout Spill?
+        ) -> Unmanaged<Stage> {
             let memory = spill?.stages ?? (room.start, Int32(room.capacity))
             stages = memory.0
             capacity = memory.1
             count = 0
-            if chain.depth > capacity { grow(by: chain.depth, spill: &spill) }
+            if chain.depth - 1 > capacity { grow(by: chain.depth - 1, spill: &spill) }
             let last = Unmanaged.passUnretained(chain)
             root = consume chain
-            push(last)
+            return push(last, leavingFirst: true)
         }
 
         /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run,
@@ -289,10 +293,13 @@ nonisolated extension RunHandle {
             push(last)
         }
 
-        /// Pushes a chain's stages: its last at the bottom, its first on top.
-        private mutating func push(_ last: Unmanaged<Stage>) {
+        /// Pushes a chain's stages: its last at the bottom, its first on top, or `leavingFirst`
+        /// out, to return.
+        @discardableResult private mutating func push(
+            _ last: Unmanaged<Stage>, leavingFirst: Bool = false
+        ) -> Unmanaged<Stage> {
             var stage = last
-            let depth = Int32(stage._withUnsafeGuaranteedRef { $0.depth })
+            let depth = Int32(stage._withUnsafeGuaranteedRef { $0.depth }) - (leavingFirst ? 1 : 0)
             for index in count..<count + depth {
                 stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.
@@ -301,6 +308,7 @@ nonisolated extension RunHandle {
                     ?? stage
             }
             count += depth
+            return stage
         }
 
         /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
@@ -318,8 +326,12 @@ nonisolated extension RunHandle {
             return stages![Int(count)]
         }
 
-        /// Puts back the stage just popped (it is still in memory), for a run that hops.
-        mutating func unpop() { count += 1 }
+        /// Puts back the stage just popped, for a run that hops.
+        mutating func putBack(_ stage: Unmanaged<Stage>, spill: inout Spill?) {
+            if count == capacity { grow(by: 1, spill: &spill) }
+            stages![Int(count)] = stage
+            count += 1
+        }
 
         /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
         /// run.

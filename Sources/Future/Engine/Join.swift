@@ -140,7 +140,7 @@ nonisolated extension RunHandle {
         /// What the launch loop starts next.
         @usableFromInline enum Launch {
             case call(Int, Operation, reusing: Bool)
-            case run(Int, Finishing<Member, Failure>)
+            case run(Int, Run)
         }
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
@@ -149,9 +149,8 @@ nonisolated extension RunHandle {
         @inlinable func launch() {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
-            var lane: (run: Finishing<Member, Failure>, member: Int)?
-            let ended = Finishing<Member, Failure>.Completion.callback { [self] run, outcome in
-                end(run.member, outcome)
+            var lane: (run: Run, member: Int)?
+            let ended = Callback<Member, Failure> { [self] run, outcome in end(run.member, outcome)
             }
             // The resolver of the last member called, which serves the next if nobody else
             // holds it and its member ended (read under the lock, as a run does: `beginCall`).
@@ -180,7 +179,10 @@ nonisolated extension RunHandle {
                     running[index] = .called
                     return .call(index, operation, reusing: reusing)
                 case .chain(let last):
-                    let run = lane?.run ?? .make(for: last, inside: outer)
+                    let run =
+                        lane?.run
+                        ?? .make(
+                            for: last, completing: Callback<Member, Failure>.self, inside: outer)
                     running[index] = .run(run)
                     return .run(index, run)
                 }
@@ -210,7 +212,7 @@ nonisolated extension RunHandle {
             typealias Settled = (
                 Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
             )
-            let (settled, _) = lock.withLock {
+            let (settled, unneeded) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
                 guard case .open(let resolver) = state, running[index] != nil else {
                     return (nil, nil)
@@ -233,6 +235,7 @@ nonisolated extension RunHandle {
                 defer { tally.outcomes = [] }
                 return ((verdict, resolver, tally), handlers)
             }
+            withExtendedLifetime(unneeded) {}  // see `Lock`
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
             if claimed { launch() }
             return ends
@@ -260,7 +263,7 @@ nonisolated extension RunHandle {
                 [Run], [(Int, [@Sendable (any Reporter) -> Void])],
                 ArraySlice<Promise<Member, Failure>>, State
             )
-            let (runs, handlers, unstarted, _) = lock.withLock { () -> Stopped in
+            let (runs, handlers, unstarted, closed) = lock.withLock { () -> Stopped in
                 let unstarted = members[started...]
                 started = members.count  // they start here if they ignore cancel, or never
                 let previous = state
@@ -270,6 +273,7 @@ nonisolated extension RunHandle {
                 cancelHandlers = [:]
                 return (runs, handlers, unstarted, previous)
             }
+            withExtendedLifetime(closed) {}  // see `Lock`
             for run in runs { _ = run.cancel(call: nil) }
             for (_, list) in handlers { for handler in list { handler(self) } }
             for member in unstarted { member.chain?.ignoredWork.map { outer?.startIgnored($0) } }

@@ -27,6 +27,12 @@ nonisolated extension RunHandle {
             mutex.deallocate()
         }
 
+        /// Runs `body` with the mutex held.
+        ///
+        /// What `body` hands out to be let go of after the lock (a resolver, a cancel handler, a
+        /// state whose release may run a user's deinit, which may call back in) is kept to there
+        /// with `withExtendedLifetime`: an optimized build releases a value after its last use,
+        /// and an unused one inside the lock, where a call back in deadlocks.
         @inlinable func withLock<T>(_ body: () -> T) -> T {
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }

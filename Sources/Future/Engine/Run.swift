@@ -82,14 +82,15 @@ nonisolated extension RunHandle {
         /// part of `state`: the driving thread, the one that sets it, reads it after every step
         /// without taking the lock.
         var cancelledByStep = false
-        /// Whether the run starts with the operation its slot holds, as a run of a promise made
-        /// from an operation alone does.
-        @usableFromInline var startsWithOperation = false
+        /// What the slot holds for the run to start with, if it has not started yet.
+        @usableFromInline var startsWith: Start?
         /// Whether the run waits for a queue: the step that hopped is back on top of the plan,
         /// its output in the slot, to pop again when the queue carries the run on.
         var hopped = false
         /// Whether the operation being called resolved on the driving thread (see `resolve`).
         var resolvedHere = false
+        /// Whether the tail holds a completion, still to be called or let go of.
+        @usableFromInline var hasCompletion = false
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
@@ -98,10 +99,19 @@ nonisolated extension RunHandle {
         var plan = Plan()
         /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
+        /// What the run does with the types of its outcome and its completion (see `Typed`).
+        let typed: TypedWork
 
-        @usableFromInline init(completionWords: Int, slotWords: Int) {
+        /// What a run starts with: the operation of a promise made from one alone, or the first
+        /// stage of its chain, which its plan does not hold (see `Plan.start`).
+        @usableFromInline enum Start: UInt8 {
+            case operation, stage
+        }
+
+        @usableFromInline init(completionWords: Int, slotWords: Int, typed: @escaping TypedWork) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
+            self.typed = typed
         }
     }
 
@@ -216,27 +226,18 @@ nonisolated extension RunHandle {
         }
     }
 
-    /// One execution of a chain. Its subclass `Finishing` knows the types of its outcome and
-    /// its completion, which waits at the start of the tail.
-    @usableFromInline class Run: ManagedBuffer<Fields, UInt64> {
+    /// One execution of a chain. Its own code is not generic: what depends on the types of its
+    /// outcome and its completion, which waits in its tail, is its `typed` work.
+    @usableFromInline final class Run: ManagedBuffer<Fields, UInt64> {
         @usableFromInline typealias Stage = RunHandle.Stage
         @usableFromInline typealias Slot = RunHandle.Slot
         @usableFromInline typealias Next = RunHandle.Next
         @usableFromInline typealias Plan = RunHandle.Plan
         @usableFromInline typealias Run = RunHandle.Run
 
-        /// Delivers the outcome in the slot, or `nil` if the run ended by cancellation.
-        func finish(_ slot: Slot?) { fatalError("a run is a Finishing") }
-
-        /// Calls the operation in the slot, as the first thing the run does; or, for a run
-        /// cancelled before it started, lets go of it.
-        func performFirst(_ perform: Bool) -> Next { fatalError("a run is a Finishing") }
-
-        /// The type of the run's outcome, to destroy one that nobody may have any more.
-        var output: any Outcome.Type { fatalError("a run is a Finishing") }
-
         deinit {
             withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
+            if driver.pointee.hasCompletion { _ = driver.pointee.typed(self, .dropCompletion) }
             driver.deinitialize(count: 1)
         }
     }
@@ -245,12 +246,33 @@ nonisolated extension RunHandle {
 // MARK: Making a run
 
 nonisolated extension RunHandle.Run {
-    /// Sets up a run just made for a completion of `completionWords` words and a slot of
-    /// `slotWords`: its lock, and what its driving thread owns.
-    @usableFromInline final func prepare(completionWords: Int, slotWords: Int, inside outer: Run?) {
+    /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
+    /// completion of type `Completion`, inside `outer` if Future starts it inside another run.
+    @inlinable static func make<Completion: RunHandle.Completion>(
+        for chain: Stage?, completing _: Completion.Type, inside outer: Run? = nil
+    ) -> Run {
+        typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
+        let completionWords = (MemoryLayout<Completion>.size + 7) / 8
+        let slot =
+            chain.map { max($0.slotSize, MemoryLayout<Outcome>.size) }
+            ?? max(MemoryLayout<Outcome>.size, MemoryLayout<RunHandle.Operation>.size)
+        let slotWords = max(1, (slot + 7) / 8)
+        // The plan holds the chain's stages but the first (see `Plan.start`).
+        let words = driverWords + completionWords + slotWords + (chain?.depth ?? 1) - 1
+        let made = create(minimumCapacity: words) { _ in RunHandle.Fields() }
+        let run = unsafeDowncast(made, to: Run.self)
+        run.prepare(
+            RunHandle.Driver(
+                completionWords: completionWords, slotWords: slotWords,
+                typed: RunHandle.typed(Completion.self)),
+            inside: outer)
+        return run
+    }
+
+    /// Sets up a run just made: its lock, and what its driving thread owns.
+    @usableFromInline final func prepare(_ owned: RunHandle.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
-        driver.initialize(
-            to: RunHandle.Driver(completionWords: completionWords, slotWords: slotWords))
+        driver.initialize(to: owned)
         if let outer { RunHandle.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
     }
 
@@ -309,7 +331,7 @@ nonisolated extension RunHandle.Run {
 
 nonisolated extension RunHandle.Run {
     /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
-    /// `Finishing.start`, which calls it).
+    /// `start(_:_:immediately:)`, which calls it).
     @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
         let cancelled = locked { fields -> Bool in
             if fields.calls > 0 {  // a combination's lane, running another member
@@ -329,7 +351,10 @@ nonisolated extension RunHandle.Run {
             fitSlot(to: last)
             let room = self.room
             let driver = self.driver
-            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
+            let first = driver.pointee.plan.start(
+                consume last, in: room, spill: &driver.pointee.spill)
+            slot.put(first)
+            driver.pointee.startsWith = .stage
         }
         let resumption = cancelled ? Resumption.halt : .drive
         immediately ? resume(resumption) : proceed(resumption)
@@ -351,9 +376,15 @@ nonisolated extension RunHandle.Run {
         } else if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
             driver.pointee.hopped = false
             stage = plan.pop()
-        } else if driver.pointee.startsWithOperation {
-            driver.pointee.startsWithOperation = false
-            next = performFirst(true)
+        } else if let start = driver.pointee.startsWith {
+            driver.pointee.startsWith = nil
+            switch start {
+            case .operation: next = driver.pointee.typed(self, .performFirst)
+            case .stage:
+                let first = slot.take(Unmanaged<Stage>.self)
+                stage = first
+                next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            }
         } else if let first = plan.pop() {
             stage = first
             next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
@@ -373,8 +404,11 @@ nonisolated extension RunHandle.Run {
             switch next {
             case .proceed:
                 if driver.pointee.cancelledByStep {
-                    let output = stage?._withUnsafeGuaranteedRef { $0.output } ?? self.output
-                    output.discard(from: slot)
+                    if let stage {
+                        stage._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+                    } else {
+                        _ = driver.pointee.typed(self, .dropOutcome(slot))  // an operation's
+                    }
                     swap(&plan, &driver.pointee.plan)
                     return halt()
                 }
@@ -398,7 +432,7 @@ nonisolated extension RunHandle.Run {
                 // The step back on the plan, its output in the slot, until the queue carries
                 // the run on. Moved, not kept: a thread that kept the plan could release the
                 // chain's steps after the queue's thread has finished the run.
-                plan.unpop()
+                plan.putBack(stage!, spill: &driver.pointee.spill)
                 swap(&plan, &driver.pointee.plan)
                 return awaitQueue(queue, at: deadline)
             }
@@ -501,7 +535,7 @@ nonisolated extension RunHandle.Run {
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
         // A resolver the run no longer keeps is let go of after the lock: if the operation let go
         // of it unresolved, its deinit cancels the run.
-        let (next, _) = locked { fields -> (Next, AnyObject?) in
+        let (next, released) = locked { fields -> (Next, AnyObject?) in
             switch fields.state {
             case .calling:
                 fields.state = .awaitingResolver
@@ -512,6 +546,7 @@ nonisolated extension RunHandle.Run {
                 return (fields.resolved ? .proceed : .halt, self.driver.pointee.resolver.take())
             }
         }
+        withExtendedLifetime(released) {}  // see `Lock`
         if case .wait = next { return next }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
@@ -522,7 +557,7 @@ nonisolated extension RunHandle.Run {
         // The cancel handlers no longer needed go outside the lock: releasing a handler may run
         // any deinit.
         typealias Handlers = [@Sendable (any RunHandle.Reporter) -> Void]
-        let (resume, _) = locked { fields -> (Bool, Handlers?) in
+        let (resume, unneeded) = locked { fields -> (Bool, Handlers?) in
             guard isPending(call, fields), !fields.state.isStopping else { return (false, nil) }
             // The slot is read only now: while the call is pending, the driving thread is inside
             // the operation, or the run waits.
@@ -545,6 +580,7 @@ nonisolated extension RunHandle.Run {
                 return (true, unneeded)
             }
         }
+        withExtendedLifetime(unneeded) {}  // see `Lock`
         if resume { proceed(.drive) }
     }
 
@@ -789,9 +825,10 @@ nonisolated extension RunHandle.Run {
     /// the handlers, in which case it leaves it for the canceller to end. A cancelled scope's
     /// steps end, and the run goes on.
     private final func halt() {
-        if driver.pointee.startsWithOperation {  // cancelled before it started
-            driver.pointee.startsWithOperation = false
-            _ = performFirst(false)
+        switch driver.pointee.startsWith.take() {  // cancelled before it started
+        case .operation?: _ = slot.take(RunHandle.Operation.self)
+        case .stage?: stop(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
+        case nil: break
         }
         let ends = locked { fields -> Bool? in
             switch fields.state {
@@ -842,7 +879,7 @@ nonisolated extension RunHandle.Run {
             return true
         }
         guard deliver else {
-            output.discard(from: slot)  // the outcome nobody may have any more
+            _ = driver.pointee.typed(self, .dropOutcome(slot))  // the outcome nobody may have
             return halt()
         }
         let driver = self.driver
@@ -882,7 +919,7 @@ nonisolated extension RunHandle.Run {
     }
 }
 
-// MARK: Finishing: the run's outcome, and who gets it
+// MARK: Who gets the run's outcome, and what reports to it
 
 nonisolated extension RunHandle {
     /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
@@ -897,86 +934,126 @@ nonisolated extension RunHandle {
         var run: Run { get }
     }
 
-    /// A run of a promise of `Value` and `Failure`, with what gets its outcome, which waits at
-    /// the start of its tail.
-    @usableFromInline final class Finishing<Value, Failure: Swift.Error>: Run {
-        @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
-
-        /// What gets the outcome: a terminal's closure (the value alone, for a promise that
-        /// cannot fail), an awaiting task, or Future's own code, which also hears that the run
-        /// ended by cancellation. (One closure each: it waits in every pending run.)
-        @usableFromInline enum Completion {
-            case outcome(@Sendable (Outcome) -> Void)
-            case value(@Sendable (Value) -> Void)
-            case resumption(UnsafeContinuation<Outcome?, Never>)
-            case callback((Run, sending Outcome?) -> Void)
-            case finished
-        }
-
-        /// Makes a run with room for `chain` (or, with `nil`, for an operation alone), inside
-        /// `outer` if Future starts it inside another run.
-        @inlinable static func make(for chain: Stage?, inside outer: Run? = nil) -> Finishing {
-            let completionWords = (MemoryLayout<Completion>.size + 7) / 8
-            let slot = max(
-                chain?.slotSize ?? 0, MemoryLayout<Outcome>.size,
-                MemoryLayout<Operation>.size, 16)
-            let slotWords = (slot + 7) / 8
-            let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
-            let made = create(minimumCapacity: words) { _ in Fields() }
-            let run = unsafeDowncast(made, to: Finishing.self)
-            run.prepare(completionWords: completionWords, slotWords: slotWords, inside: outer)
-            run.completion.initialize(to: .finished)
-            return run
-        }
-
-        @usableFromInline var completion: UnsafeMutablePointer<Completion> {
-            tail.assumingMemoryBound(to: Completion.self)
-        }
-
-        /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended
-        /// by cancellation (after its `ensure` steps), exactly once. A run that ended with an
-        /// outcome can run another promise so: how a combination runs the members that end at
-        /// once, one after another, on one run and in the same memory. `immediately` runs it on
-        /// this stack even deep in nested runs (see `proceed`).
-        @inlinable func start(
-            _ promise: consuming Promise<Value, Failure>, _ completion: Completion,
-            immediately: Bool = false
-        ) {
-            self.completion.pointee = completion
-            switch promise.body {
-            case .chain(let last): start(last, immediately: immediately)
-            case .operation(let operation):
-                slot.put(operation)
-                driver.pointee.startsWithOperation = true
-                start(nil, immediately: immediately)
-            }
-        }
-
-        @usableFromInline override func finish(_ slot: Slot?) {
-            // Let go of here, on the thread that ends the run (a combination that runs its next
-            // member here gives it again).
-            let taken = completion.move()
-            completion.initialize(to: .finished)
-            switch taken {
-            case .outcome(let body): if let slot { body(slot.take(Outcome.self)) }
-            case .value(let body):
-                // Only a guarantee's run has this completion: no error comes.
-                if case .success(let value)? = slot?.take(Outcome.self) { body(value) }
-            case .resumption(let continuation): continuation.resume(returning: slot?.take())
-            case .callback(let callback): callback(self, slot?.take(Outcome.self))
-            case .finished: break
-            }
-        }
-
-        @usableFromInline override func performFirst(_ perform: Bool) -> Next {
-            let operation = slot.take(Operation.self)
-            return perform ? self.perform(operation, Value.self, Failure.self) : .halt
-        }
-
-        @usableFromInline override var output: any RunHandle.Outcome.Type { Box<Outcome>.self }
-
-        deinit { completion.deinitialize(count: 1) }
+    /// What gets a run's outcome, kept in the run's tail: a terminal's closure (the value alone,
+    /// for a promise that cannot fail), an awaiting task, or Future's own code, which also hears
+    /// that the run ended by cancellation.
+    @usableFromInline protocol Completion {
+        associatedtype Value
+        associatedtype Failure: Swift.Error
+        /// Gets the outcome, or `nil` if the run ended by cancellation.
+        func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run)
     }
+
+    /// A terminal's closure, which gets the outcome.
+    @usableFromInline struct Outcomes<Value, Failure: Swift.Error>: Completion {
+        @usableFromInline let body: @Sendable (Swift.Result<Value, Failure>) -> Void
+        @inlinable init(_ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void) {
+            self.body = body
+        }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
+            if let outcome { body(outcome) }
+        }
+    }
+
+    /// A guarantee's terminal closure, which gets the value.
+    @usableFromInline struct Values<Value>: Completion {
+        @usableFromInline let body: @Sendable (Value) -> Void
+        @inlinable init(_ body: @escaping @Sendable (Value) -> Void) { self.body = body }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Never>?, of _: Run) {
+            if case .success(let value)? = outcome { body(value) }
+        }
+    }
+
+    /// A task awaiting the outcome.
+    @usableFromInline struct Resumption<Value, Failure: Swift.Error>: Completion {
+        @usableFromInline let continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
+        @inlinable init(_ continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>) {
+            self.continuation = continuation
+        }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
+            continuation.resume(returning: outcome)
+        }
+    }
+
+    /// Future's own code, which gets the run too.
+    @usableFromInline struct Callback<Value, Failure: Swift.Error>: Completion {
+        @usableFromInline let body: (Run, sending Swift.Result<Value, Failure>?) -> Void
+        @inlinable init(_ body: @escaping (Run, sending Swift.Result<Value, Failure>?) -> Void) {
+            self.body = body
+        }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
+            body(run, outcome)
+        }
+    }
+
+    /// What a run does with the types of its outcome and its completion: finish (deliver the
+    /// outcome in the slot, or with `nil` hear of cancellation), call the operation it starts
+    /// with, destroy an outcome nobody may have any more, or a completion never called.
+    @usableFromInline enum Typed {
+        case finish(Slot?)
+        case performFirst
+        case dropOutcome(Slot)
+        case dropCompletion
+    }
+
+    @usableFromInline typealias TypedWork = (Run, Typed) -> Next
+
+    /// A run's typed work for a completion of type `Completion`: compiled where the run is made,
+    /// for its types, as a run's own code is not generic (Swift would look the types up at every
+    /// use). A function with nothing to capture costs no allocation.
+    @inlinable static func typed<Completion: RunHandle.Completion>(
+        _: Completion.Type
+    ) -> TypedWork {
+        { run, work in
+            typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
+            switch work {
+            case .finish(let slot):
+                // Let go of here, on the thread that ends the run (a combination that runs its
+                // next member here gives it again).
+                let completion = run.completion(Completion.self).move()
+                run.driver.pointee.hasCompletion = false
+                completion.complete(slot?.take(Outcome.self), of: run)
+            case .performFirst:
+                let operation = run.slot.take(Operation.self)
+                return run.perform(operation, Completion.Value.self, Completion.Failure.self)
+            case .dropOutcome(let slot): _ = slot.take(Outcome.self)
+            case .dropCompletion: run.completion(Completion.self).deinitialize(count: 1)
+            }
+            return .proceed
+        }
+    }
+}
+
+nonisolated extension RunHandle.Run {
+    /// The completion, at the start of the tail.
+    @inlinable final func completion<Completion>(
+        _: Completion.Type
+    ) -> UnsafeMutablePointer<Completion> {
+        tail.assumingMemoryBound(to: Completion.self)
+    }
+
+    /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
+    /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
+    /// can run another promise so: how a combination runs the members that end at once, one
+    /// after another, on one run and in the same memory. `immediately` runs it on this stack
+    /// even deep in nested runs (see `proceed`).
+    @inlinable final func start<Completion: RunHandle.Completion>(
+        _ promise: consuming Promise<Completion.Value, Completion.Failure>,
+        _ completion: Completion, immediately: Bool = false
+    ) {
+        self.completion(Completion.self).initialize(to: completion)
+        driver.pointee.hasCompletion = true
+        switch promise.body {
+        case .chain(let last): start(last, immediately: immediately)
+        case .operation(let operation):
+            slot.put(operation)
+            driver.pointee.startsWith = .operation
+            start(nil, immediately: immediately)
+        }
+    }
+
+    /// Delivers the outcome in `slot`, or with `nil` says that the run ended by cancellation.
+    final func finish(_ slot: Slot?) { _ = driver.pointee.typed(self, .finish(slot)) }
 }
 
 nonisolated extension RunHandle.Run: RunHandle.Reporter {

@@ -46,8 +46,8 @@ nonisolated extension RunHandle {
         static func pending(file: StaticString, line: UInt) -> (Shared, Resolver<Value, Failure>) {
             let shared = Shared(nil, cancelsWhenAbandoned: false)
             let operation = Promise(file: file, line: line) { shared.outside = $0 }
-            Finishing<Value, Failure>.make(for: nil).start(
-                operation, .callback { _, outcome in shared.settle(outcome, starter: 0) },
+            Run.make(for: nil, completing: Callback<Value, Failure>.self).start(
+                operation, Callback { _, outcome in shared.settle(outcome, starter: 0) },
                 immediately: true)
             return (shared, shared.outside.take()!)
         }
@@ -56,7 +56,7 @@ nonisolated extension RunHandle {
         func join(_ resolver: Resolver<Value, Failure>) {
             // The run's handle is recorded before it starts, so that a joiner leaving meanwhile
             // cancels it, and the work does not begin.
-            typealias Start = (Promise<Value, Failure>, Finishing<Value, Failure>)
+            typealias Start = (Promise<Value, Failure>, Run)
             let (number, known, start) = lock.withLock {
                 () -> (Int, Swift.Result<Value, Failure>??, Start?) in
                 lastNumber += 1
@@ -68,7 +68,9 @@ nonisolated extension RunHandle {
                     return (lastNumber, nil, nil)
                 case .idle(let work):
                     waiting[lastNumber] = resolver
-                    let run = Finishing<Value, Failure>.make(for: work.chain, inside: resolver.run)
+                    let run = Run.make(
+                        for: work.chain, completing: Callback<Value, Failure>.self,
+                        inside: resolver.run)
                     state = .running(work, starter: lastNumber, run: run)
                     return (lastNumber, nil, (work, run))
                 }
@@ -80,13 +82,13 @@ nonisolated extension RunHandle {
                 guard let self else { return }
                 self.settle(outcome, starter: number)
             }
-            run.start(work, .callback(settle))
+            run.start(work, Callback(settle))
         }
 
         /// A waiting run was cancelled; when none is left, the work is cancelled, if it is to be.
         private func leave(_ number: Int) {
             // The resolver that left is let go of outside the lock, as it may be its run's last.
-            let (_, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, Run?) in
+            let (gone, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, Run?) in
                 let left = waiting.removeValue(forKey: number)
                 guard waiting.isEmpty, cancelsWhenAbandoned,
                     case .running(let work, _, let run) = state
@@ -94,6 +96,7 @@ nonisolated extension RunHandle {
                 state = .idle(work)
                 return (left, run)
             }
+            withExtendedLifetime(gone) {}  // see `Lock`
             _ = abandoned?.cancel(call: nil)
         }
 
@@ -102,7 +105,7 @@ nonisolated extension RunHandle {
         /// they came. The work, cancelled, stays to be run again.
         func settle(_ outcome: sending Swift.Result<Value, Failure>?, starter: Int) {
             // The work goes outside the lock: what its steps captured may run the shared promise.
-            let (waiting, _) = lock.withLock { () -> ([Resolver<Value, Failure>], State) in
+            let (waiting, before) = lock.withLock { () -> ([Resolver<Value, Failure>], State) in
                 let before = state
                 switch (state, outcome) {
                 case (.running(_, starter, _), let outcome?), (.awaitingResolver, let outcome?):
@@ -117,6 +120,7 @@ nonisolated extension RunHandle {
                 defer { self.waiting = [:] }
                 return (self.waiting.sorted { $0.key < $1.key }.map(\.value), before)
             }
+            withExtendedLifetime(before) {}  // see `Lock`
             for resolver in waiting {
                 if let outcome { resolver(outcome) } else { resolver.cancel() }
             }
