@@ -93,6 +93,23 @@ import Testing
     @Test func operationsMayResolveLaterOnAnotherThread() {
         #expect(outcome(of: later(5).then { $0 + 1 }) == .success(6))
     }
+
+    // A run's tail is aligned to 8 bytes; the slot checks its alignment in debug builds. Each
+    // terminal keeps a completion of another size before the slot.
+    @Test func valuesAlignedTo16BytesTravelAlone() async {
+        let wide = UInt128(7) << 100
+        let alone = Guarantee<UInt128> { $0.fulfill(wide) }
+        let delivered = Delivery<UInt128>()
+        alone.run { delivered.send($0) }
+        #expect(delivered.wait() == wide)
+        #expect(outcome(of: alone.setFailureType(to: TestError.self)) == .success(wide))
+        #expect(await alone.value == wide)
+        #expect(await alone.map { $0 + 1 }.value == wide + 1)
+        let vectors = (0..<3).map { n in
+            Guarantee<SIMD4<Float>> { $0.fulfill(SIMD4(repeating: Float(n))) }
+        }
+        #expect(await when(fulfilled: vectors).value?.map(\.x) == [0, 1, 2])
+    }
 }
 
 @Suite struct Running {

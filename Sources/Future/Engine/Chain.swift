@@ -236,6 +236,7 @@ nonisolated extension RunHandle {
         @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
 
         @inlinable func put<Output>(_ output: Output) {
+            assert(Int(bitPattern: memory) % MemoryLayout<Output>.alignment == 0, "misaligned slot")
             memory.initializeMemory(as: Output.self, to: output)
         }
 
@@ -263,7 +264,7 @@ nonisolated extension RunHandle {
         /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
         /// memory if it holds more; returns its first stage, which the run takes at once, so its
         /// room need not hold it. (A first stage, an operation, a constant or a scope, does not
-        /// hop, so it never goes back on the plan either; see `putBack`.)
+        /// hop; were one to, `putBack` would make room for it.)
         mutating func start(
             _ chain: consuming Stage, in room: Room, spill: inout Spill?
         ) -> Unmanaged<Stage> {

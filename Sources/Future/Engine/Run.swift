@@ -266,6 +266,9 @@ nonisolated extension RunHandle.Run {
                 completionWords: completionWords, slotWords: slotWords,
                 typed: RunHandle.typed(Completion.self)),
             inside: outer)
+        // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
+        let alignment = MemoryLayout<Outcome>.alignment
+        if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
     }
 
@@ -464,12 +467,18 @@ nonisolated extension RunHandle.Run {
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
     private final func fitSlot(to chain: Stage) {
+        fitSlot(size: chain.slotSize, alignment: chain.slotAlignment)
+    }
+
+    /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not: the tail is
+    /// aligned to 8 bytes, a `UInt128` or a SIMD vector needs 16.
+    @usableFromInline final func fitSlot(size needed: Int, alignment needs: Int) {
         let driver = self.driver
         let size = driver.pointee.spill?.slot?.size ?? 8 * Int(driver.pointee.slotWords)
         let alignment = driver.pointee.spill?.slot?.alignment ?? 8
-        guard chain.slotSize > size || chain.slotAlignment > alignment else { return }
+        guard needed > size || needs > alignment else { return }
         RunHandle.Spill.make(&driver.pointee.spill).growSlot(
-            size: max(chain.slotSize, size), alignment: max(chain.slotAlignment, alignment))
+            size: max(needed, size), alignment: max(needs, alignment))
     }
 }
 
