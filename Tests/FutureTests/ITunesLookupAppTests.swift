@@ -69,12 +69,12 @@ import Testing
         @Test func aServerThatNeverAnswersEndsAtTheTimeout() async throws {
             let server = try self.server
             let before = server.stats()["silentClosed"] ?? 0
-            let started = ContinuousClock.now
             let run = try await App.run("--timeout", "1", "--base-url", server.base, "9")  // 30 s
-            #expect(ContinuousClock.now - started < .seconds(15))  // 1 s, on a loaded machine
             #expect(run.ending == .exit(3))
             #expect(run.stderr.hasSuffix("error: no answer within 1 s (see --timeout)\n"))
-            // The library's `timeout` cancelled the request: the client closed the connection.
+            // The library's `timeout` cancelled the request: the client closed the connection
+            // before the server answered, which it counts (a wall-clock bound here failed on a
+            // loaded machine, where starting and reaping the app can take seconds).
             #expect(eventually { server.stats()["silentClosed"] == before + 1 })
         }
 
