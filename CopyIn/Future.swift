@@ -1429,7 +1429,9 @@ nonisolated extension Promise {
     ///
     /// The deadline is noticed where a cancel from another thread is: at the work's next
     /// operation, hop or entered promise, or as the work ends. Synchronous steps that run past it
-    /// finish first; the promise then fails all the same.
+    /// finish first; the promise then fails all the same. An interval of zero or less is a
+    /// deadline already passed, noticed the same way: work that waits for an operation usually
+    /// fails, but one that resolves at once on another thread may settle first.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -2380,6 +2382,7 @@ nonisolated extension RunHandle {
         @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
 
         @inlinable func put<Output>(_ output: Output) {
+            assert(Int(bitPattern: memory) % MemoryLayout<Output>.alignment == 0, "misaligned slot")
             memory.initializeMemory(as: Output.self, to: output)
         }
 
@@ -2407,7 +2410,7 @@ nonisolated extension RunHandle {
         /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
         /// memory if it holds more; returns its first stage, which the run takes at once, so its
         /// room need not hold it. (A first stage, an operation, a constant or a scope, does not
-        /// hop, so it never goes back on the plan either; see `putBack`.)
+        /// hop; were one to, `putBack` would make room for it.)
         mutating func start(
             _ chain: consuming Stage, in room: Room, spill: inout Spill?
         ) -> Unmanaged<Stage> {
@@ -2844,6 +2847,9 @@ nonisolated extension RunHandle.Run {
                 completionWords: completionWords, slotWords: slotWords,
                 typed: RunHandle.typed(Completion.self)),
             inside: outer)
+        // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
+        let alignment = MemoryLayout<Outcome>.alignment
+        if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
     }
 
@@ -3042,12 +3048,18 @@ nonisolated extension RunHandle.Run {
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
     private final func fitSlot(to chain: Stage) {
+        fitSlot(size: chain.slotSize, alignment: chain.slotAlignment)
+    }
+
+    /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not: the tail is
+    /// aligned to 8 bytes, a `UInt128` or a SIMD vector needs 16.
+    @usableFromInline final func fitSlot(size needed: Int, alignment needs: Int) {
         let driver = self.driver
         let size = driver.pointee.spill?.slot?.size ?? 8 * Int(driver.pointee.slotWords)
         let alignment = driver.pointee.spill?.slot?.alignment ?? 8
-        guard chain.slotSize > size || chain.slotAlignment > alignment else { return }
+        guard needed > size || needs > alignment else { return }
         RunHandle.Spill.make(&driver.pointee.spill).growSlot(
-            size: max(chain.slotSize, size), alignment: max(chain.slotAlignment, alignment))
+            size: max(needed, size), alignment: max(needs, alignment))
     }
 }
 

@@ -50,7 +50,9 @@ nonisolated extension Promise {
     ///
     /// The deadline is noticed where a cancel from another thread is: at the work's next
     /// operation, hop or entered promise, or as the work ends. Synchronous steps that run past it
-    /// finish first; the promise then fails all the same.
+    /// finish first; the promise then fails all the same. An interval of zero or less is a
+    /// deadline already passed, noticed the same way: work that waits for an operation usually
+    /// fails, but one that resolves at once on another thread may settle first.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
