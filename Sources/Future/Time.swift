@@ -50,9 +50,8 @@ nonisolated extension Promise {
     ///
     /// The deadline is noticed where a cancel from another thread is: at the work's next
     /// operation, hop or entered promise, or as the work ends. Synchronous steps that run past it
-    /// finish first; the promise then fails all the same. An interval of zero or less is a
-    /// deadline already passed, noticed the same way: work that waits for an operation usually
-    /// fails, but one that resolves at once on another thread may settle first.
+    /// finish first; the promise then fails all the same. An interval of zero or less fails at
+    /// once, and the work does not start.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -176,7 +175,8 @@ nonisolated extension Promise {
     /// the work.
     ///
     /// The form of ``timeout(_:orFailWith:)`` for code whose time a test controls:
-    /// `download(url).timeout(.seconds(9), orFailWith: .slow, clock: clock)`.
+    /// `download(url).timeout(.seconds(9), orFailWith: .slow, clock: clock)`. Its timer races the
+    /// work: with an interval of zero or less, work that settles at once still wins.
     public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
         clock: some Clock<Duration>

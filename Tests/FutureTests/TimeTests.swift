@@ -58,6 +58,30 @@ func milliseconds(since start: DispatchTime) -> Double {
         #expect(throws: PromiseError.timedOut) { try outcome(of: erased)?.get() }
     }
 
+    @Test func aTimeoutOfZeroOrLessFailsBeforeTheWorkStarts() {
+        let calls = Counter()
+        let ensured = Counter()
+        // Work that would resolve at once on another thread raced the timer before.
+        let soon = Promise<Int, TestError> { resolver in
+            calls.increment()
+            DispatchQueue.global().async { resolver.fulfill(1) }
+        }
+        for interval: Duration in [.zero, .seconds(-1)] {
+            for _ in 0..<50 {
+                let promise = soon.ensure { ensured.increment() }
+                    .timeout(interval, orFailWith: TestError("timed out"))
+                #expect(outcome(of: promise) == .failure(TestError("timed out")))
+            }
+        }
+        let ready = Promise<Int, TestError>(value: 1).timeout(.zero, orFailWith: TestError("late"))
+        #expect(outcome(of: ready) == .failure(TestError("late")))
+        #expect(calls.value == 0)
+        #expect(ensured.value == 100)  // the work's `ensure` steps run, as for a cancel
+        // The steps after the timeout go on with the error.
+        let recovered = ready.recover { _ in 2 }
+        #expect(outcome(of: recovered.setFailureType(to: TestError.self)) == .success(2))
+    }
+
     @Test func workThatSettlesInTimeWins() {
         let promise = later(5).setFailureType(to: TestError.self)
             .timeout(.seconds(60), orFailWith: TestError("timed out"))

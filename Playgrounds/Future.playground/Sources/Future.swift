@@ -1429,9 +1429,8 @@ nonisolated extension Promise {
     ///
     /// The deadline is noticed where a cancel from another thread is: at the work's next
     /// operation, hop or entered promise, or as the work ends. Synchronous steps that run past it
-    /// finish first; the promise then fails all the same. An interval of zero or less is a
-    /// deadline already passed, noticed the same way: work that waits for an operation usually
-    /// fails, but one that resolves at once on another thread may settle first.
+    /// finish first; the promise then fails all the same. An interval of zero or less fails at
+    /// once, and the work does not start.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -1555,7 +1554,8 @@ nonisolated extension Promise {
     /// the work.
     ///
     /// The form of ``timeout(_:orFailWith:)`` for code whose time a test controls:
-    /// `download(url).timeout(.seconds(9), orFailWith: .slow, clock: clock)`.
+    /// `download(url).timeout(.seconds(9), orFailWith: .slow, clock: clock)`. Its timer races the
+    /// work: with an interval of zero or less, work that settles at once still wins.
     public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
         clock: some Clock<Duration>
@@ -3272,6 +3272,17 @@ nonisolated extension RunHandle.Run {
     /// Enters a `timeout`'s scope, the steps pushed above `base` from now on, which are cancelled
     /// if `time` comes before the scope's last step runs (`endScope`).
     private final func beginScope(until time: DispatchTime, above base: Int32) {
+        // A deadline already passed (a timeout of zero or less) expires the scope as it begins:
+        // its work never starts, rather than racing a timer that would fire at once.
+        guard time > .now() else {
+            let passed = RunHandle.Scope(
+                base: base, deadline: RunHandle.Deadline(time, for: nil, on: nil), state: .expired)
+            return locked { fields in
+                fields.scopes.append(passed)
+                guard case .driving = fields.state else { return }  // else it stops all the same
+                fields.state = .cancelledWhileDriving(handlersRunning: false, scope: true)
+            }
+        }
         let deadline = RunHandle.Deadline(time, for: self, on: nil)
         locked { fields in
             fields.scopes.append(RunHandle.Scope(base: base, deadline: deadline))
@@ -3663,14 +3674,15 @@ nonisolated extension RunHandle {
     /// One deadline a run waits for: a hop that goes on at a time, or a scope that expires.
     final class Deadline: @unchecked Sendable {
         let time: DispatchTime
-        /// The run, until the deadline fires or is disarmed. Guarded by the heap's lock.
+        /// The run, until the deadline fires or is disarmed (`nil` for one never armed). Guarded by
+        /// the heap's lock.
         @exclusivity(unchecked) fileprivate var run: Run?
         /// The queue a hop goes on on; `nil` for a scope's deadline.
         let queue: DispatchQueue?
         /// Its place in the heap, or -1 once it fired or was disarmed. Guarded by the heap's lock.
         @exclusivity(unchecked) fileprivate var index = -1
 
-        init(_ time: DispatchTime, for run: Run, on queue: DispatchQueue?) {
+        init(_ time: DispatchTime, for run: Run?, on queue: DispatchQueue?) {
             self.time = time
             self.run = run
             self.queue = queue

@@ -11,14 +11,15 @@ nonisolated extension RunHandle {
     /// One deadline a run waits for: a hop that goes on at a time, or a scope that expires.
     final class Deadline: @unchecked Sendable {
         let time: DispatchTime
-        /// The run, until the deadline fires or is disarmed. Guarded by the heap's lock.
+        /// The run, until the deadline fires or is disarmed (`nil` for one never armed). Guarded by
+        /// the heap's lock.
         @exclusivity(unchecked) fileprivate var run: Run?
         /// The queue a hop goes on on; `nil` for a scope's deadline.
         let queue: DispatchQueue?
         /// Its place in the heap, or -1 once it fired or was disarmed. Guarded by the heap's lock.
         @exclusivity(unchecked) fileprivate var index = -1
 
-        init(_ time: DispatchTime, for run: Run, on queue: DispatchQueue?) {
+        init(_ time: DispatchTime, for run: Run?, on queue: DispatchQueue?) {
             self.time = time
             self.run = run
             self.queue = queue

@@ -691,6 +691,17 @@ nonisolated extension RunHandle.Run {
     /// Enters a `timeout`'s scope, the steps pushed above `base` from now on, which are cancelled
     /// if `time` comes before the scope's last step runs (`endScope`).
     private final func beginScope(until time: DispatchTime, above base: Int32) {
+        // A deadline already passed (a timeout of zero or less) expires the scope as it begins:
+        // its work never starts, rather than racing a timer that would fire at once.
+        guard time > .now() else {
+            let passed = RunHandle.Scope(
+                base: base, deadline: RunHandle.Deadline(time, for: nil, on: nil), state: .expired)
+            return locked { fields in
+                fields.scopes.append(passed)
+                guard case .driving = fields.state else { return }  // else it stops all the same
+                fields.state = .cancelledWhileDriving(handlersRunning: false, scope: true)
+            }
+        }
         let deadline = RunHandle.Deadline(time, for: self, on: nil)
         locked { fields in
             fields.scopes.append(RunHandle.Scope(base: base, deadline: deadline))
