@@ -97,9 +97,10 @@ import Testing
     // A run's tail is aligned to 8 bytes; the slot checks its alignment in debug builds. Each
     // terminal keeps a completion of another size before the slot.
     @Test func valuesAlignedTo16BytesTravelAlone() async {
-        let wide = UInt128(7) << 100
-        let alone = Guarantee<UInt128> { $0.fulfill(wide) }
-        let delivered = Delivery<UInt128>()
+        // SIMD2<Double> as UInt128 would be: UInt128 needs macOS 15, the tests macOS 13.
+        let wide = SIMD2<Double>(7, 100)
+        let alone = Guarantee<SIMD2<Double>> { $0.fulfill(wide) }
+        let delivered = Delivery<SIMD2<Double>>()
         alone.run { delivered.send($0) }
         #expect(delivered.wait() == wide)
         #expect(outcome(of: alone.setFailureType(to: TestError.self)) == .success(wide))
