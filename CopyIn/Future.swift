@@ -1701,7 +1701,9 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Call it from an `async` test: `await clock.advance(by: .seconds(1))`. Steps that a timer's
     /// firing runs have run when it returns, and so has work that they queued on the caller's
     /// actor (such as a main-actor step, from a `@MainActor` test); other tasks get many
-    /// `Task.yield()`s to reach their next wait, as swift-clocks' `TestClock` gives them.
+    /// `Task.yield()`s to reach their next wait, as swift-clocks' `TestClock` gives them. Yields
+    /// promise no order on a loaded machine: before the first advance, wait until work started in
+    /// a new `Task` has set its timers (``timerCount``).
     public func advance(by duration: Duration, isolation: isolated (any Actor)? = #isolation) async
     {
         await advance(to: now.advanced(by: Self.forward(duration)), isolation: isolation)

@@ -24,9 +24,24 @@ final class FeedModel {
     }
 }
 
+/// Waits, at most `timeout`, until work started in a new `Task` has set `count` timers on `clock`.
+/// Yields alone do not promise that the task has run: with six test processes and four busy
+/// loops on 2 cores, the race and timeout scenarios below hung 4 times in 6 without it, the task
+/// starting after the clock had moved.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+func timersSet(_ count: Int, on clock: ManualClock) async -> Bool {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while clock.timerCount < count {
+        guard ContinuousClock.now < deadline else { return false }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+    return true
+}
+
 /// The scenarios of the manual clock, each as the docs teach it: start the work from the test's
-/// actor, then `await` the clock's advance; no polling, no sleeping. `ManualClockTests` runs each
-/// once, `ManualClockRepeated` a thousand times in a row.
+/// actor, wait until a task's work has set its timers, then `await` the clock's advance; no
+/// sleeping past a time. `ManualClockTests` runs each once, `ManualClockRepeated` a thousand times
+/// in a row.
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 @MainActor
 enum ClockScenario {
@@ -38,6 +53,7 @@ enum ClockScenario {
             attempts.all.count < 3 ? resolver.reject(TestError("down")) : resolver.fulfill(3)
         }
         let task = Task { await flaky.retry(3, delay: .seconds(2), clock: clock).result }
+        #expect(await timersSet(1, on: clock))
         await clock.advance(by: .seconds(4))
         #expect(await task.value == .success(3))
         #expect(attempts.all == ["0.0 seconds", "2.0 seconds", "4.0 seconds"])
@@ -55,6 +71,7 @@ enum ClockScenario {
         let task = Task {
             await work.timeout(.seconds(10), orFailWith: TestError("slow"), clock: clock).result
         }
+        #expect(await timersSet(1, on: clock))
         await clock.advance(by: .seconds(9))
         #expect(cancels.all.isEmpty)
         await clock.advance(by: .seconds(1))
@@ -68,6 +85,7 @@ enum ClockScenario {
         let timer = after(.seconds(5), clock: clock).map { "timer" }
         let work = after(.seconds(3), clock: clock).map { "work" }
         let task = Task { await race([timer, work]).value }
+        #expect(await timersSet(2, on: clock))
         await clock.advance(by: .seconds(3))
         #expect(await task.value == "work")
         #expect(clock.timerCount == 0)
@@ -131,11 +149,11 @@ enum ClockScenario {
     static func aSleepWakesWithTheClockOrThrowsWhenCancelled() async {
         let clock = ManualClock()
         let sleeper = Task { try await clock.sleep(for: .seconds(1)) }
+        #expect(await timersSet(1, on: clock))
         await clock.advance(by: .seconds(1))
         await #expect(throws: Never.self) { try await sleeper.value }
         let cancelled = Task { try await clock.sleep(for: .seconds(1)) }
-        await clock.advance(by: .zero)
-        #expect(clock.timerCount == 1)
+        #expect(await timersSet(1, on: clock))
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.value }
         #expect(clock.timerCount == 0)
