@@ -2175,7 +2175,7 @@ nonisolated public enum PromiseDiagnostics {
 // - scope: the steps a `timeout` entered, which its deadline cancels if it passes first.
 // - halt: stop a cancelled run (its `ensure` steps ahead run, and its completion hears of it),
 //   or a cancelled scope (its steps end, and the run goes on).
-// - completion: what gets a run's outcome, such as a terminal's closure (`Finishing`).
+// - completion: what gets a run's outcome, such as a terminal's closure (`RunHandle.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
 // - member: one of the promises a combination runs.
