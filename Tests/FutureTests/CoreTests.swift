@@ -102,8 +102,10 @@ import Testing
         let alone = Guarantee<SIMD2<Double>> { $0.fulfill(wide) }
         let delivered = Delivery<SIMD2<Double>>()
         alone.run { delivered.send($0) }
-        #expect(delivered.wait() == wide)
-        #expect(outcome(of: alone.setFailureType(to: TestError.self)) == .success(wide))
+        #expect(await delivered.arrival() == wide)
+        let outcomes = Delivery<Result<SIMD2<Double>, TestError>>()
+        alone.setFailureType(to: TestError.self).run { outcomes.send($0) }
+        #expect(await outcomes.arrival() == .success(wide))
         #expect(await alone.value == wide)
         #expect(await alone.map { $0 + 1 }.value == wide + 1)
         let vectors = (0..<3).map { n in
