@@ -144,7 +144,8 @@ nonisolated extension RunHandle {
         @inlinable func callAsFunction<Value, Failure: Swift.Error>(
             _ resolver: Resolver<Value, Failure>
         ) {
-            unsafeBitCast(self, to: Typed<Value, Failure>.self).body(resolver)
+            // The typed closure's own call: it takes a class reference, borrowed, as `body` does.
+            body(resolver)
         }
     }
 

@@ -139,7 +139,7 @@ nonisolated extension RunHandle {
 
         /// What the launch loop starts next.
         @usableFromInline enum Launch {
-            case call(Int, Operation, reusing: Bool)
+            case call(Int, reusing: Bool)
             case run(Int, Run)
         }
 
@@ -175,9 +175,9 @@ nonisolated extension RunHandle {
                 started += 1
                 let index = started - 1
                 switch members[index].body {
-                case .operation(let operation):
+                case .operation:
                     running[index] = .called
-                    return .call(index, operation, reusing: reusing)
+                    return .call(index, reusing: reusing)
                 case .chain(let last):
                     let run =
                         lane?.run
@@ -189,11 +189,14 @@ nonisolated extension RunHandle {
             }) {
                 if dropsSpare { spare = nil }  // outside the lock: its deinit may take it
                 switch launch {
-                case .call(let index, let operation, let reusing):
-                    let resolver = reusing ? spare! : Resolver(reporter: self, call: index)
-                    resolver.begin(index, of: operation)
-                    spare = resolver
-                    operation(resolver)
+                case .call(let index, let reusing):
+                    if !reusing { spare = Resolver(reporter: self, call: index) }
+                    // The operation is read here, not carried out of the lock, which would cost
+                    // a retain: the members never change.
+                    if case .operation(let operation) = members[index].body {
+                        spare!.begin(index, of: operation)
+                        operation(spare!)
+                    }
                 case .run(let index, let run):
                     lane = (run, index)
                     run.member = index
@@ -214,9 +217,7 @@ nonisolated extension RunHandle {
             )
             let (settled, unneeded) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
-                guard case .open(let resolver) = state, running[index] != nil else {
-                    return (nil, nil)
-                }
+                guard isOpen, running[index] != nil else { return (nil, nil) }
                 ends = true
                 running[index] = nil
                 // (Not a lookup, which hashes, when no member has any.)
@@ -231,6 +232,7 @@ nonisolated extension RunHandle {
                     launching = true
                     return (nil, handlers)
                 }
+                guard case .open(let resolver) = state else { return (nil, handlers) }
                 state = .closed
                 defer { tally.outcomes = [] }
                 return ((verdict, resolver, tally), handlers)

@@ -273,9 +273,9 @@ nonisolated extension RunHandle.Run {
     }
 
     /// Sets up a run just made: its lock, and what its driving thread owns.
-    @usableFromInline final func prepare(_ owned: RunHandle.Driver, inside outer: Run?) {
+    @usableFromInline final func prepare(_ owned: consuming RunHandle.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
-        driver.initialize(to: owned)
+        driver.initialize(to: consume owned)
         if let outer { RunHandle.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
     }
 
@@ -499,26 +499,30 @@ nonisolated extension RunHandle.Run {
         // The previous call's resolver serves this call if nobody else holds it (a resolver
         // only weakly held is reused too: see `Resolver`); else a new one replaces it, which
         // lets go of it outside the lock.
-        let resolver: Resolver<Value, Failure>
-        if isUnique, let kept = driver.pointee.resolver,
-            type(of: kept) == Resolver<Value, Failure>.self
-        {
-            resolver = unsafeDowncast(kept, to: Resolver<Value, Failure>.self)
-        } else {
-            resolver = Resolver(reporter: self, call: call)
-            driver.pointee.resolver = resolver
+        let driver = self.driver
+        let reusable =
+            isUnique
+            && driver.pointee.resolver.map { type(of: $0) == Resolver<Value, Failure>.self } == true
+        if !reusable {
+            driver.pointee.resolver = Resolver<Value, Failure>(reporter: self, call: call)
         }
-        resolver.begin(call, of: operation)
-        operation(resolver)
+        // The run keeps the resolver through the call (only this thread changes what it keeps),
+        // so the call needs no reference of its own.
+        Unmanaged.passUnretained(driver.pointee.resolver.unsafelyUnwrapped)
+            ._withUnsafeGuaranteedRef { kept in
+                let resolver = unsafeDowncast(kept, to: Resolver<Value, Failure>.self)
+                resolver.begin(call, of: operation)
+                operation(resolver)
+            }
         return .called
     }
 
     /// What a step that returns `promise` does next: call its operation here, if it is an
     /// operation alone, which costs no stage and no entering; else enter its chain.
     @inlinable final func enter<Value, Failure: Swift.Error>(
-        _ promise: Promise<Value, Failure>
+        _ promise: consuming Promise<Value, Failure>
     ) -> Next {
-        switch promise.body {
+        switch (consume promise).body {
         case .operation(let operation): perform(operation, Value.self, Failure.self)
         case .chain(let last): .enter(last)
         }
