@@ -1394,7 +1394,7 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype, Failure 
 /// the middle of a chain, use ``Promise/delay(_:)``.
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated public func after(_ interval: Duration) -> Guarantee<Void> {
-    immediately.delay(interval)
+    interval > .zero ? immediately.delay(interval) : nextTurn
 }
 
 /// Not Future's spelling: ``after(_:)`` takes a `Duration`.
@@ -1404,6 +1404,10 @@ nonisolated public func after(seconds: Double) -> Guarantee<Void> { fatalError()
 
 /// The first step of every `after`, made once rather than at every call.
 nonisolated private let immediately = Guarantee(value: ())
+
+/// `after(.zero)`: a hop to a global queue, which lets the caller's work go on first. Made once, as
+/// it is a common call.
+nonisolated private let nextTurn = immediately.on(.global())
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated extension Promise {
@@ -1452,8 +1456,8 @@ nonisolated extension Promise {
 
     /// `interval` in nanoseconds, within what a `DispatchTime` holds, and not negative.
     @usableFromInline static func nanoseconds(_ interval: Duration) -> Int {
+        guard interval > .zero else { return 0 }  // (without `components`, which divides)
         let (seconds, attoseconds) = interval.components
-        guard seconds >= 0 else { return 0 }
         guard seconds < 9_000_000_000 else { return 9_000_000_000_000_000_000 }
         return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
@@ -2292,7 +2296,8 @@ nonisolated extension RunHandle {
         @inlinable func callAsFunction<Value, Failure: Swift.Error>(
             _ resolver: Resolver<Value, Failure>
         ) {
-            unsafeBitCast(self, to: Typed<Value, Failure>.self).body(resolver)
+            // The typed closure's own call: it takes a class reference, borrowed, as `body` does.
+            body(resolver)
         }
     }
 
@@ -2856,9 +2861,9 @@ nonisolated extension RunHandle.Run {
     }
 
     /// Sets up a run just made: its lock, and what its driving thread owns.
-    @usableFromInline final func prepare(_ owned: RunHandle.Driver, inside outer: Run?) {
+    @usableFromInline final func prepare(_ owned: consuming RunHandle.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
-        driver.initialize(to: owned)
+        driver.initialize(to: consume owned)
         if let outer { RunHandle.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
     }
 
@@ -3082,26 +3087,30 @@ nonisolated extension RunHandle.Run {
         // The previous call's resolver serves this call if nobody else holds it (a resolver
         // only weakly held is reused too: see `Resolver`); else a new one replaces it, which
         // lets go of it outside the lock.
-        let resolver: Resolver<Value, Failure>
-        if isUnique, let kept = driver.pointee.resolver,
-            type(of: kept) == Resolver<Value, Failure>.self
-        {
-            resolver = unsafeDowncast(kept, to: Resolver<Value, Failure>.self)
-        } else {
-            resolver = Resolver(reporter: self, call: call)
-            driver.pointee.resolver = resolver
+        let driver = self.driver
+        let reusable =
+            isUnique
+            && driver.pointee.resolver.map { type(of: $0) == Resolver<Value, Failure>.self } == true
+        if !reusable {
+            driver.pointee.resolver = Resolver<Value, Failure>(reporter: self, call: call)
         }
-        resolver.begin(call, of: operation)
-        operation(resolver)
+        // The run keeps the resolver through the call (only this thread changes what it keeps),
+        // so the call needs no reference of its own.
+        Unmanaged.passUnretained(driver.pointee.resolver.unsafelyUnwrapped)
+            ._withUnsafeGuaranteedRef { kept in
+                let resolver = unsafeDowncast(kept, to: Resolver<Value, Failure>.self)
+                resolver.begin(call, of: operation)
+                operation(resolver)
+            }
         return .called
     }
 
     /// What a step that returns `promise` does next: call its operation here, if it is an
     /// operation alone, which costs no stage and no entering; else enter its chain.
     @inlinable final func enter<Value, Failure: Swift.Error>(
-        _ promise: Promise<Value, Failure>
+        _ promise: consuming Promise<Value, Failure>
     ) -> Next {
-        switch promise.body {
+        switch (consume promise).body {
         case .operation(let operation): perform(operation, Value.self, Failure.self)
         case .chain(let last): .enter(last)
         }
@@ -4052,7 +4061,7 @@ nonisolated extension RunHandle {
 
         /// What the launch loop starts next.
         @usableFromInline enum Launch {
-            case call(Int, Operation, reusing: Bool)
+            case call(Int, reusing: Bool)
             case run(Int, Run)
         }
 
@@ -4088,9 +4097,9 @@ nonisolated extension RunHandle {
                 started += 1
                 let index = started - 1
                 switch members[index].body {
-                case .operation(let operation):
+                case .operation:
                     running[index] = .called
-                    return .call(index, operation, reusing: reusing)
+                    return .call(index, reusing: reusing)
                 case .chain(let last):
                     let run =
                         lane?.run
@@ -4102,11 +4111,14 @@ nonisolated extension RunHandle {
             }) {
                 if dropsSpare { spare = nil }  // outside the lock: its deinit may take it
                 switch launch {
-                case .call(let index, let operation, let reusing):
-                    let resolver = reusing ? spare! : Resolver(reporter: self, call: index)
-                    resolver.begin(index, of: operation)
-                    spare = resolver
-                    operation(resolver)
+                case .call(let index, let reusing):
+                    if !reusing { spare = Resolver(reporter: self, call: index) }
+                    // The operation is read here, not carried out of the lock, which would cost
+                    // a retain: the members never change.
+                    if case .operation(let operation) = members[index].body {
+                        spare!.begin(index, of: operation)
+                        operation(spare!)
+                    }
                 case .run(let index, let run):
                     lane = (run, index)
                     run.member = index
@@ -4127,9 +4139,7 @@ nonisolated extension RunHandle {
             )
             let (settled, unneeded) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
-                guard case .open(let resolver) = state, running[index] != nil else {
-                    return (nil, nil)
-                }
+                guard isOpen, running[index] != nil else { return (nil, nil) }
                 ends = true
                 running[index] = nil
                 // (Not a lookup, which hashes, when no member has any.)
@@ -4144,6 +4154,7 @@ nonisolated extension RunHandle {
                     launching = true
                     return (nil, handlers)
                 }
+                guard case .open(let resolver) = state else { return (nil, handlers) }
                 state = .closed
                 defer { tally.outcomes = [] }
                 return ((verdict, resolver, tally), handlers)

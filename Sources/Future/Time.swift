@@ -15,7 +15,7 @@ import Dispatch
 /// the middle of a chain, use ``Promise/delay(_:)``.
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated public func after(_ interval: Duration) -> Guarantee<Void> {
-    immediately.delay(interval)
+    interval > .zero ? immediately.delay(interval) : nextTurn
 }
 
 /// Not Future's spelling: ``after(_:)`` takes a `Duration`.
@@ -25,6 +25,10 @@ nonisolated public func after(seconds: Double) -> Guarantee<Void> { fatalError()
 
 /// The first step of every `after`, made once rather than at every call.
 nonisolated private let immediately = Guarantee(value: ())
+
+/// `after(.zero)`: a hop to a global queue, which lets the caller's work go on first. Made once, as
+/// it is a common call.
+nonisolated private let nextTurn = immediately.on(.global())
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated extension Promise {
@@ -73,8 +77,8 @@ nonisolated extension Promise {
 
     /// `interval` in nanoseconds, within what a `DispatchTime` holds, and not negative.
     @usableFromInline static func nanoseconds(_ interval: Duration) -> Int {
+        guard interval > .zero else { return 0 }  // (without `components`, which divides)
         let (seconds, attoseconds) = interval.components
-        guard seconds >= 0 else { return 0 }
         guard seconds < 9_000_000_000 else { return 9_000_000_000_000_000_000 }
         return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }

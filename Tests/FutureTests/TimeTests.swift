@@ -15,6 +15,21 @@ func milliseconds(since start: DispatchTime) -> Double {
         #expect(milliseconds(since: start) >= 30)
     }
 
+    /// `after(.zero)` is one promise made once: each run hops anew, and never runs its steps
+    /// inside `run` (they wait here for `run` to have returned).
+    @Test func afterZeroOrLessHopsOnEveryRun() {
+        for pause in [after(.zero), after(.milliseconds(-500)), after(.zero)] {
+            let returned = DispatchSemaphore(value: 0)
+            let hopped = value(
+                of: Guarantee<Bool> { resolver in
+                    _ = pause.map { returned.wait(timeout: .now() + .seconds(10)) == .success }
+                        .run { resolver.fulfill($0) }
+                    returned.signal()
+                })
+            #expect(hopped == true)
+        }
+    }
+
     @Test func cancellingAfterCancelsTheTimer() {
         let fired = Counter()
         let ensured = Counter()
