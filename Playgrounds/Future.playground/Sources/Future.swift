@@ -3087,18 +3087,15 @@ nonisolated extension RunHandle.Run {
         // The previous call's resolver serves this call if nobody else holds it (a resolver
         // only weakly held is reused too: see `Resolver`); else a new one replaces it, which
         // lets go of it outside the lock.
-        let driver = self.driver
-        let reusable =
-            isUnique
-            && driver.pointee.resolver.map { type(of: $0) == Resolver<Value, Failure>.self } == true
-        if !reusable {
+        let kept = isUnique ? driver.pointee.resolver.map { ObjectIdentifier(type(of: $0)) } : nil
+        if kept != ObjectIdentifier(Resolver<Value, Failure>.self) {
             driver.pointee.resolver = Resolver<Value, Failure>(reporter: self, call: call)
         }
         // The run keeps the resolver through the call (only this thread changes what it keeps),
         // so the call needs no reference of its own.
         Unmanaged.passUnretained(driver.pointee.resolver.unsafelyUnwrapped)
-            ._withUnsafeGuaranteedRef { kept in
-                let resolver = unsafeDowncast(kept, to: Resolver<Value, Failure>.self)
+            ._withUnsafeGuaranteedRef { object in
+                let resolver = unsafeDowncast(object, to: Resolver<Value, Failure>.self)
                 resolver.begin(call, of: operation)
                 operation(resolver)
             }
