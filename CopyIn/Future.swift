@@ -4151,6 +4151,7 @@ nonisolated extension RunHandle {
                     launching = true
                     return (nil, handlers)
                 }
+                // (Bound only now, as the combination settles: binding it costs a retain.)
                 guard case .open(let resolver) = state else { return (nil, handlers) }
                 state = .closed
                 defer { tally.outcomes = [] }
