@@ -153,8 +153,8 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
 /// finish: its run is cancelled, and debug builds report where the promise was made. Hold it
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
-/// go of when the operation returns, and one nobody holds any more may serve the run's next
-/// operation.
+/// go of when the operation returns, unresolved. (Once resolved, a run may keep a resolver that
+/// nothing else refers to, even weakly, for its next operation.)
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to.
     @usableFromInline let reporter: any RunHandle.Reporter
@@ -3084,9 +3084,8 @@ nonisolated extension RunHandle.Run {
             ignored.map(startIgnored)
             return .halt
         }
-        // The previous call's resolver serves this call if nobody else holds it (a resolver
-        // only weakly held is reused too: see `Resolver`); else a new one replaces it, which
-        // lets go of it outside the lock.
+        // The previous call's resolver serves this call if nothing else refers to it (see
+        // `isHeldOnlyHere`); else a new one replaces it, which lets go of it outside the lock.
         let kept = isUnique ? driver.pointee.resolver.map { ObjectIdentifier(type(of: $0)) } : nil
         if kept != ObjectIdentifier(Resolver<Value, Failure>.self) {
             driver.pointee.resolver = Resolver<Value, Failure>(reporter: self, call: call)
@@ -3113,6 +3112,18 @@ nonisolated extension RunHandle.Run {
         }
     }
 
+    /// Whether nothing but `resolver` refers to its object, which may then serve another call: no
+    /// other strong reference, and no `weak` or `unowned` one, which could become strong and
+    /// report for that call. (`isKnownUniquelyReferenced` counts strong references alone.) The
+    /// strong count is read again last, for a reference loaded from a weak one meanwhile.
+    @inlinable static func isHeldOnlyHere<Object: AnyObject>(_ resolver: inout Object?) -> Bool {
+        guard isKnownUniquelyReferenced(&resolver) else { return false }
+        // A live object with no weak or unowned reference counts 1 of each.
+        let onlyStrong = Unmanaged.passUnretained(resolver.unsafelyUnwrapped)
+            ._withUnsafeGuaranteedRef { _getWeakRetainCount($0) + _getUnownedRetainCount($0) == 2 }
+        return onlyStrong && isKnownUniquelyReferenced(&resolver)
+    }
+
     /// Numbers a new call of an operation, unless the run is cancelled, and says whether the
     /// resolver the run keeps, if any, has no other holder. That is read under the lock, so that
     /// the calls its last holder made into the run, which read its number, took the lock before
@@ -3124,7 +3135,7 @@ nonisolated extension RunHandle.Run {
             fields.state = .calling(thread: thread)
             fields.calls += 1
             fields.resolved = false
-            return (fields.calls, isKnownUniquelyReferenced(&driver.pointee.resolver))
+            return (fields.calls, Run.isHeldOnlyHere(&driver.pointee.resolver))
         }
     }
 
@@ -4088,8 +4099,7 @@ nonisolated extension RunHandle {
                 // elsewhere, or was cancelled.
                 if let member = lane?.member, tally.outcomes[member] == nil { lane = nil }
                 let reusing =
-                    spare != nil && running[spare!.call] == nil
-                    && isKnownUniquelyReferenced(&spare)
+                    spare != nil && running[spare!.call] == nil && Run.isHeldOnlyHere(&spare)
                 dropsSpare = spare != nil && !reusing
                 started += 1
                 let index = started - 1

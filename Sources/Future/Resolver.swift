@@ -22,8 +22,8 @@
 /// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
 /// finish: its run is cancelled, and debug builds report where the promise was made. Hold it
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
-/// go of when the operation returns, and one nobody holds any more may serve the run's next
-/// operation.
+/// go of when the operation returns, unresolved. (Once resolved, a run may keep a resolver that
+/// nothing else refers to, even weakly, for its next operation.)
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to.
     @usableFromInline let reporter: any RunHandle.Reporter

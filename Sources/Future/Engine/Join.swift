@@ -169,8 +169,7 @@ nonisolated extension RunHandle {
                 // elsewhere, or was cancelled.
                 if let member = lane?.member, tally.outcomes[member] == nil { lane = nil }
                 let reusing =
-                    spare != nil && running[spare!.call] == nil
-                    && isKnownUniquelyReferenced(&spare)
+                    spare != nil && running[spare!.call] == nil && Run.isHeldOnlyHere(&spare)
                 dropsSpare = spare != nil && !reusing
                 started += 1
                 let index = started - 1
