@@ -1433,8 +1433,9 @@ nonisolated extension Promise {
     ///
     /// The deadline is noticed where a cancel from another thread is: at the work's next
     /// operation, hop or entered promise, or as the work ends. Synchronous steps that run past it
-    /// finish first; the promise then fails all the same. An interval of zero or less fails at
-    /// once, and the work does not start.
+    /// finish first; the promise then fails all the same. An interval of zero or less lets work
+    /// that settles at once, without waiting, win, as on every clock, and fails the work as soon as
+    /// it waits (for an operation's resolver, or a queue).
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -1445,7 +1446,7 @@ nonisolated extension Promise {
             last: RunHandle.ScopeStage(last, within: nanoseconds, output: Outcome.self))
         return scoped.appending(error) { stage, slot, run in
             switch run.endScope() {
-            case .armed: return .proceed
+            case .armed, .due: return .proceed
             case .expired: _ = slot.take(Outcome.self)  // the work settled after the deadline
             case .unwound: break
             }
@@ -2474,6 +2475,9 @@ nonisolated extension RunHandle {
             capacity = Int32(room.capacity)
         }
 
+        /// The next stage, left on the plan.
+        var top: Stage? { count > 0 ? stages![Int(count) - 1].takeUnretainedValue() : nil }
+
         mutating func pop() -> Unmanaged<Stage>? {
             guard count > 0 else { return nil }
             count -= 1
@@ -2738,6 +2742,9 @@ nonisolated extension RunHandle {
         @usableFromInline enum State {
             /// Waiting for the deadline, or for its steps to end.
             case armed
+            /// Its deadline had passed as it began (a timeout of zero or less): work that settles
+            /// without waiting wins, so it expires only as its steps first wait.
+            case due
             /// Its deadline passed: the driving thread is to end its steps.
             case expired
             /// Its steps were ended: its last step puts the error.
@@ -2758,10 +2765,11 @@ nonisolated extension RunHandle {
         case awaitingResolver
         /// The run waits for a queue to carry it on (see `Driver.hopped`).
         case awaitingQueue
-        /// Cancelled while a thread drives it, which halts it at its next check; while
-        /// `handlersRunning`, the canceller still calls the cancel handlers. With `scope`, only
-        /// the steps of a scope whose deadline passed are cancelled: the run goes on after them.
-        case cancelledWhileDriving(handlersRunning: Bool, scope: Bool)
+        /// Cancelled while `thread` drives it (`nil` before it started), which halts it at its
+        /// next check; while `handlersRunning`, the canceller still calls the cancel handlers. With
+        /// `scope`, only the steps of a scope whose deadline passed are cancelled: the run goes on
+        /// after them.
+        case cancelledWhileDriving(thread: pthread_t?, handlersRunning: Bool, scope: Bool)
         /// Cancelled while no thread drives it (or its driver stopped to let the canceller end
         /// it): the canceller ends it once the handlers have returned, or with `scope`, ends the
         /// scope's steps and drives on.
@@ -2772,10 +2780,17 @@ nonisolated extension RunHandle {
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled
 
+        /// A scope's cancelling, become the run's.
+        var cancellingTheRun: State {
+            guard case .cancelledWhileDriving(let thread, let running, let scope) = self, scope
+            else { return self }
+            return .cancelledWhileDriving(thread: thread, handlersRunning: running, scope: false)
+        }
+
         /// Whether the run is cancelled.
         var isCancelled: Bool {
             switch self {
-            case .cancelledWhileDriving(_, let scope), .cancelledWhileWaiting(let scope): !scope
+            case .cancelledWhileDriving(_, _, let scope), .cancelledWhileWaiting(let scope): !scope
             case .cancelled: true
             case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
             }
@@ -2803,7 +2818,7 @@ nonisolated extension RunHandle {
             case .calling: "calling an operation"
             case .awaitingResolver: "awaiting a resolver"
             case .awaitingQueue: "awaiting a queue"
-            case .cancelledWhileDriving(let running, let scope):
+            case .cancelledWhileDriving(_, let running, let scope):
                 "\(scope ? "scope " : "")cancelled while driving"
                     + (running ? ", calling cancel handlers" : "")
             case .cancelledWhileWaiting(let scope):
@@ -2930,7 +2945,8 @@ nonisolated extension RunHandle.Run {
             }
             switch fields.state {
             case .ended(cancelledSince: true):
-                fields.state = .cancelledWhileDriving(handlersRunning: false, scope: false)
+                fields.state = .cancelledWhileDriving(
+                    thread: pthread_self(), handlersRunning: false, scope: false)
             case .idle, .ended(cancelledSince: false):
                 fields.state = .driving(thread: pthread_self())
             default:
@@ -2975,6 +2991,14 @@ nonisolated extension RunHandle.Run {
                 let first = slot.take(Unmanaged<Stage>.self)
                 stage = first
                 next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            }
+        } else if driver.pointee.cancelledByStep {
+            // Cancelled by this thread while the drive waited for room on its stack (see
+            // `proceed`): no step starts. The slot holds the next step's input.
+            if let top = plan.top {
+                top.parent!.output.discard(from: slot)
+                swap(&plan, &driver.pointee.plan)
+                return halt()
             }
         } else if let first = plan.pop() {
             stage = first
@@ -3144,19 +3168,23 @@ nonisolated extension RunHandle.Run {
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
         // A resolver the run no longer keeps is let go of after the lock: if the operation let go
         // of it unresolved, its deinit cancels the run.
-        let (next, released) = locked { fields -> (Next, AnyObject?) in
+        let (next, released, due) = locked { fields -> (Next, AnyObject?, RunHandle.Deadline?) in
             switch fields.state {
             case .calling:
                 fields.state = .awaitingResolver
-                return (.wait, self.driver.pointee.resolver.take())
-            case .driving: return (.proceed, nil)
+                return (.wait, self.driver.pointee.resolver.take(), dueScope(fields))
+            case .driving: return (.proceed, nil, nil)
             default:
                 // Cancelled: an outcome that came first is in the slot, for the loop to drop.
-                return (fields.resolved ? .proceed : .halt, self.driver.pointee.resolver.take())
+                let next: Next = fields.resolved ? .proceed : .halt
+                return (next, self.driver.pointee.resolver.take(), nil)
             }
         }
         withExtendedLifetime(released) {}  // see `Lock`
-        if case .wait = next { return next }
+        if case .wait = next {
+            due.map(expire)
+            return next
+        }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
     }
@@ -3242,17 +3270,19 @@ nonisolated extension RunHandle.Run {
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
         if let deadline { RunHandle.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
-        let parked = locked { fields -> Bool in
-            guard case .driving = fields.state else { return false }
+        let (parked, due) = locked { fields -> (Bool, RunHandle.Deadline?) in
+            guard case .driving = fields.state else { return (false, nil) }
             fields.state = .awaitingQueue
+            if let due = dueScope(fields) { return (true, due) }  // it expires instead
             // Armed under the lock, so that a canceller that takes the run over finds it armed.
             deadline.map(RunHandle.Deadlines.shared.arm)
-            return true
+            return (true, nil)
         }
         guard parked else {
             abandonHop()
             return halt()
         }
+        if let due { return expire(due) }
         let handle = RunHandle(self)
         if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
@@ -3291,16 +3321,13 @@ nonisolated extension RunHandle.Run {
     /// Enters a `timeout`'s scope, the steps pushed above `base` from now on, which are cancelled
     /// if `time` comes before the scope's last step runs (`endScope`).
     private final func beginScope(until time: DispatchTime, above base: Int32) {
-        // A deadline already passed (a timeout of zero or less) expires the scope as it begins:
-        // its work never starts, rather than racing a timer that would fire at once.
+        // A deadline already passed (a timeout of zero or less) is not armed, as a timer would
+        // race work that settles at once: the scope is due, and expires when its steps first wait
+        // (`dueScope`), which is the meaning a clock's timer, set only once the work waits, has.
         guard time > .now() else {
-            let passed = RunHandle.Scope(
-                base: base, deadline: RunHandle.Deadline(time, for: nil, on: nil), state: .expired)
-            return locked { fields in
-                fields.scopes.append(passed)
-                guard case .driving = fields.state else { return }  // else it stops all the same
-                fields.state = .cancelledWhileDriving(handlersRunning: false, scope: true)
-            }
+            let due = RunHandle.Scope(
+                base: base, deadline: RunHandle.Deadline(time, for: nil, on: nil), state: .due)
+            return locked { $0.scopes.append(due) }
         }
         let deadline = RunHandle.Deadline(time, for: self, on: nil)
         locked { fields in
@@ -3316,7 +3343,7 @@ nonisolated extension RunHandle.Run {
             let scope = fields.scopes.removeLast()
             let stillExpired = fields.scopes.contains { $0.state == .expired }
             if case .expired = scope.state, !stillExpired,
-                case .cancelledWhileDriving(_, scope: true) = fields.state
+                case .cancelledWhileDriving(_, _, scope: true) = fields.state
             {
                 fields.state = .driving(thread: pthread_self())
             }
@@ -3326,17 +3353,24 @@ nonisolated extension RunHandle.Run {
         return scope.state
     }
 
+    /// The deadline of the outermost scope that is due, for a run that is about to wait (under
+    /// the lock): its work did not settle at once, so the scope expires.
+    private final func dueScope(_ fields: RunHandle.Fields) -> RunHandle.Deadline? {
+        fields.extras?.scopes.first { $0.state == .due }?.deadline
+    }
+
     /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
     /// the run goes on after them.
     private final func expire(_ deadline: RunHandle.Deadline) {
         let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
             guard let index = fields.scopes.firstIndex(where: { $0.deadline === deadline }),
-                case .armed = fields.scopes[index].state
+                fields.scopes[index].state == .armed || fields.scopes[index].state == .due
             else { return nil }
             fields.scopes[index].state = .expired
             switch fields.state {
-            case .driving, .calling:
-                fields.state = .cancelledWhileDriving(handlersRunning: true, scope: true)
+            case .driving(let thread), .calling(let thread):
+                fields.state = .cancelledWhileDriving(
+                    thread: thread, handlersRunning: true, scope: true)
             case .awaitingResolver, .awaitingQueue:
                 fields.state = .cancelledWhileWaiting(scope: true)
             case .idle, .cancelledWhileDriving, .cancelledWhileWaiting, .ended, .cancelled:
@@ -3357,6 +3391,11 @@ nonisolated extension RunHandle.Run {
             // There is one: a scope's last step, which alone drops an expired scope, has not run.
             let index = fields.scopes.firstIndex { $0.state == .expired } ?? 0
             fields.scopes[index].state = .unwound
+            // Every expired scope is this one or inside it: a deadline that passed meanwhile asked
+            // for no more than this, so the run drives on (else its end would unwind again).
+            if case .cancelledWhileDriving(_, _, scope: true) = fields.state {
+                fields.state = .driving(thread: pthread_self())
+            }
             let inner = fields.scopes[(index + 1)...].map(\.deadline)
             fields.scopes.removeSubrange((index + 1)...)
             return (fields.scopes[index].base, inner)
@@ -3368,8 +3407,23 @@ nonisolated extension RunHandle.Run {
     /// A step that a cancelled run or scope does not take: an `ensure` step runs all the same,
     /// and the work of an `ignoringCancel()` promise starts.
     private final func stop(_ stage: Stage) {
-        if stage.isEnsure { RunHandle.Node<@Sendable () -> Void>.payload(of: stage)() }
-        stage.ignoring.map(startIgnored)
+        // A `timeout`'s first stage holds its work's chain until the run enters it: the steps of
+        // a chain never entered are stopped here, first step first. (A list, not recursion, for
+        // timeouts nested deep.)
+        var ahead = [stage]
+        while let next = ahead.popLast() {
+            if let scope = next as? RunHandle.ScopeStage, let work = scope.work {
+                var chain = work
+                ahead.append(chain)
+                while let parent = chain.parent {
+                    ahead.append(parent)
+                    chain = parent
+                }
+                continue
+            }
+            if next.isEnsure { RunHandle.Node<@Sendable () -> Void>.payload(of: next)() }
+            next.ignoring.map(startIgnored)
+        }
     }
 }
 
@@ -3382,19 +3436,31 @@ nonisolated extension RunHandle.Run {
         let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
             if let call, !isPending(call, fields) { return nil }
             switch fields.state {
-            case .idle, .calling:
-                fields.state = .cancelledWhileDriving(handlersRunning: true, scope: false)
+            case .idle:
+                fields.state = .cancelledWhileDriving(
+                    thread: nil, handlersRunning: true, scope: false)
+            case .calling(let thread):
+                fields.state = .cancelledWhileDriving(
+                    thread: thread, handlersRunning: true, scope: false)
             case .driving(let thread):
                 if call == nil, pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledByStep = true
                 }
-                fields.state = .cancelledWhileDriving(handlersRunning: true, scope: false)
+                fields.state = .cancelledWhileDriving(
+                    thread: thread, handlersRunning: true, scope: false)
             case .awaitingResolver, .awaitingQueue:
                 fields.state = .cancelledWhileWaiting(scope: false)
-            case .cancelledWhileDriving(let running, scope: true) where call == nil:
+            case .cancelledWhileDriving(let thread?, _, scope: true)
+            where call == nil && pthread_equal(thread, pthread_self()) != 0:
+                // A step that cancels stops the run before the next step, as in a run that is
+                // driving, even once a scope's deadline passed.
+                self.driver.pointee.cancelledByStep = true
+                fields.state = fields.state.cancellingTheRun
+                return nil
+            case .cancelledWhileDriving(_, _, scope: true) where call == nil:
                 // A scope's cancelling, under way, becomes the run's (its handlers are called).
                 // Not for an operation of the scope that cancels as it hears of it.
-                fields.state = .cancelledWhileDriving(handlersRunning: running, scope: false)
+                fields.state = fields.state.cancellingTheRun
                 return nil
             case .cancelledWhileWaiting(scope: true) where call == nil:
                 fields.state = .cancelledWhileWaiting(scope: false)
@@ -3425,8 +3491,9 @@ nonisolated extension RunHandle.Run {
                 fields.state = scope ? .driving(thread: pthread_self()) : .cancelled
                 if scope { fields.calls += 1 }  // the call it gave up on no longer counts
                 return scope
-            case .cancelledWhileDriving(handlersRunning: true, let scope):
-                fields.state = .cancelledWhileDriving(handlersRunning: false, scope: scope)
+            case .cancelledWhileDriving(let thread, handlersRunning: true, let scope):
+                fields.state = .cancelledWhileDriving(
+                    thread: thread, handlersRunning: false, scope: scope)
                 return nil  // its driver ends it
             default:
                 return nil  // its driver got to the scope's end first
@@ -3452,10 +3519,10 @@ nonisolated extension RunHandle.Run {
         }
         let ends = locked { fields -> Bool? in
             switch fields.state {
-            case .cancelledWhileDriving(handlersRunning: true, let scope):
+            case .cancelledWhileDriving(_, handlersRunning: true, let scope):
                 fields.state = .cancelledWhileWaiting(scope: scope)
                 return nil
-            case .cancelledWhileDriving(handlersRunning: false, scope: true):
+            case .cancelledWhileDriving(_, handlersRunning: false, scope: true):
                 fields.state = .driving(thread: pthread_self())
                 fields.calls += 1  // the call it gave up on no longer counts
                 return false

@@ -54,8 +54,9 @@ nonisolated extension Promise {
     ///
     /// The deadline is noticed where a cancel from another thread is: at the work's next
     /// operation, hop or entered promise, or as the work ends. Synchronous steps that run past it
-    /// finish first; the promise then fails all the same. An interval of zero or less fails at
-    /// once, and the work does not start.
+    /// finish first; the promise then fails all the same. An interval of zero or less lets work
+    /// that settles at once, without waiting, win, as on every clock, and fails the work as soon as
+    /// it waits (for an operation's resolver, or a queue).
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -66,7 +67,7 @@ nonisolated extension Promise {
             last: RunHandle.ScopeStage(last, within: nanoseconds, output: Outcome.self))
         return scoped.appending(error) { stage, slot, run in
             switch run.endScope() {
-            case .armed: return .proceed
+            case .armed, .due: return .proceed
             case .expired: _ = slot.take(Outcome.self)  // the work settled after the deadline
             case .unwound: break
             }

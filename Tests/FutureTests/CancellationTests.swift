@@ -128,6 +128,46 @@ final class Pending<Value>: @unchecked Sendable {
         #expect(box.handle?.isCancelled == true)
     }
 
+    @Test func aRunResolvedDeepInNestedRunsThenCancelledTakesNoFurtherStep() {
+        final class Box<Value>: @unchecked Sendable {
+            var value: Value
+            init(_ value: Value) { self.value = value }
+        }
+        for depth in [31, 32, 40] {
+            let log = Log()
+            let resolver = Box<Resolver<Int, Never>?>(nil)
+            let cancelled = Box(false)
+            let done = Delivery<Void>()
+            let handle = Promise<Int, Never> { resolver.value = $0 }
+                .map { value -> Int in
+                    log.record(cancelled.value ? "step after cancel()" : "step")
+                    return value
+                }
+                .ensure { log.record("ensure") }
+                .run { _ in log.record(cancelled.value ? "completion after cancel()" : "completion")
+                }
+            // Runs nested on one thread, each started inside a step of the one before.
+            @Sendable func nest(_ level: Int) {
+                guard level < depth else {
+                    resolver.value?.fulfill(1)
+                    handle.cancel()
+                    cancelled.value = true
+                    return
+                }
+                Guarantee(value: level).map { nest($0 + 1) }.run()
+            }
+            DispatchQueue.global().async {
+                nest(0)
+                done.send(())
+            }
+            #expect(done.wait() != nil)
+            #expect(eventually { log.all.contains("ensure") })
+            let all = log.all
+            #expect(
+                all == ["step", "ensure", "completion"] || all == ["ensure"], "\(depth): \(all)")
+        }
+    }
+
     @Test func anOperationThatResolvesAndThenCancelsStopsTheRunBeforeTheNextStep() {
         final class Box: @unchecked Sendable { var handle: RunHandle? }
         let box = Box()

@@ -73,28 +73,41 @@ func milliseconds(since start: DispatchTime) -> Double {
         #expect(throws: PromiseError.timedOut) { try outcome(of: erased)?.get() }
     }
 
-    @Test func aTimeoutOfZeroOrLessFailsBeforeTheWorkStarts() {
+    @Test func aTimeoutOfZeroOrLessLetsWorkThatSettlesAtOnceWin() {
         let calls = Counter()
-        let ensured = Counter()
-        // Work that would resolve at once on another thread raced the timer before.
-        let soon = Promise<Int, TestError> { resolver in
+        let ready = Promise<Int, TestError> { resolver in
             calls.increment()
-            DispatchQueue.global().async { resolver.fulfill(1) }
+            resolver.fulfill(1)
         }
-        let guarded = soon.ensure { ensured.increment() }
-        for _ in 0..<50 {
-            let zero = guarded.timeout(.zero, orFailWith: TestError("timed out"))
-            #expect(outcome(of: zero) == .failure(TestError("timed out")))
-            let negative = guarded.timeout(.seconds(-1), orFailWith: TestError("timed out"))
-            #expect(outcome(of: negative) == .failure(TestError("timed out")))
+        .map { $0 + 1 }
+        let intervals: [Duration] = [.zero, .nanoseconds(1), .seconds(-1)]
+        for interval in intervals {
+            let bounded = ready.timeout(interval, orFailWith: TestError("late"))
+            #expect(outcome(of: bounded) == .success(2))
+            let failing = Promise<Int, TestError>(error: TestError("work"))
+                .timeout(interval, orFailWith: TestError("late"))
+            #expect(outcome(of: failing) == .failure(TestError("work")))
         }
-        let ready = Promise<Int, TestError>(value: 1).timeout(.zero, orFailWith: TestError("late"))
-        #expect(outcome(of: ready) == .failure(TestError("late")))
-        #expect(calls.value == 0)
-        #expect(ensured.value == 100)  // the work's `ensure` steps run, as for a cancel
-        // The steps after the timeout go on with the error.
-        let recovered = ready.recover { _ in 2 }
-        #expect(outcome(of: recovered.setFailureType(to: TestError.self)) == .success(2))
+        #expect(calls.value == 3)
+        // The same meaning on a clock of the caller's.
+        let clocked = ready.timeout(.zero, orFailWith: TestError("late"), clock: ManualClock())
+        #expect(outcome(of: clocked) == .success(2))
+    }
+
+    @Test func aTimeoutOfZeroOrLessFailsWorkThatWaitsAndCancelsIt() {
+        let ensured = Counter()
+        for interval in [Duration.zero, .seconds(-1)] {
+            let pending = Pending<Int>()
+            let bounded = pending.promise.ensure { ensured.increment() }
+                .timeout(interval, orFailWith: TestError("late"))
+            #expect(outcome(of: bounded) == .failure(TestError("late")))
+            #expect(pending.cancelled.value == 1)
+            // The steps after the timeout go on with the error.
+            let recovered = pending.promise.timeout(interval, orFailWith: TestError("late"))
+                .recover { _ in 2 }
+            #expect(value(of: recovered) == 2)
+        }
+        #expect(ensured.value == 2)  // the work's `ensure` steps run, as for a cancel
     }
 
     @Test func workThatSettlesInTimeWins() {

@@ -105,6 +105,98 @@ import Testing
         #expect(pending.cancelled.value == 1)
     }
 
+    /// A value whose deinit takes 50 ms: ending the work that holds it keeps the thread busy
+    /// while a second deadline passes.
+    final class SlowToRelease: Sendable {
+        deinit { spin(microseconds: 50_000) }
+    }
+
+    @Test func anOuterDeadlineThatPassesWhileAnInnerScopeEndsFailsTheRunOnce() {
+        let outcome = Delivery<Result<Int, TestError>>()
+        let delivered = Counter()
+        Promise<Int, TestError>(value: 1)
+            .map { _ in SlowToRelease() }
+            .delay(.seconds(10))
+            .map { _ in 1 }
+            .timeout(.milliseconds(10), orFailWith: TestError("inner"))
+            .timeout(.milliseconds(30), orFailWith: TestError("outer"))
+            .run { result in
+                delivered.increment()
+                outcome.send(result)
+            }
+        let result = outcome.wait()
+        #expect(result == .failure(TestError("inner")) || result == .failure(TestError("outer")))
+        #expect(delivered.value == 1)
+    }
+
+    @Test func nestedTimeoutsWhoseDeadlinesPassTogetherEachEndOnce() {
+        let settled = Counter()
+        DispatchQueue.concurrentPerform(iterations: 1_000) { index in
+            let outcome = Delivery<Result<Int, TestError>>()
+            Self.work(after: 2_000 + index % 3 * 500, cancelled: Counter())
+                .timeout(.milliseconds(1), orFailWith: TestError("inner"))
+                .timeout(.milliseconds(1), orFailWith: TestError("outer"))
+                .run { outcome.send($0) }
+            let allowed: [Result<Int, TestError>] = [
+                .success(1), .failure(TestError("inner")), .failure(TestError("outer")),
+            ]
+            if let result = outcome.wait(), allowed.contains(result) { settled.increment() }
+        }
+        #expect(settled.value == 1_000)
+    }
+
+    @Test func anEnsureInsideATimeoutThatNeverStartedRuns() {
+        let ensured = Counter()
+        let inner = Pending<Int>().promise.ensure { ensured.increment() }
+            .timeout(.seconds(3600), orFailWith: TestError("inner"))
+        let chain = inner.timeout(.zero, orFailWith: TestError("outer"))
+        #expect(outcome(of: chain) == .failure(TestError("outer")))
+        #expect(ensured.value == 1)
+    }
+
+    @Test func anEnsureInsideATimeoutRunsWhenTheRunIsCancelledBeforeItStarts() async {
+        let ensured = Counter()
+        let chain = Pending<Int>().promise.ensure { ensured.increment() }
+            .timeout(.seconds(3600), orFailWith: TestError("late"))
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await chain.result
+        }
+        #expect(await task.value == nil)
+        #expect(ensured.value == 1)
+    }
+
+    @Test func aStepThatCancelsItsRunAfterItsDeadlinePassedStopsIt() {
+        final class Box: @unchecked Sendable { var handle: RunHandle? }
+        let box = Box()
+        let log = Log()
+        let ended = Delivery<Void>()
+        let pending = Pending<Int>()
+        let work = pending.promise
+            .map { value -> Int in
+                spin(microseconds: 60_000)  // past the deadline
+                return value
+            }
+            .map { value -> Int in
+                log.record("cancel")
+                box.handle?.cancel()
+                return value
+            }
+            .map { value -> Int in
+                log.record("step after the cancel")
+                return value
+            }
+        box.handle = work.timeout(.milliseconds(10), orFailWith: TestError("late"))
+            .ensure {
+                log.record("ensure")
+                ended.send(())
+            }
+            .run { _ in log.record("completion") }
+        pending.resolvers.wait()?.fulfill(1)
+        #expect(ended.wait() != nil)
+        #expect(log.all == ["cancel", "ensure"])
+    }
+
     @Test func aRunEndedAnyWayLetsGoOfItsDeadlinesAtOnce() {
         let released = WeakReference<RunHandle.Run>()
         do {

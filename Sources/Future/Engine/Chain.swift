@@ -322,6 +322,9 @@ nonisolated extension RunHandle {
             capacity = Int32(room.capacity)
         }
 
+        /// The next stage, left on the plan.
+        var top: Stage? { count > 0 ? stages![Int(count) - 1].takeUnretainedValue() : nil }
+
         mutating func pop() -> Unmanaged<Stage>? {
             guard count > 0 else { return nil }
             count -= 1
