@@ -293,6 +293,8 @@ guard !id.isEmpty, id.allSatisfy({ "0123456789".contains($0) }) else {
 
 // Everything that prints or exits from here on does so on the main queue, one thing at a time,
 // once `dispatchMain()` below runs it: the progress dots, the rest of the pipeline, and Ctrl-C.
+// (No top-level `await` comes before it: after one, libdispatch stops the program at
+// `dispatchMain()`.)
 // So the progress line comes first, and Ctrl-C either cancels the run or comes too late to.
 
 let dots = progress().run()

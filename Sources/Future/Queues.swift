@@ -40,7 +40,9 @@ nonisolated extension Promise {
 /// ``Promise/done(on:tiedTo:_:)`` and ``Promise/catch(on:tiedTo:_:)``.
 ///
 /// Its one value is `.main`: `loadItem(1).done(on: .main) { items = [$0] }`. The steps run on
-/// the main queue, in an app as in a command-line tool that calls `dispatchMain()`.
+/// the main queue, in an app as in a command-line tool that calls `dispatchMain()`. In a tool,
+/// call `dispatchMain()` before any top-level `await`: after one, libdispatch stops the program
+/// at `dispatchMain()`.
 nonisolated public enum MainActorContext: Sendable {
     /// The main actor, whose code runs on the main queue.
     case main
