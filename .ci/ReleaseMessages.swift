@@ -16,6 +16,7 @@ func parsed<Failure>(_ chain: Promise<Int, Failure>) -> Promise<Int, Failure> {
         "join": { _ = Promise<Int, LookupError>(value: 1).then { fetch($0) } },
         "join-in-generic-code": { _ = parsed(Guarantee(value: 1)) },
         "when-limit": { _ = when(fulfilled: [fetch(1)], concurrently: 0) },
+        "when-resolved-limit": { _ = when(resolved: [fetch(1)], concurrently: 0) },
         "thenMap-limit": {
             _ = Promise<[Int], NetworkError>(value: [1]).thenMap(concurrently: 0, fetch)
         },

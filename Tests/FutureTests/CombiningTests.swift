@@ -178,6 +178,24 @@ extension WhenFulfilled {
                 == .failure(AllPromisesFailedError([TestError("a"), TestError("b")])))
         #expect(outcome(of: any([Promise<Int, TestError>]())) == .success([]))
     }
+
+    @Test func whenResolvedWithALimitRunsAtMostThatManyAndKeepsEveryOutcome() {
+        let members = Members()
+        let result = Delivery<[Result<Int, TestError>]>()
+        when(resolved: members.promises, concurrently: 2).run { result.send($0) }
+        #expect(members.started == [1, 1, 0, 0])
+        members.resolver(1)?.reject(TestError("1"))  // a failure starts the next all the same
+        #expect(members.started == [1, 1, 1, 0])
+        members.resolver(2)?.fulfill(2)
+        #expect(members.started == [1, 1, 1, 1])
+        members.resolver(3)?.reject(TestError("3"))
+        members.resolver(0)?.fulfill(0)
+        #expect(
+            result.wait() == [
+                .success(0), .failure(TestError("1")), .success(2), .failure(TestError("3")),
+            ])
+        #expect(members.cancelled == [0, 0, 0, 0])
+    }
 }
 
 @Suite struct Racing {

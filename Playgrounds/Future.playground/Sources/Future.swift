@@ -1096,8 +1096,9 @@ nonisolated extension Promise {
 ///
 /// The combinator for work that is all needed, such as the pages of a report: the first failure
 /// decides, and the members still running are cancelled: `when(fulfilled: ids.map(fetchUser))`. No
-/// promises succeed with `[]`. To keep going past failures, use ``when(resolved:)`` or
-/// ``any(_:)-([Promise<Value,Failure>])``; to take the first to finish, ``race(_:)``.
+/// promises succeed with `[]`. To keep going past failures, use
+/// ``when(resolved:concurrently:)`` or ``any(_:)-([Promise<Value,Failure>])``; to take the first
+/// to finish, ``race(_:)``.
 ///
 /// With a `limit`, at most that many members run at once: the next starts as one finishes, in the
 /// order given, so a long list does not flood a server:
@@ -1172,10 +1173,18 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 /// same but fails when every member failed; ``when(fulfilled:concurrently:)`` stops at the first
 /// failure:
 /// `when(resolved: ids.map(fetchUser)).run(some: { results in show(results) })`.
+///
+/// With a `limit`, at most that many members run at once, the next starting as one finishes, in
+/// the order given: `when(resolved: files.map(upload), concurrently: 4)`. A `limit` below 1
+/// stops the program with a message.
 @inlinable nonisolated public func when<Value, Failure>(
-    resolved promises: [Promise<Value, Failure>]
+    resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Guarantee<[Swift.Result<Value, Failure>]> {
-    RunHandle.join(promises) { tally, ending in
+    // `fatalError`, not `precondition`: its message stays in a release build.
+    guard limit > 0 else {
+        fatalError("when(resolved:concurrently:) needs a limit of at least 1, not \(limit)")
+    }
+    return RunHandle.join(promises, limit) { tally, ending in
         if case .cancelled = ending { return .cancel }
         return tally.isComplete ? .settle(.success(tally.results)) : .wait
     }
@@ -1185,8 +1194,8 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 ///
 /// Choose it to make the most of partial success, such as loading from several sources: it fails,
 /// with an ``AllPromisesFailedError`` holding every error, only when nothing succeeded. No promises
-/// succeed with `[]`. ``when(resolved:)`` never fails; ``race(fulfilled:)`` stops at the first
-/// success: `any(mirrors.map(download))`.
+/// succeed with `[]`. ``when(resolved:concurrently:)`` never fails; ``race(fulfilled:)`` stops at
+/// the first success: `any(mirrors.map(download))`.
 @inlinable nonisolated public func any<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<[Swift.Result<Value, Failure>], AllPromisesFailedError<Failure>> {
