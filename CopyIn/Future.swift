@@ -4411,7 +4411,10 @@ nonisolated extension RunHandle {
                 }
             }
             if let known { return known.map { resolver($0) } ?? resolver.cancel() }
-            resolver.onCancel { [weak self] _ in self?.leave(number) }
+            // The run keeps its cancel handler, and so the shared state, until the call resolves
+            // or is cancelled: a run calls an operation and lets go of it, and the caller may
+            // have dropped the shared promise (`work.share().run(...)`, a cache that lets go).
+            resolver.onCancel { [self] _ in leave(number) }
             guard let (work, run) = start else { return }
             let settle = { [weak self] (_: Run, outcome: sending Swift.Result<Value, Failure>?) in
                 guard let self else { return }

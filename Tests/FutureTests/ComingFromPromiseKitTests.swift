@@ -68,6 +68,18 @@ private final class TokenStore: @unchecked Sendable {
         #expect(server.requests.value == 2)
     }
 
+    /// A caller that runs the token rather than awaiting it keeps nothing of the store's
+    /// promise, which the `ensure` step lets go of as the request ends: its run gets the token.
+    @Test(arguments: [false, true])
+    func aCallerThatRunsTheTokenGetsIt(cancelsWhenAbandoned: Bool) {
+        let store = TokenStore(TokenServer(), cancelsWhenAbandoned: cancelsWhenAbandoned)
+        let tokens = Delivery<Token>()
+        let handle = store.token().run(some: { tokens.send($0) }, none: { _ in })
+        #expect(eventually { handle.isCancelled || !tokens.all.isEmpty })
+        #expect(!handle.isCancelled)
+        #expect(tokens.all == [Token(value: "token 1")])
+    }
+
     @Test func withoutCancelsWhenAbandonedTheRefreshGoesOnForTheNextCaller() async throws {
         let server = TokenServer()
         let store = TokenStore(server, cancelsWhenAbandoned: false)

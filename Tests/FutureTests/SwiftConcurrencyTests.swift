@@ -259,6 +259,90 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
     }
 }
 
+/// A cache of a shared promise, for the tests of runs that the cache alone keeps it for.
+private final class Cached: @unchecked Sendable {
+    private let lock = TestLock()
+    private var kept: Promise<Int, TestError>?  // guarded by lock
+
+    var promise: Promise<Int, TestError>? {
+        get { lock.withLock { kept } }
+        set { lock.withLock { kept = newValue } }
+    }
+}
+
+/// A run waits for the shared work though nothing else keeps the shared promise: the run keeps
+/// what it waits for, as it keeps its steps, until it ends.
+extension Sharing {
+    /// Starts a run of what `make` makes of some work, then settles the work with 42 and returns
+    /// the run's outcome; `nil` if the run ended by cancellation instead.
+    private static func settled(
+        _ make: (Promise<Int, TestError>) -> Promise<Int, TestError>
+    ) throws -> Result<Int, TestError>? {
+        let pending = Pending<Int>()
+        let outcome = Delivery<Result<Int, TestError>>()
+        let handle = make(pending.promise).run { outcome.send($0) }
+        let resolver = try #require(pending.resolvers.wait())
+        try #require(!handle.isCancelled)
+        resolver.fulfill(42)
+        #expect(eventually { handle.isCancelled || !outcome.all.isEmpty })
+        try #require(!handle.isCancelled)
+        #expect(pending.cancelled.value == 0)
+        return outcome.wait()
+    }
+
+    /// `work`, with a step that keeps an object that sends to `gone` as it goes.
+    private static func keeping(
+        _ gone: Delivery<Void>, _ work: Promise<Int, TestError>
+    ) -> Promise<Int, TestError> {
+        let farewell = Farewell { gone.send(()) }
+        return work.map { value in
+            _ = farewell
+            return value
+        }
+    }
+
+    @Test func aSharedPromiseRunAtOnceAndNotKeptDeliversItsOutcome() throws {
+        #expect(try Self.settled { $0.share() } == .success(42))
+        #expect(try Self.settled { $0.share().map { $0 } } == .success(42))
+    }
+
+    @Test func aStepThatReturnsASharedPromiseGoesOnWithItsOutcome() throws {
+        #expect(try Self.settled { work in .value(1).then { _ in work.share() } } == .success(42))
+        #expect(try Self.settled { work in firstly { work.share() } } == .success(42))
+    }
+
+    @Test(arguments: [true, false])
+    func aCachedSharedPromiseDeliversItsOutcome(clearedByTheWork clears: Bool) throws {
+        let cache = Cached()
+        let made = try Self.settled { work in
+            cache.promise = work.ensure { if clears { cache.promise = nil } }.share()
+            return firstly { cache.promise! }
+        }
+        #expect(made == .success(42))
+        #expect((cache.promise == nil) == clears)
+    }
+
+    @Test func aSharedPromiseNotKeptIsLetGoOfOnceItsRunEnds() throws {
+        let gone = Delivery<Void>()
+        #expect(try Self.settled { Self.keeping(gone, $0).share() } == .success(42))
+        #expect(gone.wait() != nil)
+    }
+
+    @Test(arguments: [true, false])
+    func theOnlyRunOfASharedPromiseNotKeptLeaves(cancelsWhenAbandoned: Bool) {
+        let gone = Delivery<Void>()
+        let pending = Pending<Int>()
+        let handle = Self.keeping(gone, pending.promise)
+            .share(cancelsWhenAbandoned: cancelsWhenAbandoned)
+            .run { _ in Issue.record("cancelled") }
+        let resolver = pending.resolvers.wait()
+        handle.cancel()
+        #expect(pending.cancelled.value == (cancelsWhenAbandoned ? 1 : 0))
+        resolver?.fulfill(1)  // work that goes on ends unobserved
+        #expect(gone.wait() != nil)  // and nothing keeps it once it has ended
+    }
+}
+
 /// Stress tests: CI runs this suite again under ThreadSanitizer.
 @Suite struct SharingConcurrency {
     @Test func aThousandRunsJoinOneWorkFromManyThreads() {
