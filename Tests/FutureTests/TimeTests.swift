@@ -74,40 +74,11 @@ func milliseconds(since start: DispatchTime) -> Double {
     }
 
     @Test func aTimeoutOfZeroOrLessLetsWorkThatSettlesAtOnceWin() {
-        let calls = Counter()
-        let ready = Promise<Int, TestError> { resolver in
-            calls.increment()
-            resolver.fulfill(1)
-        }
-        .map { $0 + 1 }
-        let intervals: [Duration] = [.zero, .nanoseconds(1), .seconds(-1)]
-        for interval in intervals {
-            let bounded = ready.timeout(interval, orFailWith: TestError("late"))
-            #expect(outcome(of: bounded) == .success(2))
-            let failing = Promise<Int, TestError>(error: TestError("work"))
-                .timeout(interval, orFailWith: TestError("late"))
-            #expect(outcome(of: failing) == .failure(TestError("work")))
-        }
-        #expect(calls.value == 3)
-        // The same meaning on a clock of the caller's.
-        let clocked = ready.timeout(.zero, orFailWith: TestError("late"), clock: ManualClock())
-        #expect(outcome(of: clocked) == .success(2))
+        ZeroTimeout.letsWorkThatSettlesAtOnceWin()
     }
 
     @Test func aTimeoutOfZeroOrLessFailsWorkThatWaitsAndCancelsIt() {
-        let ensured = Counter()
-        for interval in [Duration.zero, .seconds(-1)] {
-            let pending = Pending<Int>()
-            let bounded = pending.promise.ensure { ensured.increment() }
-                .timeout(interval, orFailWith: TestError("late"))
-            #expect(outcome(of: bounded) == .failure(TestError("late")))
-            #expect(pending.cancelled.value == 1)
-            // The steps after the timeout go on with the error.
-            let recovered = pending.promise.timeout(interval, orFailWith: TestError("late"))
-                .recover { _ in 2 }
-            #expect(value(of: recovered) == 2)
-        }
-        #expect(ensured.value == 2)  // the work's `ensure` steps run, as for a cancel
+        ZeroTimeout.failsWorkThatWaitsAndCancelsIt()
     }
 
     @Test func workThatSettlesInTimeWins() {
@@ -154,6 +125,47 @@ func milliseconds(since start: DispatchTime) -> Double {
             await #expect(processExitsWith: .failure) { _ = Guarantee(value: 1).retry(0) }
         }
     #endif
+}
+
+/// A timeout of zero or less: one meaning on every clock, where work that settles at once wins.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+enum ZeroTimeout {
+    static func letsWorkThatSettlesAtOnceWin() {
+        let calls = Counter()
+        let ready = Promise<Int, TestError> { resolver in
+            calls.increment()
+            resolver.fulfill(1)
+        }
+        .map { $0 + 1 }
+        let intervals: [Duration] = [.zero, .nanoseconds(1), .seconds(-1)]
+        for interval in intervals {
+            let bounded = ready.timeout(interval, orFailWith: TestError("late"))
+            #expect(outcome(of: bounded) == .success(2))
+            let failing = Promise<Int, TestError>(error: TestError("work"))
+                .timeout(interval, orFailWith: TestError("late"))
+            #expect(outcome(of: failing) == .failure(TestError("work")))
+        }
+        #expect(calls.value == 3)
+        // The same meaning on a clock of the caller's.
+        let clocked = ready.timeout(.zero, orFailWith: TestError("late"), clock: ManualClock())
+        #expect(outcome(of: clocked) == .success(2))
+    }
+
+    static func failsWorkThatWaitsAndCancelsIt() {
+        let ensured = Counter()
+        for interval in [Duration.zero, .seconds(-1)] {
+            let pending = Pending<Int>()
+            let bounded = pending.promise.ensure { ensured.increment() }
+                .timeout(interval, orFailWith: TestError("late"))
+            #expect(outcome(of: bounded) == .failure(TestError("late")))
+            #expect(pending.cancelled.value == 1)
+            // The steps after the timeout go on with the error.
+            let recovered = pending.promise.timeout(interval, orFailWith: TestError("late"))
+                .recover { _ in 2 }
+            #expect(value(of: recovered) == 2)
+        }
+        #expect(ensured.value == 2)  // the work's `ensure` steps run, as for a cancel
+    }
 }
 
 @Suite struct Queues {
