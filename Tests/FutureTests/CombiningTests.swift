@@ -399,4 +399,48 @@ extension CombiningConcurrency {
         }
         #expect(eventually { witness.value == nil })
     }
+
+    /// Whether the combination `combine` makes of a member that never answers lets go of what
+    /// the member captured once `end` has ended its run, while the member's resolver, which
+    /// reports to the combination, is still kept (as a cancelled `DispatchWorkItem` keeps its
+    /// block until its deadline).
+    func letsGoOfItsMembers<Value, Failure>(
+        _ combine: (Promise<Memory.Witness, TestError>, Memory.Witness) -> Promise<Value, Failure>,
+        end: (RunHandle) -> Void = { _ in }
+    ) -> Bool {
+        let witness = WeakReference<Memory.Witness>()
+        let kept = Delivery<Resolver<Memory.Witness, TestError>>()
+        let ended = Delivery<Void>()
+        do {
+            let captured = Memory.Witness()
+            witness.value = captured
+            let unanswered = Promise<Memory.Witness, TestError> { resolver in
+                resolver.onCancel { _ in _ = captured }
+                kept.send(resolver)
+            }
+            end(combine(unanswered, captured).ensure { ended.send(()) }.run { _ in })
+        }
+        #expect(ended.wait() != nil)
+        #expect(kept.all.count == 1)
+        return eventually { witness.value == nil }
+    }
+
+    @Test func aCombinationThatEndedLetsGoOfItsMembersThoughOneKeepsItsResolver() {
+        let other = Promise<Memory.Witness, TestError>(value: Memory.Witness())
+        let failure = Promise<Memory.Witness, TestError>(error: TestError("failed"))
+        #expect(letsGoOfItsMembers { unanswered, _ in race([unanswered, other]) })
+        #expect(letsGoOfItsMembers { unanswered, _ in when(fulfilled: [unanswered, failure]) })
+        #expect(letsGoOfItsMembers { unanswered, _ in race(fulfilled: [unanswered, other]) })
+        let clock = ManualClock()
+        #expect(
+            letsGoOfItsMembers(
+                { unanswered, _ in
+                    unanswered.timeout(.seconds(1), orFailWith: TestError("slow"), clock: clock)
+                }, end: { _ in clock.advance(by: .seconds(1)) }))
+        // Cancelled, with the outcome of a member that ended.
+        #expect(
+            letsGoOfItsMembers(
+                { unanswered, captured in when(resolved: [Promise(value: captured), unanswered]) },
+                end: { $0.cancel() }))
+    }
 }
