@@ -4145,7 +4145,7 @@ nonisolated extension RunHandle {
             typealias Settled = (
                 Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
             )
-            let (settled, unneeded) = lock.withLock {
+            let (settled, handlers) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
                 guard isOpen, running[index] != nil else { return (nil, nil) }
                 ends = true
@@ -4168,7 +4168,10 @@ nonisolated extension RunHandle {
                 defer { tally.outcomes = [] }
                 return ((verdict, resolver, tally), handlers)
             }
-            withExtendedLifetime(unneeded) {}  // see `Lock`
+            // A member that cancelled its own run hears its handlers, as an operation run alone
+            // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
+            if outcome == nil, let handlers { for handler in handlers { handler(self) } }
+            withExtendedLifetime(handlers) {}
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
             if claimed { launch() }
             return ends

@@ -311,6 +311,33 @@ extension WhenFulfilled {
         let allCancelled = race([abandoned, abandoned]).run { _ in Issue.record("nothing won") }
         #expect(allCancelled.isCancelled)
     }
+
+    @Test func aMemberThatCancelsItsOwnRunHearsItsCancelHandler() {
+        /// How many times a member that cancels its own run hears its cancel handler, in the run
+        /// that `run` starts.
+        func heard(_ run: (Promise<Int, TestError>) -> RunHandle) -> Int {
+            let heard = Counter()
+            let member = Promise<Int, TestError> { resolver in
+                resolver.onCancel { _ in heard.increment() }
+                resolver.cancel()
+            }
+            _ = run(member)
+            return heard.value
+        }
+        let other = Promise<Int, TestError>(value: 1)
+        #expect(heard { $0.run { _ in } } == 1)  // as a plain run does
+        #expect(heard { when(resolved: [$0, other]).run { _ in } } == 1)
+        #expect(heard { when(fulfilled: [$0, other]).run { _ in } } == 1)
+        #expect(heard { when(fulfilled: [other, $0], concurrently: 1).run { _ in } } == 1)
+        #expect(heard { when(fulfilled: ["a": $0, "b": other]).run { _ in } } == 1)
+        #expect(heard { when(fulfilled: $0, other).run { _ in } } == 1)
+        #expect(heard { any([$0, other]).run { _ in } } == 1)
+        #expect(heard { race([$0, other]).run { _ in } } == 1)
+        #expect(heard { race(fulfilled: [$0, other]).run { _ in } } == 1)
+        let clock = ManualClock()
+        let slow = TestError("slow")
+        #expect(heard { $0.timeout(.seconds(1), orFailWith: slow, clock: clock).run { _ in } } == 1)
+    }
 }
 
 /// Stress tests: CI runs this suite again under ThreadSanitizer.
