@@ -342,6 +342,29 @@ extension WhenFulfilled {
 
 /// Stress tests: CI runs this suite again under ThreadSanitizer.
 @Suite struct CombiningConcurrency {
+    @Test func everyMemberHearsItsCancelHandlerOnceThoughItAndTheCombinationCancelAtOnce() throws {
+        for round in 0..<300 {
+            let started = (0..<8).map { _ in Counter() }
+            let heard = (0..<8).map { _ in Counter() }
+            let members = (0..<8).map { index in
+                Promise<Int, Never> { resolver in
+                    started[index].increment()
+                    resolver.onCancel { _ in heard[index].increment() }
+                    DispatchQueue.global().async { resolver.cancel() }
+                }
+            }
+            // A race starts every member at once; the limited `when` starts them as others end.
+            let combined =
+                round.isMultiple(of: 2)
+                ? race(members) : when(fulfilled: members, concurrently: 2).map { $0[0] }
+            let handle = combined.run { _ in Issue.record("every member cancels: no completion") }
+            usleep(UInt32.random(in: 0...50))
+            handle.cancel()
+            try #require(eventually { zip(started, heard).allSatisfy { $0.value == $1.value } })
+            #expect(started.allSatisfy { $0.value <= 1 } && started[0].value == 1)
+        }
+    }
+
     @Test func everyRunEndsOnceAndEveryMemberEnsuresOnceUnderRandomCancels() {
         for round in 0..<1_000 {
             let ensured = (0..<16).map { _ in Counter() }
