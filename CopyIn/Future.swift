@@ -4018,7 +4018,8 @@ nonisolated extension RunHandle {
         /// The cancel handlers of the members whose operations were called, by member.
         @exclusivity(unchecked) @usableFromInline var cancelHandlers:
             [Int: [@Sendable (any Reporter) -> Void]] = [:]
-        /// How many members have been started.
+        /// How many members have been started (more than `members` holds, once closing empties
+        /// it).
         @exclusivity(unchecked) @usableFromInline var started = 0
         /// Whether a thread runs the launch loop: at first, the one that starts the run.
         @exclusivity(unchecked) @usableFromInline var launching = true
