@@ -4079,10 +4079,13 @@ nonisolated extension RunHandle {
         Reporter, @unchecked Sendable
     {
         @usableFromInline let lock = Lock()
-        @usableFromInline let members: [Promise<Member, Failure>]
         @usableFromInline let width: Int
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
         // Guarded by `lock`.
+        /// The members, until the combination closes: a member's resolver, which keeps the join,
+        /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
+        /// deadline), and must not keep what the members captured.
+        @usableFromInline var members: [Promise<Member, Failure>]
         @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
         /// The members that run: `nil` for one that has not started, or has ended.
         @exclusivity(unchecked) @usableFromInline var running: [Running?]
@@ -4093,7 +4096,8 @@ nonisolated extension RunHandle {
         /// The cancel handlers of the members whose operations were called, by member.
         @exclusivity(unchecked) @usableFromInline var cancelHandlers:
             [Int: [@Sendable (any Reporter) -> Void]] = [:]
-        /// How many members have been started (or, once it is closed, never will be).
+        /// How many members have been started (more than `members` holds, once closing empties
+        /// it).
         @exclusivity(unchecked) @usableFromInline var started = 0
         /// Whether a thread runs the launch loop: at first, the one that starts the run.
         @exclusivity(unchecked) @usableFromInline var launching = true
@@ -4141,14 +4145,16 @@ nonisolated extension RunHandle {
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
             state = .open(resolver)
             outer = resolver.run
+            // (Read before a cancel can let go of the members.)
+            if members.isEmpty { return settle(decide(tally, .noMembers), resolver) }
             resolver.onCancel { [self] _ in stop() }
-            if members.isEmpty { settle(decide(tally, .noMembers), resolver) } else { launch() }
+            launch()
         }
 
         /// What the launch loop starts next.
         @usableFromInline enum Launch {
-            case call(Int, reusing: Bool)
-            case run(Int, Run)
+            case call(Int, Operation, reusing: Bool)
+            case run(Int, Run, Stage)
         }
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
@@ -4182,32 +4188,28 @@ nonisolated extension RunHandle {
                 started += 1
                 let index = started - 1
                 switch members[index].body {
-                case .operation:
+                case .operation(let operation):
                     running[index] = .called
-                    return .call(index, reusing: reusing)
+                    return .call(index, operation, reusing: reusing)
                 case .chain(let last):
                     let run =
                         lane?.run
                         ?? .make(
                             for: last, completing: Callback<Member, Failure>.self, inside: outer)
                     running[index] = .run(run)
-                    return .run(index, run)
+                    return .run(index, run, last)
                 }
             }) {
                 if dropsSpare { spare = nil }  // outside the lock: its deinit may take it
                 switch launch {
-                case .call(let index, let reusing):
+                case .call(let index, let operation, let reusing):
                     if !reusing { spare = Resolver(reporter: self, call: index) }
-                    // The operation is read here, not carried out of the lock, which would cost
-                    // a retain: the members never change.
-                    if case .operation(let operation) = members[index].body {
-                        spare!.begin(index, of: operation)
-                        operation(spare!)
-                    }
-                case .run(let index, let run):
+                    spare!.begin(index, of: operation)
+                    operation(spare!)
+                case .run(let index, let run, let last):
                     lane = (run, index)
                     run.member = index
-                    run.start(members[index], ended)
+                    run.start(Promise(last: last), ended)
                 }
             }
         }
@@ -4222,7 +4224,7 @@ nonisolated extension RunHandle {
             typealias Settled = (
                 Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
             )
-            let (settled, unneeded) = lock.withLock {
+            let (settled, handlers) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
                 guard isOpen, running[index] != nil else { return (nil, nil) }
                 ends = true
@@ -4245,7 +4247,10 @@ nonisolated extension RunHandle {
                 defer { tally.outcomes = [] }
                 return ((verdict, resolver, tally), handlers)
             }
-            withExtendedLifetime(unneeded) {}  // see `Lock`
+            // A member that cancelled its own run hears its handlers, as an operation run alone
+            // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
+            if outcome == nil, let handlers { for handler in handlers { handler(self) } }
+            withExtendedLifetime(handlers) {}
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
             if claimed { launch() }
             return ends
@@ -4271,13 +4276,16 @@ nonisolated extension RunHandle {
             // the lock.
             typealias Stopped = (
                 [Run], [(Int, [@Sendable (any Reporter) -> Void])],
-                ArraySlice<Promise<Member, Failure>>, State
+                ArraySlice<Promise<Member, Failure>>, (State, Tally<Member, Failure>)
             )
             let (runs, handlers, unstarted, closed) = lock.withLock { () -> Stopped in
-                let unstarted = members[started...]
-                started = members.count  // they start here if they ignore cancel, or never
-                let previous = state
+                // The members, and the outcomes of those that ended, go with the run (a slice
+                // keeps its array's storage: to outside the lock).
+                let unstarted = members.dropFirst(started)
+                members = []  // the unstarted start here if they ignore cancel, or never
+                let previous = (state, tally)
                 state = .closed
+                tally.outcomes = []
                 let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
                 let handlers = cancelHandlers.sorted { $0.key < $1.key }
                 cancelHandlers = [:]
@@ -4308,10 +4316,7 @@ nonisolated extension RunHandle {
         }
 
         @usableFromInline func isCancelled(since call: Int) -> Bool {
-            lock.withLock {
-                guard !isOpen, case .called? = running[call] else { return false }
-                return true
-            }
+            lock.withLock { if !isOpen, case .called? = running[call] { true } else { false } }
         }
 
         @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }

@@ -329,10 +329,60 @@ extension WhenFulfilled {
         let allCancelled = race([abandoned, abandoned]).run { _ in Issue.record("nothing won") }
         #expect(allCancelled.isCancelled)
     }
+
+    @Test func aMemberThatCancelsItsOwnRunHearsItsCancelHandler() {
+        /// How many times a member that cancels its own run hears its cancel handler, in the run
+        /// that `run` starts.
+        func heard(_ run: (Promise<Int, TestError>) -> RunHandle) -> Int {
+            let heard = Counter()
+            let member = Promise<Int, TestError> { resolver in
+                resolver.onCancel { _ in heard.increment() }
+                resolver.cancel()
+            }
+            _ = run(member)
+            return heard.value
+        }
+        let other = Promise<Int, TestError>(value: 1)
+        #expect(heard { $0.run { _ in } } == 1)  // as a plain run does
+        #expect(heard { when(resolved: [$0, other]).run { _ in } } == 1)
+        #expect(heard { when(fulfilled: [$0, other]).run { _ in } } == 1)
+        #expect(heard { when(fulfilled: [other, $0], concurrently: 1).run { _ in } } == 1)
+        #expect(heard { when(fulfilled: ["a": $0, "b": other]).run { _ in } } == 1)
+        #expect(heard { when(fulfilled: $0, other).run { _ in } } == 1)
+        #expect(heard { any([$0, other]).run { _ in } } == 1)
+        #expect(heard { race([$0, other]).run { _ in } } == 1)
+        #expect(heard { race(fulfilled: [$0, other]).run { _ in } } == 1)
+        let clock = ManualClock()
+        let slow = TestError("slow")
+        #expect(heard { $0.timeout(.seconds(1), orFailWith: slow, clock: clock).run { _ in } } == 1)
+    }
 }
 
 /// Stress tests: CI runs this suite again under ThreadSanitizer.
 @Suite struct CombiningConcurrency {
+    @Test func everyMemberHearsItsCancelHandlerOnceThoughItAndTheCombinationCancelAtOnce() throws {
+        for round in 0..<300 {
+            let started = (0..<8).map { _ in Counter() }
+            let heard = (0..<8).map { _ in Counter() }
+            let members = (0..<8).map { index in
+                Promise<Int, Never> { resolver in
+                    started[index].increment()
+                    resolver.onCancel { _ in heard[index].increment() }
+                    DispatchQueue.global().async { resolver.cancel() }
+                }
+            }
+            // A race starts every member at once; the limited `when` starts them as others end.
+            let combined =
+                round.isMultiple(of: 2)
+                ? race(members) : when(fulfilled: members, concurrently: 2).map { $0[0] }
+            let handle = combined.run { _ in Issue.record("every member cancels: no completion") }
+            usleep(UInt32.random(in: 0...50))
+            handle.cancel()
+            try #require(eventually { zip(started, heard).allSatisfy { $0.value == $1.value } })
+            #expect(started.allSatisfy { $0.value <= 1 } && started[0].value == 1)
+        }
+    }
+
     @Test func everyRunEndsOnceAndEveryMemberEnsuresOnceUnderRandomCancels() {
         for round in 0..<1_000 {
             let ensured = (0..<16).map { _ in Counter() }
@@ -416,5 +466,49 @@ extension CombiningConcurrency {
             cancelled.cancel()
         }
         #expect(eventually { witness.value == nil })
+    }
+
+    /// Whether the combination `combine` makes of a member that never answers lets go of what
+    /// the member captured once `end` has ended its run, while the member's resolver, which
+    /// reports to the combination, is still kept (as a cancelled `DispatchWorkItem` keeps its
+    /// block until its deadline).
+    func letsGoOfItsMembers<Value, Failure>(
+        _ combine: (Promise<Memory.Witness, TestError>, Memory.Witness) -> Promise<Value, Failure>,
+        end: (RunHandle) -> Void = { _ in }
+    ) -> Bool {
+        let witness = WeakReference<Memory.Witness>()
+        let kept = Delivery<Resolver<Memory.Witness, TestError>>()
+        let ended = Delivery<Void>()
+        do {
+            let captured = Memory.Witness()
+            witness.value = captured
+            let unanswered = Promise<Memory.Witness, TestError> { resolver in
+                resolver.onCancel { _ in _ = captured }
+                kept.send(resolver)
+            }
+            end(combine(unanswered, captured).ensure { ended.send(()) }.run { _ in })
+        }
+        #expect(ended.wait() != nil)
+        #expect(kept.all.count == 1)
+        return eventually { witness.value == nil }
+    }
+
+    @Test func aCombinationThatEndedLetsGoOfItsMembersThoughOneKeepsItsResolver() {
+        let other = Promise<Memory.Witness, TestError>(value: Memory.Witness())
+        let failure = Promise<Memory.Witness, TestError>(error: TestError("failed"))
+        #expect(letsGoOfItsMembers { unanswered, _ in race([unanswered, other]) })
+        #expect(letsGoOfItsMembers { unanswered, _ in when(fulfilled: [unanswered, failure]) })
+        #expect(letsGoOfItsMembers { unanswered, _ in race(fulfilled: [unanswered, other]) })
+        let clock = ManualClock()
+        #expect(
+            letsGoOfItsMembers(
+                { unanswered, _ in
+                    unanswered.timeout(.seconds(1), orFailWith: TestError("slow"), clock: clock)
+                }, end: { _ in clock.advance(by: .seconds(1)) }))
+        // Cancelled, with the outcome of a member that ended.
+        #expect(
+            letsGoOfItsMembers(
+                { unanswered, captured in when(resolved: [Promise(value: captured), unanswered]) },
+                end: { $0.cancel() }))
     }
 }
