@@ -1684,20 +1684,17 @@ nonisolated public final class ManualClock: Clock, Sendable {
 
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
     public func advance(by duration: Duration) {
-        advance(to: now.advanced(by: Self.forward(duration)))
+        fire(until: timeline.claim(nil, by: Self.forward(duration)).deadline)
     }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
-    public func advance(to deadline: Instant) {
-        checkForward(to: deadline)
-        while timeline.fireNext(until: deadline) {}
-    }
+    public func advance(to deadline: Instant) { fire(until: claim(deadline)) }
 
     /// Fires every timer, the ones that firing sets included, moving time to each deadline.
     ///
     /// It returns when no timer is left: work that always sets a new timer, such as a poll that
     /// never stops, never lets it return.
-    public func run() { while timeline.fireNext(until: nil) {} }
+    public func run() { fire(until: nil) }
 
     /// Moves time forward by `duration` as ``advance(by:)`` does, letting the work under test go
     /// on before time moves and after each timer fires.
@@ -1710,22 +1707,27 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// a new `Task` has set its timers (``timerCount``).
     public func advance(by duration: Duration, isolation: isolated (any Actor)? = #isolation) async
     {
-        await advance(to: now.advanced(by: Self.forward(duration)), isolation: isolation)
+        let deadline = timeline.claim(nil, by: Self.forward(duration)).deadline
+        await fire(until: deadline, isolation)
     }
 
     /// Moves time forward to `deadline` as ``advance(to:)`` does, letting the work under test go
     /// on before time moves and after each timer fires, as ``advance(by:isolation:)`` does.
     public func advance(to deadline: Instant, isolation: isolated (any Actor)? = #isolation) async {
-        checkForward(to: deadline)
-        await Timeline.settle(isolation)
-        while timeline.fireNext(until: deadline) { await Timeline.settle(isolation) }
+        await fire(until: claim(deadline), isolation)
     }
 
     /// Fires every timer as ``run()`` does, letting the work under test go on before and after
     /// each, as ``advance(by:isolation:)`` does.
     public func run(isolation: isolated (any Actor)? = #isolation) async {
+        await fire(until: nil, isolation)
+    }
+
+    private func fire(until deadline: Instant?) { while timeline.fireNext(until: deadline) {} }
+
+    private func fire(until deadline: Instant?, _ isolation: isolated (any Actor)?) async {
         await Timeline.settle(isolation)
-        while timeline.fireNext(until: nil) { await Timeline.settle(isolation) }
+        while timeline.fireNext(until: deadline) { await Timeline.settle(isolation) }
     }
 
     // `fatalError`, not `precondition`: its message stays in a release build.
@@ -1736,11 +1738,12 @@ nonisolated public final class ManualClock: Clock, Sendable {
         return duration
     }
 
-    private func checkForward(to deadline: Instant) {
-        let now = now
+    private func claim(_ deadline: Instant) -> Instant {
+        let now = timeline.claim(deadline, by: .zero).now
         guard deadline >= now else {
             fatalError("advance(to:) cannot move a ManualClock back, from \(now) to \(deadline)")
         }
+        return deadline
     }
 }
 
@@ -4468,16 +4471,30 @@ nonisolated extension ManualClock {
         private typealias Timer = (deadline: Instant, fire: @Sendable (_ fired: Bool) -> Void)
         private let lock = RunHandle.Lock()
         private var instant: Instant
+        /// Where the advances under way move time to: past `instant` while they fire timers, so
+        /// that advances from several threads add up.
+        private var horizon: Instant
         private var timers: [Int: Timer] = [:]  // by the order they were set
         private var timersSet = 0
 
-        init(now: Instant) { instant = now }
+        init(now: Instant) { (instant, horizon) = (now, now) }
 
         deinit { lock.free() }
 
         var now: Instant { locked { instant } }
 
         var count: Int { locked { timers.count } }
+
+        /// Where an advance moves time to: `deadline`, or else `step` past where the advances under
+        /// way move it; and the time now, which `deadline` must not be before. One step under the
+        /// lock, so that an advance from another thread cannot come between.
+        func claim(_ deadline: Instant?, by step: Duration) -> (now: Instant, deadline: Instant) {
+            locked {
+                let deadline = deadline ?? max(horizon, instant).advanced(by: step)
+                if deadline >= instant { horizon = max(horizon, deadline) }
+                return (instant, deadline)
+            }
+        }
 
         /// Numbers a timer to set later, so that it can be cancelled before it is set.
         func newTimer() -> Int {

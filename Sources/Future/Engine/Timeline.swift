@@ -39,16 +39,30 @@ nonisolated extension ManualClock {
         private typealias Timer = (deadline: Instant, fire: @Sendable (_ fired: Bool) -> Void)
         private let lock = RunHandle.Lock()
         private var instant: Instant
+        /// Where the advances under way move time to: past `instant` while they fire timers, so
+        /// that advances from several threads add up.
+        private var horizon: Instant
         private var timers: [Int: Timer] = [:]  // by the order they were set
         private var timersSet = 0
 
-        init(now: Instant) { instant = now }
+        init(now: Instant) { (instant, horizon) = (now, now) }
 
         deinit { lock.free() }
 
         var now: Instant { locked { instant } }
 
         var count: Int { locked { timers.count } }
+
+        /// Where an advance moves time to: `deadline`, or else `step` past where the advances under
+        /// way move it; and the time now, which `deadline` must not be before. One step under the
+        /// lock, so that an advance from another thread cannot come between.
+        func claim(_ deadline: Instant?, by step: Duration) -> (now: Instant, deadline: Instant) {
+            locked {
+                let deadline = deadline ?? max(horizon, instant).advanced(by: step)
+                if deadline >= instant { horizon = max(horizon, deadline) }
+                return (instant, deadline)
+            }
+        }
 
         /// Numbers a timer to set later, so that it can be cancelled before it is set.
         func newTimer() -> Int {
