@@ -738,10 +738,10 @@ nonisolated extension Promise {
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
-        typealias Next = @Sendable (Value) -> Promise<NewValue, Failure>
-        return appending(next) { stage, slot, run in
+        typealias Next = RunHandle.Nest<Value, NewValue, Failure>
+        return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
-            case .success(let value): return run.enter(Node<Next>.payload(of: stage)(value))
+            case .success(let value): return run.enter(Next.next(of: stage)(value))
             case .failure(let error):
                 slot.put(Swift.Result<NewValue, Failure>.failure(error))
                 return .proceed
@@ -893,9 +893,9 @@ nonisolated extension Promise where Failure == Never {
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        typealias Next = @Sendable (Value) -> Promise<NewValue, NewFailure>
-        return appending(next) { stage, slot, run in
-            run.enter(Node<Next>.payload(of: stage)(slot.take(Outcome.self).get()))
+        typealias Next = RunHandle.Nest<Value, NewValue, NewFailure>
+        return nesting(next) { stage, slot, run in
+            run.enter(Next.next(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 
@@ -979,13 +979,13 @@ nonisolated extension Promise {
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
-        typealias Next = @Sendable (Failure) -> Promise<Value, NewFailure>
-        return appending(next) { stage, slot, run in
+        typealias Next = RunHandle.Nest<Failure, Value, NewFailure>
+        return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return run.enter(Node<Next>.payload(of: stage)(error))
+            case .failure(let error): return run.enter(Next.next(of: stage)(error))
             }
         }
     }
@@ -1684,7 +1684,7 @@ nonisolated public final class ManualClock: Clock, Sendable {
 
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
     public func advance(by duration: Duration) {
-        fire(until: timeline.claim(nil, by: Self.forward(duration)).deadline)
+        fire(until: timeline.claim(nil, by: Self.forward(duration)).horizon)
     }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
@@ -1707,7 +1707,7 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// a new `Task` has set its timers (``timerCount``).
     public func advance(by duration: Duration, isolation: isolated (any Actor)? = #isolation) async
     {
-        let deadline = timeline.claim(nil, by: Self.forward(duration)).deadline
+        let deadline = timeline.claim(nil, by: Self.forward(duration)).horizon
         await fire(until: deadline, isolation)
     }
 
@@ -2215,7 +2215,7 @@ nonisolated extension RunHandle {
         }
 
         @inlinable init<Output>(
-            after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
+            after parent: Stage?, output: Output.Type, isEnsure: Bool = false, step: @escaping Step
         ) {
             self.parent = parent
             self.step = step
@@ -2250,6 +2250,28 @@ nonisolated extension RunHandle {
         @inlinable static func payload(of stage: Stage) -> Payload {
             unsafeDowncast(stage, to: Node.self).payload
         }
+    }
+
+    /// A step that enters the promise its closure makes (`flatMap`, `then`, `recover`). The
+    /// closure may keep the promise before it, whose closure keeps the one before, as in a
+    /// fallback list built in a loop: so it is released as a level of releases (see `Nesting`),
+    /// and kept as it came (a `Node` keeps a closure behind a reabstraction thunk: one more
+    /// allocation, and one more object for each level to release).
+    @usableFromInline final class Nest<Input, Value, Failure: Error>: Stage, @unchecked Sendable {
+        @usableFromInline typealias Next = @Sendable (Input) -> Promise<Value, Failure>
+        /// A `var` only for `deinit`.
+        @exclusivity(unchecked) @usableFromInline var next: Next?
+
+        @inlinable init(_ next: @escaping Next, after parent: Stage?, _ step: @escaping Step) {
+            self.next = next
+            super.init(after: parent, output: Swift.Result<Value, Failure>.self, step: step)
+        }
+
+        @inlinable static func next(of stage: Stage) -> Next {
+            unsafeDowncast(stage, to: Nest.self).next.unsafelyUnwrapped
+        }
+
+        deinit { Nesting.release({ next as Any }, by: { next = nil }) }
     }
 
     /// What a promise keeps of its work: an operation alone, or the last stage of a chain.
@@ -2308,7 +2330,7 @@ nonisolated extension RunHandle {
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
         /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
-        @exclusivity(unchecked) @usableFromInline var operation: Operation
+        @exclusivity(unchecked) @usableFromInline var operation: Operation?
         @usableFromInline let ignored: (@Sendable (Run) -> Void)?
 
         @inlinable init(
@@ -2320,7 +2342,7 @@ nonisolated extension RunHandle {
                 stage, _, run in
                 let source = unsafeDowncast(stage, to: Source.self)
                 return run.perform(
-                    source.operation, Value.self, Failure.self, ignored: source.ignored)
+                    source.operation!, Value.self, Failure.self, ignored: source.ignored)
             }
         }
 
@@ -2329,12 +2351,7 @@ nonisolated extension RunHandle {
         // An operation may keep promises (a combination its members, a shared promise its work),
         // whose operations keep more: each is released as a level of releases, in this body (Swift
         // releases stored properties after every deinit has returned).
-        deinit {
-            let nested = Nesting.enterRelease()
-            if !nested { Nesting.hold(operation) }  // for the bottom level to release
-            operation = Operation(file: "", line: 0) { (_: Resolver<Value, Failure>) in }
-            Nesting.leaveRelease()
-        }
+        deinit { Nesting.release({ operation as Any }, by: { operation = nil }) }
     }
 
     /// The first stage of a `timeout`, which enters the work's chain in a scope with a deadline
@@ -2354,12 +2371,7 @@ nonisolated extension RunHandle {
             }
         }
 
-        deinit {
-            let nested = Nesting.enterRelease()
-            if !nested { Nesting.hold(work as Any) }  // for the bottom level to release
-            work = nil
-            Nesting.leaveRelease()
-        }
+        deinit { Nesting.release({ work as Any }, by: { work = nil }) }
     }
 
     /// A type whose values a slot can hold; `Box<T>` stands for `T`.
@@ -2574,6 +2586,11 @@ nonisolated extension Promise {
         return Promise<NewValue, NewFailure>(
             last: Node(payload, after: last, output: Output.self, isEnsure: isEnsure, step))
     }
+
+    /// Adds a step that enters the promise `next` makes, as `step` decides (`Nest`).
+    @inlinable func nesting<Input, V, F>(
+        _ next: @escaping RunHandle.Nest<Input, V, F>.Next, _ step: @escaping RunHandle.Stage.Step
+    ) -> Promise<V, F> { Promise<V, F>(last: RunHandle.Nest(next, after: last, step)) }
 
     /// How a step's errors join the chain, decided once, as the step is built, so that a run pays
     /// no test: `nil` when they are the chain's own; else a conversion, for a step that cannot fail
@@ -3825,8 +3842,9 @@ nonisolated extension RunHandle {
 // shared promise's work) releases them from inside its own release. Nested 10,000 deep, either
 // would overflow the stack. So past `limit` levels of either on a thread, the run or the release
 // waits until the levels below have returned: the bottom level does it before it returns, so what
-// a call started is done when the call returns. (A step's closure that captured a promise is
-// still released recursively: see the README's "Nesting is flat".)
+// a call started is done when the call returns. (So is the closure of a step that enters the
+// promise it makes, which may keep the promise before it. Another step's closure that captured a
+// promise is still released recursively: see the README's "Nesting is flat".)
 
 nonisolated extension RunHandle {
     /// The levels of runs and of releases on one thread, and what waits for them to unwind.
@@ -3899,13 +3917,18 @@ nonisolated extension RunHandle {
             isDraining = false
         }
 
-        /// A source's deinit releases its operation as a level of releases: if there is no room
-        /// for the level, it keeps it for the bottom level to release (`hold`).
-        static func enterRelease() -> Bool { withCurrent { $0.enterRelease() } }
-
-        static func hold(_ value: Any) { withCurrent { $0.hold(value) } }
-
-        static func leaveRelease() { withCurrent { $0.leaveRelease() } }
+        /// Lets go of what a deinit keeps (`clear`), which may hold promises, as one more level of
+        /// releases, in the deinit's body (Swift releases stored properties after every deinit
+        /// has returned); if there is no room for the level, the bottom level releases it, as
+        /// `kept` gives it. (Not an `inout` generic value: a closure passed so would be copied
+        /// out and written back, and released after the level.)
+        static func release(_ kept: () -> Any, by clear: () -> Void) {
+            withCurrent { nesting in
+                if !nesting.enterRelease() { nesting.hold(kept()) }
+                clear()
+                nesting.leaveRelease()
+            }
+        }
 
         @inline(never) private func enterRelease() -> Bool {
             releases += 1
@@ -4485,14 +4508,14 @@ nonisolated extension ManualClock {
 
         var count: Int { locked { timers.count } }
 
-        /// Where an advance moves time to: `deadline`, or else `step` past where the advances under
-        /// way move it; and the time now, which `deadline` must not be before. One step under the
-        /// lock, so that an advance from another thread cannot come between.
-        func claim(_ deadline: Instant?, by step: Duration) -> (now: Instant, deadline: Instant) {
+        /// Moves the horizon to `deadline`, or else `step` past it, for an advance; returns the
+        /// time now, which `deadline` must not be before, and the horizon, where an advance by
+        /// `step` moves time to. One step under the lock, so that an advance from another thread
+        /// cannot come between.
+        func claim(_ deadline: Instant?, by step: Duration) -> (now: Instant, horizon: Instant) {
             locked {
-                let deadline = deadline ?? max(horizon, instant).advanced(by: step)
-                if deadline >= instant { horizon = max(horizon, deadline) }
-                return (instant, deadline)
+                horizon = max(horizon, deadline ?? max(horizon, instant).advanced(by: step))
+                return (instant, horizon)
             }
         }
 

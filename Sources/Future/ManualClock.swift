@@ -77,7 +77,7 @@ nonisolated public final class ManualClock: Clock, Sendable {
 
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
     public func advance(by duration: Duration) {
-        fire(until: timeline.claim(nil, by: Self.forward(duration)).deadline)
+        fire(until: timeline.claim(nil, by: Self.forward(duration)).horizon)
     }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
@@ -100,7 +100,7 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// a new `Task` has set its timers (``timerCount``).
     public func advance(by duration: Duration, isolation: isolated (any Actor)? = #isolation) async
     {
-        let deadline = timeline.claim(nil, by: Self.forward(duration)).deadline
+        let deadline = timeline.claim(nil, by: Self.forward(duration)).horizon
         await fire(until: deadline, isolation)
     }
 

@@ -53,14 +53,14 @@ nonisolated extension ManualClock {
 
         var count: Int { locked { timers.count } }
 
-        /// Where an advance moves time to: `deadline`, or else `step` past where the advances under
-        /// way move it; and the time now, which `deadline` must not be before. One step under the
-        /// lock, so that an advance from another thread cannot come between.
-        func claim(_ deadline: Instant?, by step: Duration) -> (now: Instant, deadline: Instant) {
+        /// Moves the horizon to `deadline`, or else `step` past it, for an advance; returns the
+        /// time now, which `deadline` must not be before, and the horizon, where an advance by
+        /// `step` moves time to. One step under the lock, so that an advance from another thread
+        /// cannot come between.
+        func claim(_ deadline: Instant?, by step: Duration) -> (now: Instant, horizon: Instant) {
             locked {
-                let deadline = deadline ?? max(horizon, instant).advanced(by: step)
-                if deadline >= instant { horizon = max(horizon, deadline) }
-                return (instant, deadline)
+                horizon = max(horizon, deadline ?? max(horizon, instant).advanced(by: step))
+                return (instant, horizon)
             }
         }
 
