@@ -1,6 +1,8 @@
 // Compiled by .ci/run with CopyIn/Future.swift in a release build (the tests run in a
 // debug one): combinations and shares nested 10,000 deep are built, run, completed and released
-// on a thread with a 512 KiB stack, Apple's Dispatch worker size, with the right value.
+// on a thread with a 512 KiB stack, Apple's Dispatch worker size, with the right value; and so
+// is a fallback list of 2,500 promises nested through closures, each `recover` closure keeping
+// the promise before it.
 
 import Dispatch
 
@@ -9,6 +11,8 @@ import Dispatch
 #elseif canImport(Darwin)
     import Darwin
 #endif
+
+struct Failed: Error {}
 
 final class Work: Sendable {
     let body: @Sendable () -> Void
@@ -86,6 +90,31 @@ func nest(_ kind: String, _ promise: Guarantee<Int>) -> Guarantee<Int> {
                     "\(kind) nested \(depth) deep, settling \(settlesLater ? "later" : "at once"): \(depth)"
                 )
             }
+        }
+        for firstSucceeds in [false, true] {
+            let levels = 2_500
+            let done = DispatchSemaphore(value: 0)
+            nonisolated(unsafe) var value: Int?
+            onSmallStack {
+                var promise = Guarantee<Int>(value: 0)
+                for level in 1...levels {
+                    let previous = promise
+                    let attempt =
+                        firstSucceeds
+                        ? Promise<Int, Failed>(value: level) : Promise(error: Failed())
+                    promise = attempt.recover { _ in previous }
+                }
+                promise.run {
+                    value = $0.get()
+                    done.signal()
+                }
+                precondition(done.wait(timeout: .now() + 60) == .success, "closures: no outcome")
+            }
+            let expected = firstSucceeds ? levels : 0
+            precondition(value == expected, "closures: \(String(describing: value))")
+            print(
+                "\(levels) promises nested through closures, \(firstSucceeds ? "the first" : "the last") succeeding: \(expected)"
+            )
         }
     }
 }

@@ -132,10 +132,10 @@ nonisolated extension Promise {
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
-        typealias Next = @Sendable (Value) -> Promise<NewValue, Failure>
-        return appending(next) { stage, slot, run in
+        typealias Next = RunHandle.Nest<Value, NewValue, Failure>
+        return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
-            case .success(let value): return run.enter(Node<Next>.payload(of: stage)(value))
+            case .success(let value): return run.enter(Next.next(of: stage)(value))
             case .failure(let error):
                 slot.put(Swift.Result<NewValue, Failure>.failure(error))
                 return .proceed
@@ -287,9 +287,9 @@ nonisolated extension Promise where Failure == Never {
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        typealias Next = @Sendable (Value) -> Promise<NewValue, NewFailure>
-        return appending(next) { stage, slot, run in
-            run.enter(Node<Next>.payload(of: stage)(slot.take(Outcome.self).get()))
+        typealias Next = RunHandle.Nest<Value, NewValue, NewFailure>
+        return nesting(next) { stage, slot, run in
+            run.enter(Next.next(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 

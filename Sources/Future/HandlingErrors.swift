@@ -45,13 +45,13 @@ nonisolated extension Promise {
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
-        typealias Next = @Sendable (Failure) -> Promise<Value, NewFailure>
-        return appending(next) { stage, slot, run in
+        typealias Next = RunHandle.Nest<Failure, Value, NewFailure>
+        return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return run.enter(Node<Next>.payload(of: stage)(error))
+            case .failure(let error): return run.enter(Next.next(of: stage)(error))
             }
         }
     }

@@ -77,20 +77,17 @@ nonisolated public final class ManualClock: Clock, Sendable {
 
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
     public func advance(by duration: Duration) {
-        advance(to: now.advanced(by: Self.forward(duration)))
+        fire(until: timeline.claim(nil, by: Self.forward(duration)).horizon)
     }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
-    public func advance(to deadline: Instant) {
-        checkForward(to: deadline)
-        while timeline.fireNext(until: deadline) {}
-    }
+    public func advance(to deadline: Instant) { fire(until: claim(deadline)) }
 
     /// Fires every timer, the ones that firing sets included, moving time to each deadline.
     ///
     /// It returns when no timer is left: work that always sets a new timer, such as a poll that
     /// never stops, never lets it return.
-    public func run() { while timeline.fireNext(until: nil) {} }
+    public func run() { fire(until: nil) }
 
     /// Moves time forward by `duration` as ``advance(by:)`` does, letting the work under test go
     /// on before time moves and after each timer fires.
@@ -103,22 +100,27 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// a new `Task` has set its timers (``timerCount``).
     public func advance(by duration: Duration, isolation: isolated (any Actor)? = #isolation) async
     {
-        await advance(to: now.advanced(by: Self.forward(duration)), isolation: isolation)
+        let deadline = timeline.claim(nil, by: Self.forward(duration)).horizon
+        await fire(until: deadline, isolation)
     }
 
     /// Moves time forward to `deadline` as ``advance(to:)`` does, letting the work under test go
     /// on before time moves and after each timer fires, as ``advance(by:isolation:)`` does.
     public func advance(to deadline: Instant, isolation: isolated (any Actor)? = #isolation) async {
-        checkForward(to: deadline)
-        await Timeline.settle(isolation)
-        while timeline.fireNext(until: deadline) { await Timeline.settle(isolation) }
+        await fire(until: claim(deadline), isolation)
     }
 
     /// Fires every timer as ``run()`` does, letting the work under test go on before and after
     /// each, as ``advance(by:isolation:)`` does.
     public func run(isolation: isolated (any Actor)? = #isolation) async {
+        await fire(until: nil, isolation)
+    }
+
+    private func fire(until deadline: Instant?) { while timeline.fireNext(until: deadline) {} }
+
+    private func fire(until deadline: Instant?, _ isolation: isolated (any Actor)?) async {
         await Timeline.settle(isolation)
-        while timeline.fireNext(until: nil) { await Timeline.settle(isolation) }
+        while timeline.fireNext(until: deadline) { await Timeline.settle(isolation) }
     }
 
     // `fatalError`, not `precondition`: its message stays in a release build.
@@ -129,10 +131,11 @@ nonisolated public final class ManualClock: Clock, Sendable {
         return duration
     }
 
-    private func checkForward(to deadline: Instant) {
-        let now = now
+    private func claim(_ deadline: Instant) -> Instant {
+        let now = timeline.claim(deadline, by: .zero).now
         guard deadline >= now else {
             fatalError("advance(to:) cannot move a ManualClock back, from \(now) to \(deadline)")
         }
+        return deadline
     }
 }

@@ -1,3 +1,4 @@
+import Dispatch
 import Testing
 
 @testable import Future
@@ -202,6 +203,23 @@ enum ClockScenario {
     }
 
     @Test func otherClocksSleepInATask() async { await ClockScenario.otherClocksSleepInATask() }
+
+    /// The clock is `Sendable`: four threads that each advance it by 500 ms, a millisecond at a
+    /// time, move it by 2 s, and fire every timer on the way, each once; none traps for moving
+    /// the clock back (an advance's target was read apart from the move).
+    @Test func advancesFromSeveralThreadsAddUp() {
+        let clock = ManualClock()
+        let fired = Counter()
+        for milliseconds in 1...400 {
+            after(.milliseconds(5 * milliseconds), clock: clock).run { fired.increment() }
+        }
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for _ in 0..<500 { clock.advance(by: .milliseconds(1)) }
+        }
+        #expect(clock.now.offset == .seconds(2))
+        #expect(fired.value == 400)
+        #expect(clock.timerCount == 0)
+    }
 }
 
 @Suite @MainActor struct ManualClockRepeated {

@@ -51,18 +51,26 @@ let smallStack = 512 * 1024
         #expect(delivered.wait() == .success(100_000))
     }
 
-    /// Nesting through closures is released recursively (see the README for the measured limit);
-    /// a thousand levels, half the limit on a small stack, are built, run and dropped there.
-    @Test func aThousandPromisesNestedThroughClosuresAreDroppedOnASmallStack() {
+    /// A fallback list built in a loop nests promises through closures: each level's `recover`
+    /// closure keeps the promise before it, so releasing the list releases 2,000 promises, one
+    /// inside the other. It is built, run and released on a small stack, resolving through every
+    /// fallback or by the first attempt.
+    @Test(arguments: [false, true])
+    func twoThousandPromisesNestedThroughClosuresRunAndAreReleasedOnASmallStack(
+        firstSucceeds: Bool
+    ) {
         let delivered = Delivery<Result<Int, Never>>()
         onThread(stackSize: smallStack) {
-            var promise = Promise<Int, TestError>(value: 1)
-            for _ in 0..<1_000 {
+            var promise = Promise<Int, TestError>(value: 0)
+            for level in 1...2_000 {
                 let previous = promise
-                promise = Promise(error: TestError("again")).recover { _ in previous }
+                let attempt =
+                    firstSucceeds
+                    ? Promise<Int, TestError>(value: level) : Promise(error: TestError("again"))
+                promise = attempt.recover { _ in previous }
             }
-            promise.recover { _ in 0 }.run { delivered.send($0) }
+            promise.recover { _ in -1 }.run { delivered.send($0) }
         }
-        #expect(delivered.all == [.success(1)])
+        #expect(delivered.all == [.success(firstSucceeds ? 2_000 : 0)])
     }
 }

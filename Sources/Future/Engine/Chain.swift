@@ -60,7 +60,7 @@ nonisolated extension RunHandle {
         }
 
         @inlinable init<Output>(
-            after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
+            after parent: Stage?, output: Output.Type, isEnsure: Bool = false, step: @escaping Step
         ) {
             self.parent = parent
             self.step = step
@@ -95,6 +95,28 @@ nonisolated extension RunHandle {
         @inlinable static func payload(of stage: Stage) -> Payload {
             unsafeDowncast(stage, to: Node.self).payload
         }
+    }
+
+    /// A step that enters the promise its closure makes (`flatMap`, `then`, `recover`). The
+    /// closure may keep the promise before it, whose closure keeps the one before, as in a
+    /// fallback list built in a loop: so it is released as a level of releases (see `Nesting`),
+    /// and kept as it came (a `Node` keeps a closure behind a reabstraction thunk: one more
+    /// allocation, and one more object for each level to release).
+    @usableFromInline final class Nest<Input, Value, Failure: Error>: Stage, @unchecked Sendable {
+        @usableFromInline typealias Next = @Sendable (Input) -> Promise<Value, Failure>
+        /// A `var` only for `deinit`.
+        @exclusivity(unchecked) @usableFromInline var next: Next?
+
+        @inlinable init(_ next: @escaping Next, after parent: Stage?, _ step: @escaping Step) {
+            self.next = next
+            super.init(after: parent, output: Swift.Result<Value, Failure>.self, step: step)
+        }
+
+        @inlinable static func next(of stage: Stage) -> Next {
+            unsafeDowncast(stage, to: Nest.self).next.unsafelyUnwrapped
+        }
+
+        deinit { Nesting.release({ next as Any }, by: { next = nil }) }
     }
 
     /// What a promise keeps of its work: an operation alone, or the last stage of a chain.
@@ -153,7 +175,7 @@ nonisolated extension RunHandle {
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
         /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
-        @exclusivity(unchecked) @usableFromInline var operation: Operation
+        @exclusivity(unchecked) @usableFromInline var operation: Operation?
         @usableFromInline let ignored: (@Sendable (Run) -> Void)?
 
         @inlinable init(
@@ -165,7 +187,7 @@ nonisolated extension RunHandle {
                 stage, _, run in
                 let source = unsafeDowncast(stage, to: Source.self)
                 return run.perform(
-                    source.operation, Value.self, Failure.self, ignored: source.ignored)
+                    source.operation!, Value.self, Failure.self, ignored: source.ignored)
             }
         }
 
@@ -174,12 +196,7 @@ nonisolated extension RunHandle {
         // An operation may keep promises (a combination its members, a shared promise its work),
         // whose operations keep more: each is released as a level of releases, in this body (Swift
         // releases stored properties after every deinit has returned).
-        deinit {
-            let nested = Nesting.enterRelease()
-            if !nested { Nesting.hold(operation) }  // for the bottom level to release
-            operation = Operation(file: "", line: 0) { (_: Resolver<Value, Failure>) in }
-            Nesting.leaveRelease()
-        }
+        deinit { Nesting.release({ operation as Any }, by: { operation = nil }) }
     }
 
     /// The first stage of a `timeout`, which enters the work's chain in a scope with a deadline
@@ -199,12 +216,7 @@ nonisolated extension RunHandle {
             }
         }
 
-        deinit {
-            let nested = Nesting.enterRelease()
-            if !nested { Nesting.hold(work as Any) }  // for the bottom level to release
-            work = nil
-            Nesting.leaveRelease()
-        }
+        deinit { Nesting.release({ work as Any }, by: { work = nil }) }
     }
 
     /// A type whose values a slot can hold; `Box<T>` stands for `T`.
@@ -422,6 +434,11 @@ nonisolated extension Promise {
         return Promise<NewValue, NewFailure>(
             last: Node(payload, after: last, output: Output.self, isEnsure: isEnsure, step))
     }
+
+    /// Adds a step that enters the promise `next` makes, as `step` decides (`Nest`).
+    @inlinable func nesting<Input, V, F>(
+        _ next: @escaping RunHandle.Nest<Input, V, F>.Next, _ step: @escaping RunHandle.Stage.Step
+    ) -> Promise<V, F> { Promise<V, F>(last: RunHandle.Nest(next, after: last, step)) }
 
     /// How a step's errors join the chain, decided once, as the step is built, so that a run pays
     /// no test: `nil` when they are the chain's own; else a conversion, for a step that cannot fail

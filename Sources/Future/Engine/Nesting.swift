@@ -19,8 +19,9 @@ import Dispatch
 // shared promise's work) releases them from inside its own release. Nested 10,000 deep, either
 // would overflow the stack. So past `limit` levels of either on a thread, the run or the release
 // waits until the levels below have returned: the bottom level does it before it returns, so what
-// a call started is done when the call returns. (A step's closure that captured a promise is
-// still released recursively: see the README's "Nesting is flat".)
+// a call started is done when the call returns. (So is the closure of a step that enters the
+// promise it makes, which may keep the promise before it. Another step's closure that captured a
+// promise is still released recursively: see the README's "Nesting is flat".)
 
 nonisolated extension RunHandle {
     /// The levels of runs and of releases on one thread, and what waits for them to unwind.
@@ -93,13 +94,18 @@ nonisolated extension RunHandle {
             isDraining = false
         }
 
-        /// A source's deinit releases its operation as a level of releases: if there is no room
-        /// for the level, it keeps it for the bottom level to release (`hold`).
-        static func enterRelease() -> Bool { withCurrent { $0.enterRelease() } }
-
-        static func hold(_ value: Any) { withCurrent { $0.hold(value) } }
-
-        static func leaveRelease() { withCurrent { $0.leaveRelease() } }
+        /// Lets go of what a deinit keeps (`clear`), which may hold promises, as one more level of
+        /// releases, in the deinit's body (Swift releases stored properties after every deinit
+        /// has returned); if there is no room for the level, the bottom level releases it, as
+        /// `kept` gives it. (Not an `inout` generic value: a closure passed so would be copied
+        /// out and written back, and released after the level.)
+        static func release(_ kept: () -> Any, by clear: () -> Void) {
+            withCurrent { nesting in
+                if !nesting.enterRelease() { nesting.hold(kept()) }
+                clear()
+                nesting.leaveRelease()
+            }
+        }
 
         @inline(never) private func enterRelease() -> Bool {
             releases += 1

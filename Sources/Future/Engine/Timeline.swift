@@ -39,16 +39,30 @@ nonisolated extension ManualClock {
         private typealias Timer = (deadline: Instant, fire: @Sendable (_ fired: Bool) -> Void)
         private let lock = RunHandle.Lock()
         private var instant: Instant
+        /// Where the advances under way move time to: past `instant` while they fire timers, so
+        /// that advances from several threads add up.
+        private var horizon: Instant
         private var timers: [Int: Timer] = [:]  // by the order they were set
         private var timersSet = 0
 
-        init(now: Instant) { instant = now }
+        init(now: Instant) { (instant, horizon) = (now, now) }
 
         deinit { lock.free() }
 
         var now: Instant { locked { instant } }
 
         var count: Int { locked { timers.count } }
+
+        /// Moves the horizon to `deadline`, or else `step` past it, for an advance; returns the
+        /// time now, which `deadline` must not be before, and the horizon, where an advance by
+        /// `step` moves time to. One step under the lock, so that an advance from another thread
+        /// cannot come between.
+        func claim(_ deadline: Instant?, by step: Duration) -> (now: Instant, horizon: Instant) {
+            locked {
+                horizon = max(horizon, deadline ?? max(horizon, instant).advanced(by: step))
+                return (instant, horizon)
+            }
+        }
 
         /// Numbers a timer to set later, so that it can be cancelled before it is set.
         func newTimer() -> Int {
