@@ -738,10 +738,10 @@ nonisolated extension Promise {
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
-        typealias Next = @Sendable (Value) -> Promise<NewValue, Failure>
-        return appending(next) { stage, slot, run in
+        typealias Next = RunHandle.Nest<Value, NewValue, Failure>
+        return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
-            case .success(let value): return run.enter(Node<Next>.payload(of: stage)(value))
+            case .success(let value): return run.enter(Next.next(of: stage)(value))
             case .failure(let error):
                 slot.put(Swift.Result<NewValue, Failure>.failure(error))
                 return .proceed
@@ -893,9 +893,9 @@ nonisolated extension Promise where Failure == Never {
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        typealias Next = @Sendable (Value) -> Promise<NewValue, NewFailure>
-        return appending(next) { stage, slot, run in
-            run.enter(Node<Next>.payload(of: stage)(slot.take(Outcome.self).get()))
+        typealias Next = RunHandle.Nest<Value, NewValue, NewFailure>
+        return nesting(next) { stage, slot, run in
+            run.enter(Next.next(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 
@@ -979,13 +979,13 @@ nonisolated extension Promise {
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
-        typealias Next = @Sendable (Failure) -> Promise<Value, NewFailure>
-        return appending(next) { stage, slot, run in
+        typealias Next = RunHandle.Nest<Failure, Value, NewFailure>
+        return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return run.enter(Node<Next>.payload(of: stage)(error))
+            case .failure(let error): return run.enter(Next.next(of: stage)(error))
             }
         }
     }
@@ -1694,20 +1694,17 @@ nonisolated public final class ManualClock: Clock, Sendable {
 
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
     public func advance(by duration: Duration) {
-        advance(to: now.advanced(by: Self.forward(duration)))
+        fire(until: timeline.claim(nil, by: Self.forward(duration)).horizon)
     }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
-    public func advance(to deadline: Instant) {
-        checkForward(to: deadline)
-        while timeline.fireNext(until: deadline) {}
-    }
+    public func advance(to deadline: Instant) { fire(until: claim(deadline)) }
 
     /// Fires every timer, the ones that firing sets included, moving time to each deadline.
     ///
     /// It returns when no timer is left: work that always sets a new timer, such as a poll that
     /// never stops, never lets it return.
-    public func run() { while timeline.fireNext(until: nil) {} }
+    public func run() { fire(until: nil) }
 
     /// Moves time forward by `duration` as ``advance(by:)`` does, letting the work under test go
     /// on before time moves and after each timer fires.
@@ -1720,22 +1717,27 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// a new `Task` has set its timers (``timerCount``).
     public func advance(by duration: Duration, isolation: isolated (any Actor)? = #isolation) async
     {
-        await advance(to: now.advanced(by: Self.forward(duration)), isolation: isolation)
+        let deadline = timeline.claim(nil, by: Self.forward(duration)).horizon
+        await fire(until: deadline, isolation)
     }
 
     /// Moves time forward to `deadline` as ``advance(to:)`` does, letting the work under test go
     /// on before time moves and after each timer fires, as ``advance(by:isolation:)`` does.
     public func advance(to deadline: Instant, isolation: isolated (any Actor)? = #isolation) async {
-        checkForward(to: deadline)
-        await Timeline.settle(isolation)
-        while timeline.fireNext(until: deadline) { await Timeline.settle(isolation) }
+        await fire(until: claim(deadline), isolation)
     }
 
     /// Fires every timer as ``run()`` does, letting the work under test go on before and after
     /// each, as ``advance(by:isolation:)`` does.
     public func run(isolation: isolated (any Actor)? = #isolation) async {
+        await fire(until: nil, isolation)
+    }
+
+    private func fire(until deadline: Instant?) { while timeline.fireNext(until: deadline) {} }
+
+    private func fire(until deadline: Instant?, _ isolation: isolated (any Actor)?) async {
         await Timeline.settle(isolation)
-        while timeline.fireNext(until: nil) { await Timeline.settle(isolation) }
+        while timeline.fireNext(until: deadline) { await Timeline.settle(isolation) }
     }
 
     // `fatalError`, not `precondition`: its message stays in a release build.
@@ -1746,11 +1748,12 @@ nonisolated public final class ManualClock: Clock, Sendable {
         return duration
     }
 
-    private func checkForward(to deadline: Instant) {
-        let now = now
+    private func claim(_ deadline: Instant) -> Instant {
+        let now = timeline.claim(deadline, by: .zero).now
         guard deadline >= now else {
             fatalError("advance(to:) cannot move a ManualClock back, from \(now) to \(deadline)")
         }
+        return deadline
     }
 }
 
@@ -2224,7 +2227,7 @@ nonisolated extension RunHandle {
         }
 
         @inlinable init<Output>(
-            after parent: Stage?, output: Output.Type, isEnsure: Bool, step: @escaping Step
+            after parent: Stage?, output: Output.Type, isEnsure: Bool = false, step: @escaping Step
         ) {
             self.parent = parent
             self.step = step
@@ -2259,6 +2262,28 @@ nonisolated extension RunHandle {
         @inlinable static func payload(of stage: Stage) -> Payload {
             unsafeDowncast(stage, to: Node.self).payload
         }
+    }
+
+    /// A step that enters the promise its closure makes (`flatMap`, `then`, `recover`). The
+    /// closure may keep the promise before it, whose closure keeps the one before, as in a
+    /// fallback list built in a loop: so it is released as a level of releases (see `Nesting`),
+    /// and kept as it came (a `Node` keeps a closure behind a reabstraction thunk: one more
+    /// allocation, and one more object for each level to release).
+    @usableFromInline final class Nest<Input, Value, Failure: Error>: Stage, @unchecked Sendable {
+        @usableFromInline typealias Next = @Sendable (Input) -> Promise<Value, Failure>
+        /// A `var` only for `deinit`.
+        @exclusivity(unchecked) @usableFromInline var next: Next?
+
+        @inlinable init(_ next: @escaping Next, after parent: Stage?, _ step: @escaping Step) {
+            self.next = next
+            super.init(after: parent, output: Swift.Result<Value, Failure>.self, step: step)
+        }
+
+        @inlinable static func next(of stage: Stage) -> Next {
+            unsafeDowncast(stage, to: Nest.self).next.unsafelyUnwrapped
+        }
+
+        deinit { Nesting.release({ next as Any }, by: { next = nil }) }
     }
 
     /// What a promise keeps of its work: an operation alone, or the last stage of a chain.
@@ -2317,7 +2342,7 @@ nonisolated extension RunHandle {
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
         /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
-        @exclusivity(unchecked) @usableFromInline var operation: Operation
+        @exclusivity(unchecked) @usableFromInline var operation: Operation?
         @usableFromInline let ignored: (@Sendable (Run) -> Void)?
 
         @inlinable init(
@@ -2329,7 +2354,7 @@ nonisolated extension RunHandle {
                 stage, _, run in
                 let source = unsafeDowncast(stage, to: Source.self)
                 return run.perform(
-                    source.operation, Value.self, Failure.self, ignored: source.ignored)
+                    source.operation!, Value.self, Failure.self, ignored: source.ignored)
             }
         }
 
@@ -2338,12 +2363,7 @@ nonisolated extension RunHandle {
         // An operation may keep promises (a combination its members, a shared promise its work),
         // whose operations keep more: each is released as a level of releases, in this body (Swift
         // releases stored properties after every deinit has returned).
-        deinit {
-            let nested = Nesting.enterRelease()
-            if !nested { Nesting.hold(operation) }  // for the bottom level to release
-            operation = Operation(file: "", line: 0) { (_: Resolver<Value, Failure>) in }
-            Nesting.leaveRelease()
-        }
+        deinit { Nesting.release({ operation as Any }, by: { operation = nil }) }
     }
 
     /// The first stage of a `timeout`, which enters the work's chain in a scope with a deadline
@@ -2363,12 +2383,7 @@ nonisolated extension RunHandle {
             }
         }
 
-        deinit {
-            let nested = Nesting.enterRelease()
-            if !nested { Nesting.hold(work as Any) }  // for the bottom level to release
-            work = nil
-            Nesting.leaveRelease()
-        }
+        deinit { Nesting.release({ work as Any }, by: { work = nil }) }
     }
 
     /// A type whose values a slot can hold; `Box<T>` stands for `T`.
@@ -2586,6 +2601,11 @@ nonisolated extension Promise {
         return Promise<NewValue, NewFailure>(
             last: Node(payload, after: last, output: Output.self, isEnsure: isEnsure, step))
     }
+
+    /// Adds a step that enters the promise `next` makes, as `step` decides (`Nest`).
+    @inlinable func nesting<Input, V, F>(
+        _ next: @escaping RunHandle.Nest<Input, V, F>.Next, _ step: @escaping RunHandle.Stage.Step
+    ) -> Promise<V, F> { Promise<V, F>(last: RunHandle.Nest(next, after: last, step)) }
 
     /// How a step's errors join the chain, decided once, as the step is built, so that a run pays
     /// no test: `nil` when they are the chain's own; else a conversion, for a step that cannot fail
@@ -3900,8 +3920,9 @@ nonisolated extension RunHandle {
 // shared promise's work) releases them from inside its own release. Nested 10,000 deep, either
 // would overflow the stack. So past `limit` levels of either on a thread, the run or the release
 // waits until the levels below have returned: the bottom level does it before it returns, so what
-// a call started is done when the call returns. (A step's closure that captured a promise is
-// still released recursively: see the README's "Nesting is flat".)
+// a call started is done when the call returns. (So is the closure of a step that enters the
+// promise it makes, which may keep the promise before it. Another step's closure that captured a
+// promise is still released recursively: see the README's "Nesting is flat".)
 
 nonisolated extension RunHandle {
     /// The levels of runs and of releases on one thread, and what waits for them to unwind.
@@ -3974,13 +3995,18 @@ nonisolated extension RunHandle {
             isDraining = false
         }
 
-        /// A source's deinit releases its operation as a level of releases: if there is no room
-        /// for the level, it keeps it for the bottom level to release (`hold`).
-        static func enterRelease() -> Bool { withCurrent { $0.enterRelease() } }
-
-        static func hold(_ value: Any) { withCurrent { $0.hold(value) } }
-
-        static func leaveRelease() { withCurrent { $0.leaveRelease() } }
+        /// Lets go of what a deinit keeps (`clear`), which may hold promises, as one more level of
+        /// releases, in the deinit's body (Swift releases stored properties after every deinit
+        /// has returned); if there is no room for the level, the bottom level releases it, as
+        /// `kept` gives it. (Not an `inout` generic value: a closure passed so would be copied
+        /// out and written back, and released after the level.)
+        static func release(_ kept: () -> Any, by clear: () -> Void) {
+            withCurrent { nesting in
+                if !nesting.enterRelease() { nesting.hold(kept()) }
+                clear()
+                nesting.leaveRelease()
+            }
+        }
 
         @inline(never) private func enterRelease() -> Bool {
             releases += 1
@@ -4079,10 +4105,13 @@ nonisolated extension RunHandle {
         Reporter, @unchecked Sendable
     {
         @usableFromInline let lock = Lock()
-        @usableFromInline let members: [Promise<Member, Failure>]
         @usableFromInline let width: Int
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
         // Guarded by `lock`.
+        /// The members, until the combination closes: a member's resolver, which keeps the join,
+        /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
+        /// deadline), and must not keep what the members captured.
+        @usableFromInline var members: [Promise<Member, Failure>]
         @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
         /// The members that run: `nil` for one that has not started, or has ended.
         @exclusivity(unchecked) @usableFromInline var running: [Running?]
@@ -4093,7 +4122,8 @@ nonisolated extension RunHandle {
         /// The cancel handlers of the members whose operations were called, by member.
         @exclusivity(unchecked) @usableFromInline var cancelHandlers:
             [Int: [@Sendable (any Reporter) -> Void]] = [:]
-        /// How many members have been started (or, once it is closed, never will be).
+        /// How many members have been started (more than `members` holds, once closing empties
+        /// it).
         @exclusivity(unchecked) @usableFromInline var started = 0
         /// Whether a thread runs the launch loop: at first, the one that starts the run.
         @exclusivity(unchecked) @usableFromInline var launching = true
@@ -4141,14 +4171,16 @@ nonisolated extension RunHandle {
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
             state = .open(resolver)
             outer = resolver.run
+            // (Read before a cancel can let go of the members.)
+            if members.isEmpty { return settle(decide(tally, .noMembers), resolver) }
             resolver.onCancel { [self] _ in stop() }
-            if members.isEmpty { settle(decide(tally, .noMembers), resolver) } else { launch() }
+            launch()
         }
 
         /// What the launch loop starts next.
         @usableFromInline enum Launch {
-            case call(Int, reusing: Bool)
-            case run(Int, Run)
+            case call(Int, Operation, reusing: Bool)
+            case run(Int, Run, Stage)
         }
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
@@ -4182,32 +4214,28 @@ nonisolated extension RunHandle {
                 started += 1
                 let index = started - 1
                 switch members[index].body {
-                case .operation:
+                case .operation(let operation):
                     running[index] = .called
-                    return .call(index, reusing: reusing)
+                    return .call(index, operation, reusing: reusing)
                 case .chain(let last):
                     let run =
                         lane?.run
                         ?? .make(
                             for: last, completing: Callback<Member, Failure>.self, inside: outer)
                     running[index] = .run(run)
-                    return .run(index, run)
+                    return .run(index, run, last)
                 }
             }) {
                 if dropsSpare { spare = nil }  // outside the lock: its deinit may take it
                 switch launch {
-                case .call(let index, let reusing):
+                case .call(let index, let operation, let reusing):
                     if !reusing { spare = Resolver(reporter: self, call: index) }
-                    // The operation is read here, not carried out of the lock, which would cost
-                    // a retain: the members never change.
-                    if case .operation(let operation) = members[index].body {
-                        spare!.begin(index, of: operation)
-                        operation(spare!)
-                    }
-                case .run(let index, let run):
+                    spare!.begin(index, of: operation)
+                    operation(spare!)
+                case .run(let index, let run, let last):
                     lane = (run, index)
                     run.member = index
-                    run.start(members[index], ended)
+                    run.start(Promise(last: last), ended)
                 }
             }
         }
@@ -4222,7 +4250,7 @@ nonisolated extension RunHandle {
             typealias Settled = (
                 Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
             )
-            let (settled, unneeded) = lock.withLock {
+            let (settled, handlers) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
                 guard isOpen, running[index] != nil else { return (nil, nil) }
                 ends = true
@@ -4245,7 +4273,10 @@ nonisolated extension RunHandle {
                 defer { tally.outcomes = [] }
                 return ((verdict, resolver, tally), handlers)
             }
-            withExtendedLifetime(unneeded) {}  // see `Lock`
+            // A member that cancelled its own run hears its handlers, as an operation run alone
+            // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
+            if outcome == nil, let handlers { for handler in handlers { handler(self) } }
+            withExtendedLifetime(handlers) {}
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
             if claimed { launch() }
             return ends
@@ -4271,13 +4302,16 @@ nonisolated extension RunHandle {
             // the lock.
             typealias Stopped = (
                 [Run], [(Int, [@Sendable (any Reporter) -> Void])],
-                ArraySlice<Promise<Member, Failure>>, State
+                ArraySlice<Promise<Member, Failure>>, (State, Tally<Member, Failure>)
             )
             let (runs, handlers, unstarted, closed) = lock.withLock { () -> Stopped in
-                let unstarted = members[started...]
-                started = members.count  // they start here if they ignore cancel, or never
-                let previous = state
+                // The members, and the outcomes of those that ended, go with the run (a slice
+                // keeps its array's storage: to outside the lock).
+                let unstarted = members.dropFirst(started)
+                members = []  // the unstarted start here if they ignore cancel, or never
+                let previous = (state, tally)
                 state = .closed
+                tally.outcomes = []
                 let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
                 let handlers = cancelHandlers.sorted { $0.key < $1.key }
                 cancelHandlers = [:]
@@ -4308,10 +4342,7 @@ nonisolated extension RunHandle {
         }
 
         @usableFromInline func isCancelled(since call: Int) -> Bool {
-            lock.withLock {
-                guard !isOpen, case .called? = running[call] else { return false }
-                return true
-            }
+            lock.withLock { if !isOpen, case .called? = running[call] { true } else { false } }
         }
 
         @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }
@@ -4549,16 +4580,30 @@ nonisolated extension ManualClock {
         private typealias Timer = (deadline: Instant, fire: @Sendable (_ fired: Bool) -> Void)
         private let lock = RunHandle.Lock()
         private var instant: Instant
+        /// Where the advances under way move time to: past `instant` while they fire timers, so
+        /// that advances from several threads add up.
+        private var horizon: Instant
         private var timers: [Int: Timer] = [:]  // by the order they were set
         private var timersSet = 0
 
-        init(now: Instant) { instant = now }
+        init(now: Instant) { (instant, horizon) = (now, now) }
 
         deinit { lock.free() }
 
         var now: Instant { locked { instant } }
 
         var count: Int { locked { timers.count } }
+
+        /// Moves the horizon to `deadline`, or else `step` past it, for an advance; returns the
+        /// time now, which `deadline` must not be before, and the horizon, where an advance by
+        /// `step` moves time to. One step under the lock, so that an advance from another thread
+        /// cannot come between.
+        func claim(_ deadline: Instant?, by step: Duration) -> (now: Instant, horizon: Instant) {
+            locked {
+                horizon = max(horizon, deadline ?? max(horizon, instant).advanced(by: step))
+                return (instant, horizon)
+            }
+        }
 
         /// Numbers a timer to set later, so that it can be cancelled before it is set.
         func newTimer() -> Int {
