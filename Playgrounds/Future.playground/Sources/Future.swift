@@ -1693,6 +1693,9 @@ nonisolated public final class ManualClock: Clock, Sendable {
     }
 
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
+    ///
+    /// Advances from several threads at once add up: two threads that each advance by a second
+    /// move the clock by two. Each returns once the timers due by its own target have fired.
     public func advance(by duration: Duration) {
         fire(until: timeline.claim(nil, by: Self.forward(duration)).horizon)
     }
