@@ -330,7 +330,9 @@ extension WhenFulfilled {
         #expect(allCancelled.isCancelled)
     }
 
-    @Test func aMemberThatCancelsItsOwnRunHearsItsCancelHandler() {
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func aMemberThatCancelsItsOwnRunHearsItsCancelHandler() {
         /// How many times a member that cancels its own run hears its cancel handler, in the run
         /// that `run` starts.
         func heard(_ run: (Promise<Int, TestError>) -> RunHandle) -> Int {
@@ -493,7 +495,9 @@ extension CombiningConcurrency {
         return eventually { witness.value == nil }
     }
 
-    @Test func aCombinationThatEndedLetsGoOfItsMembersThoughOneKeepsItsResolver() {
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func aCombinationThatEndedLetsGoOfItsMembersThoughOneKeepsItsResolver() {
         let other = Promise<Memory.Witness, TestError>(value: Memory.Witness())
         let failure = Promise<Memory.Witness, TestError>(error: TestError("failed"))
         #expect(letsGoOfItsMembers { unanswered, _ in race([unanswered, other]) })
