@@ -79,5 +79,24 @@ let largeStack = 256 << 20
                 #expect(delivered.wait() == .success(level.value(Self.depth)))
             }
         }
+
+        /// Tomorrowland's test of deep taps: ten thousand shared promises, each a `tap` of the one
+        /// before, each run as it is made and so observed at every level, settle on a thread with a
+        /// 32 KiB stack (in a child process, where an overflow fails the test).
+        @Test func tenThousandSharedTapsRunAtOnceSettleOnA32KiBStack() async {
+            await #expect(processExitsWith: .success) {
+                let observed = Counter()
+                onThread(stackSize: 32 * 1024) {
+                    let (root, resolver) = Guarantee<Int>.pending()
+                    var promise = root
+                    for _ in 0..<Self.depth {
+                        promise = promise.tap { _ in }.share()
+                        promise.run { _ in observed.increment() }
+                    }
+                    resolver.fulfill(1)
+                }
+                #expect(observed.value == Self.depth)
+            }
+        }
     #endif
 }

@@ -124,8 +124,10 @@ nonisolated extension RunHandle {
                 return (self.waiting.sorted { $0.key < $1.key }.map(\.value), before)
             }
             withExtendedLifetime(before) {}  // see `Lock`
-            for resolver in waiting {
-                if let outcome { resolver(outcome) } else { resolver.cancel() }
+            Nesting.deferring {
+                for resolver in waiting {
+                    if let outcome { resolver(outcome) } else { resolver.cancel() }
+                }
             }
         }
     }
