@@ -121,5 +121,49 @@ final class MainQueueWitness: Sendable {
                 #expect(offMain.value == 0, "\(offMain.value) of \(Self.runs) released off main")
             }
         }
+
+        /// The same for a step tied to an invalidation token, whose tie builds the steps after the
+        /// hop as each run starts: Tomorrowland's test of its main-context blocks with a token.
+        @Test(arguments: [false, true])
+        func aStepTiedToATokenIsReleasedOnMain(invalidated: Bool) async {
+            await #expect(processExitsWith: .success) { [invalidated] in
+                _ = mainQueueKey
+                pinToOneCPU()
+                let offMain = Counter()
+                let released = DispatchSemaphore(value: 0)
+                let token = InvalidationToken()
+                if invalidated { token.invalidate() }
+                let promise = Guarantee(value: ()).then { _ -> Guarantee<Void> in
+                    let witness = MainQueueWitness(offMain: offMain, released: released)
+                    return Guarantee(value: ()).done(on: .main, tiedTo: token) { _ = witness }
+                }
+                #expect(Self.oneAfterAnother(released: released) { promise.run() })
+                #expect(offMain.value == 0, "\(offMain.value) of \(Self.runs) released off main")
+            }
+        }
+
+        /// The same for a tied step of a chain its caller let go of before it resolved.
+        @Test(arguments: [false, true])
+        func aTiedStepOfAChainItsCallerLetGoOfIsReleasedOnMain(invalidated: Bool) async {
+            await #expect(processExitsWith: .success) { [invalidated] in
+                _ = mainQueueKey
+                pinToOneCPU()
+                let offMain = Counter()
+                let released = DispatchSemaphore(value: 0)
+                let token = InvalidationToken()
+                #expect(
+                    Self.oneAfterAnother(released: released) {
+                        let kept = Delivery<Resolver<Void, Never>>()
+                        do {
+                            let witness = MainQueueWitness(offMain: offMain, released: released)
+                            Guarantee<Void> { kept.send($0) }
+                                .done(on: .main, tiedTo: token) { _ = witness }.run()
+                        }
+                        if invalidated { token.invalidate() }
+                        kept.all.first?.fulfill()  // the caller holds nothing of the chain any more
+                    })
+                #expect(offMain.value == 0, "\(offMain.value) of \(Self.runs) released off main")
+            }
+        }
     #endif
 }
