@@ -285,8 +285,14 @@ nonisolated extension RunHandle {
             }
             withExtendedLifetime(closed) {}  // see `Lock`
             for run in runs { _ = run.cancel(call: nil) }
-            for (_, list) in handlers { for handler in list { handler(self) } }
-            for member in unstarted { member.chain?.ignoredWork.map { outer?.startIgnored($0) } }
+            // After the runs' cancels, which a cancel under way on this thread does later.
+            Nesting.cancelling(
+                { for (_, list) in handlers { for handler in list { handler(self) } } },
+                then: {
+                    for member in unstarted {
+                        member.chain?.ignoredWork.map { self.outer?.startIgnored($0) }
+                    }
+                })
         }
 
         // A member's resolver reports here: `call` is the member's index.

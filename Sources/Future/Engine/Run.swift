@@ -475,14 +475,12 @@ nonisolated extension RunHandle.Run {
         case .drive: drive()
         case .unwind: drive(unwinding: true)
         case .halt: halt()
-        case .callCancelHandlers(let handlers): callCancelHandlers(handlers)
         }
     }
 
     /// What a run does next, once there is room on the stack.
     enum Resumption {
         case drive, unwind, halt
-        case callCancelHandlers([@Sendable (any RunHandle.Reporter) -> Void])
     }
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
@@ -788,7 +786,7 @@ nonisolated extension RunHandle.Run {
             return fields.cancelHandlers
         }
         guard let handlers else { return }
-        proceed(.callCancelHandlers(handlers))
+        callCancelHandlers(handlers)
     }
 
     /// Cancels the steps of the outermost scope whose deadline passed: pops them, running their
@@ -883,16 +881,21 @@ nonisolated extension RunHandle.Run {
             return fields.cancelHandlers
         }
         guard let handlers else { return false }
-        proceed(.callCancelHandlers(handlers))
+        callCancelHandlers(handlers)
         return true
     }
 
-    /// Calls a cancelled run's (or scope's) handlers, then, if the run waits, ends it, or ends the
-    /// scope's steps and drives on.
+    /// Calls a cancelled run's (or scope's) handlers, then, once what they cancelled has ended too
+    /// (see `Nesting.cancelling`), ends the run if it waits, or ends the scope's steps and drives
+    /// on.
     private final func callCancelHandlers(
         _ handlers: [@Sendable (any RunHandle.Reporter) -> Void]
     ) {
-        for handler in handlers { handler(self) }
+        RunHandle.Nesting.cancelling(
+            { for handler in handlers { handler(self) } }, then: { self.handlersReturned() })
+    }
+
+    private final func handlersReturned() {
         let takesOver = locked { fields -> Bool? in
             switch fields.state {
             case .cancelledWhileWaiting(let scope):
