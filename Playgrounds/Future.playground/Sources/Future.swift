@@ -2272,7 +2272,10 @@ nonisolated extension RunHandle {
     /// fallback list built in a loop: so it is released as a level of releases (see `Nesting`),
     /// and kept as it came (a `Node` keeps a closure behind a reabstraction thunk: one more
     /// allocation, and one more object for each level to release).
-    @usableFromInline final class Nest<Input, Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
+    @usableFromInline
+    final class Nest<Input, Value, Failure: Swift.Error>: Stage,
+        @unchecked Sendable
+    {
         @usableFromInline typealias Next = @Sendable (Input) -> Promise<Value, Failure>
         /// A `var` only for `deinit`.
         @exclusivity(unchecked) @usableFromInline var next: Next?
