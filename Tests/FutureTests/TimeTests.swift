@@ -77,6 +77,10 @@ func milliseconds(since start: DispatchTime) -> Double {
         ZeroTimeout.letsWorkThatSettlesAtOnceWin()
     }
 
+    @Test func theInnermostOfNestedTimeoutsOfZeroFailsFirst() {
+        ZeroTimeout.theInnermostOfNestedTimeoutsFailsFirst()
+    }
+
     @Test func aTimeoutOfZeroOrLessFailsWorkThatWaitsAndCancelsIt() {
         ZeroTimeout.failsWorkThatWaitsAndCancelsIt()
     }
@@ -149,6 +153,22 @@ enum ZeroTimeout {
         // The same meaning on a clock of the caller's.
         let clocked = ready.timeout(.zero, orFailWith: TestError("late"), clock: ManualClock())
         #expect(outcome(of: clocked) == .success(2))
+    }
+
+    static func theInnermostOfNestedTimeoutsFailsFirst() {
+        let inner = TestError("inner")
+        let outer = TestError("outer")
+        let nested = Pending<Int>().promise.timeout(.zero, orFailWith: inner)
+            .timeout(.zero, orFailWith: outer)
+        #expect(outcome(of: nested) == .failure(inner))
+        // As on a clock, where the inner timer is set first, and fires first.
+        let clock = ManualClock()
+        let clocked = Pending<Int>().promise.timeout(.zero, orFailWith: inner, clock: clock)
+            .timeout(.zero, orFailWith: outer, clock: clock)
+        let delivered = Delivery<Result<Int, TestError>>()
+        clocked.run { delivered.send($0) }
+        clock.advance(by: .zero)
+        #expect(delivered.wait() == .failure(inner))
     }
 
     static func failsWorkThatWaitsAndCancelsIt() {

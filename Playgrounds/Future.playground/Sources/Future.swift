@@ -3388,10 +3388,12 @@ nonisolated extension RunHandle.Run {
         return scope.state
     }
 
-    /// The deadline of the outermost scope that is due, for a run that is about to wait (under
-    /// the lock): its work did not settle at once, so the scope expires.
+    /// The deadline of the innermost scope that is due, for a run that is about to wait (under
+    /// the lock): its work did not settle at once, so the scope expires. (Innermost, as on a
+    /// clock, where the inner timeout's timer is set first and fires first: the scopes around it
+    /// then get its error at once, and let it win.)
     private final func dueScope(_ fields: RunHandle.Fields) -> RunHandle.Deadline? {
-        fields.extras?.scopes.first { $0.state == .due }?.deadline
+        fields.extras?.scopes.last { $0.state == .due }?.deadline
     }
 
     /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
