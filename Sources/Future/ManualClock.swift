@@ -78,7 +78,8 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
     ///
     /// Advances from several threads at once add up: two threads that each advance by a second
-    /// move the clock by two. Each returns once the timers due by its own target have fired.
+    /// move the clock by two, and an advance from a timer's firing adds to the one that fired it.
+    /// Each returns once no timer due by its own target is left.
     public func advance(by duration: Duration) {
         fire(until: timeline.claim(nil, by: Self.forward(duration)).horizon)
     }

@@ -309,13 +309,15 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
                 upload("upload 1").ignoringCancel(), Promise(error: TestError("missing")),
                 upload("upload 2").ignoringCancel(), upload("plain"),
                 upload("upload 3").ignoringCancel().map { $0 },
+                upload("upload 4").ignoringCancel().timeout(
+                    .seconds(3600), orFailWith: TestError("late")),
             ], concurrently: 2)
         #expect(outcome(of: uploads) == .failure(TestError("missing")))
         let downloads = race([Promise(value: "cached"), upload("download").ignoringCancel()])
         #expect(outcome(of: downloads) == .success("cached"))
-        let expected: Set = ["upload 1", "upload 2", "upload 3", "download"]
+        let expected: Set = ["upload 1", "upload 2", "upload 3", "upload 4", "download"]
         #expect(eventually { Set(started.all) == expected })
-        #expect(started.all.count == 4)  // the member that does not ignore cancel never starts
+        #expect(started.all.count == 5)  // the member that does not ignore cancel never starts
     }
 
     @Test func everyMemberThatIgnoresCancelStartsWhenAnotherFailsMeanwhile() {

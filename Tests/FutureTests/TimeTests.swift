@@ -81,6 +81,10 @@ func milliseconds(since start: DispatchTime) -> Double {
         ZeroTimeout.theInnermostOfNestedTimeoutsFailsFirst()
     }
 
+    @Test func aTimeoutOfZeroFailsWorkThatWaitsForAQueue() {
+        ZeroTimeout.failsWorkThatWaitsForAQueue()
+    }
+
     @Test func aTimeoutOfZeroOrLessFailsWorkThatWaitsAndCancelsIt() {
         ZeroTimeout.failsWorkThatWaitsAndCancelsIt()
     }
@@ -169,6 +173,15 @@ enum ZeroTimeout {
         clocked.run { delivered.send($0) }
         clock.advance(by: .zero)
         #expect(delivered.wait() == .failure(inner))
+    }
+
+    static func failsWorkThatWaitsForAQueue() {
+        let hopped = Promise<Int, TestError>(value: 1).on(.global())
+            .timeout(.zero, orFailWith: TestError("late"))
+        #expect(outcome(of: hopped) == .failure(TestError("late")))
+        let delayed = Promise<Int, TestError>(value: 1).delay(.seconds(3600))
+            .timeout(.zero, orFailWith: TestError("late"))
+        #expect(outcome(of: delayed) == .failure(TestError("late")))
     }
 
     static func failsWorkThatWaitsAndCancelsIt() {

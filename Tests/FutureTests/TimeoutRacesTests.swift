@@ -154,6 +154,22 @@ import Testing
         #expect(ensured.value == 1)
     }
 
+    @Test func anEnsureInsideATimeoutAStepReturnedAfterTheDeadlinePassedRuns() {
+        let log = Log()
+        let inner = Pending<Int>().promise.ensure { log.record("inner ensure") }
+            .timeout(.seconds(3600), orFailWith: TestError("inner"))
+        let chain = Promise<Int, TestError>(value: 1)
+            .map { value -> Int in
+                spin(microseconds: 50_000)  // past the outer deadline
+                return value
+            }
+            .flatMap { _ in inner }
+            .timeout(.milliseconds(10), orFailWith: TestError("outer"))
+            .ensure { log.record("outer ensure") }
+        #expect(outcome(of: chain) == .failure(TestError("outer")))
+        #expect(log.all == ["inner ensure", "outer ensure"])
+    }
+
     @Test func anEnsureInsideATimeoutRunsWhenTheRunIsCancelledBeforeItStarts() async {
         let ensured = Counter()
         let chain = Pending<Int>().promise.ensure { ensured.increment() }

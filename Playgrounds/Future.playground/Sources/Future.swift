@@ -1695,7 +1695,8 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
     ///
     /// Advances from several threads at once add up: two threads that each advance by a second
-    /// move the clock by two. Each returns once the timers due by its own target have fired.
+    /// move the clock by two, and an advance from a timer's firing adds to the one that fired it.
+    /// Each returns once no timer due by its own target is left.
     public func advance(by duration: Duration) {
         fire(until: timeline.claim(nil, by: Self.forward(duration)).horizon)
     }
@@ -2179,7 +2180,9 @@ nonisolated public enum PromiseDiagnostics {
 // Glossary: one meaning a word, in these files.
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
 //   the same one share it.
-// - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure.
+// - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure,
+//   a `Nest` the closure of a step that enters the promise it makes, a `Source` an operation, a
+//   `ScopeStage` a `timeout`'s work.
 // - step: what a stage does when a run reaches it (`Stage.Step`): it takes its input from the
 //   slot, leaves its output there, and says what comes `Next`.
 // - operation: the closure a promise is made from, called with a resolver. A promise of an
@@ -2222,11 +2225,17 @@ nonisolated extension RunHandle {
         /// first of, in a run of its own that cancelling does not reach.
         @usableFromInline var ignoring: (@Sendable (Run) -> Void)? { nil }
 
-        /// The work of the `ignoringCancel()` promise this chain starts with, if it does.
+        /// The work of the `ignoringCancel()` promise this chain starts with, if it does (inside
+        /// a `timeout` too, whose first stage holds the work's chain).
         @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
             var first = self
-            while let parent = first.parent { first = parent }
-            return first.ignoring
+            while true {
+                while let parent = first.parent { first = parent }
+                guard let scope = first as? ScopeStage, let work = scope.work else {
+                    return first.ignoring
+                }
+                first = work
+            }
         }
 
         @inlinable init<Output>(
@@ -2356,7 +2365,7 @@ nonisolated extension RunHandle {
         ) {
             self.operation = operation
             self.ignored = ignored
-            super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
+            super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = unsafeDowncast(stage, to: Source.self)
                 return run.perform(
@@ -2383,7 +2392,7 @@ nonisolated extension RunHandle {
         @inlinable init<Output>(_ work: Stage, within nanoseconds: Int, output: Output.Type) {
             self.work = work
             self.nanoseconds = nanoseconds
-            super.init(after: nil, output: output, isEnsure: false) { stage, _, _ in
+            super.init(after: nil, output: output) { stage, _, _ in
                 let scope = unsafeDowncast(stage, to: ScopeStage.self)
                 return .scope(.now() + .nanoseconds(scope.nanoseconds), scope.work!)
             }
@@ -2644,7 +2653,7 @@ nonisolated extension Promise {
 // one allocation, a `ManagedBuffer`: its fields, then in its tail its completion, its slot and the
 // stack of the stages it has still to take. Its `state` names where it is, and changes under the
 // lock, one event at a time: starting, calling an operation, the operation returning, its resolver
-// reporting, a hop, cancelling, ending. Each event is a method below that changes the state in one
+// reporting, a hop, a scope's deadline passing, cancelling, ending. Each event is a method below that changes the state in one
 // lock section and returns what to do once the lock is let go of.
 
 /// A run of a promise, returned by every terminal, to cancel it.
@@ -3031,7 +3040,10 @@ nonisolated extension RunHandle.Run {
             }
         } else if driver.pointee.cancelledByStep {
             // Cancelled by this thread while the drive waited for room on its stack (see
-            // `proceed`): no step starts. The slot holds the next step's input.
+            // `proceed`): no step starts. The slot holds the next step's input, its parent's
+            // output: a run waits only after a step, which is the next one's parent, or the last
+            // of a chain entered by that parent, whose output is the same (`Nest`, `ScopeStage`).
+            // With no step left, the loop below drops the run's outcome.
             if let top = plan.top {
                 top.parent!.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)

@@ -7,7 +7,9 @@
 // Glossary: one meaning a word, in these files.
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
 //   the same one share it.
-// - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure.
+// - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure,
+//   a `Nest` the closure of a step that enters the promise it makes, a `Source` an operation, a
+//   `ScopeStage` a `timeout`'s work.
 // - step: what a stage does when a run reaches it (`Stage.Step`): it takes its input from the
 //   slot, leaves its output there, and says what comes `Next`.
 // - operation: the closure a promise is made from, called with a resolver. A promise of an
@@ -52,11 +54,17 @@ nonisolated extension RunHandle {
         /// first of, in a run of its own that cancelling does not reach.
         @usableFromInline var ignoring: (@Sendable (Run) -> Void)? { nil }
 
-        /// The work of the `ignoringCancel()` promise this chain starts with, if it does.
+        /// The work of the `ignoringCancel()` promise this chain starts with, if it does (inside
+        /// a `timeout` too, whose first stage holds the work's chain).
         @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
             var first = self
-            while let parent = first.parent { first = parent }
-            return first.ignoring
+            while true {
+                while let parent = first.parent { first = parent }
+                guard let scope = first as? ScopeStage, let work = scope.work else {
+                    return first.ignoring
+                }
+                first = work
+            }
         }
 
         @inlinable init<Output>(
@@ -186,7 +194,7 @@ nonisolated extension RunHandle {
         ) {
             self.operation = operation
             self.ignored = ignored
-            super.init(after: nil, output: Swift.Result<Value, Failure>.self, isEnsure: false) {
+            super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = unsafeDowncast(stage, to: Source.self)
                 return run.perform(
@@ -213,7 +221,7 @@ nonisolated extension RunHandle {
         @inlinable init<Output>(_ work: Stage, within nanoseconds: Int, output: Output.Type) {
             self.work = work
             self.nanoseconds = nanoseconds
-            super.init(after: nil, output: output, isEnsure: false) { stage, _, _ in
+            super.init(after: nil, output: output) { stage, _, _ in
                 let scope = unsafeDowncast(stage, to: ScopeStage.self)
                 return .scope(.now() + .nanoseconds(scope.nanoseconds), scope.work!)
             }

@@ -3,7 +3,7 @@
 // one allocation, a `ManagedBuffer`: its fields, then in its tail its completion, its slot and the
 // stack of the stages it has still to take. Its `state` names where it is, and changes under the
 // lock, one event at a time: starting, calling an operation, the operation returning, its resolver
-// reporting, a hop, cancelling, ending. Each event is a method below that changes the state in one
+// reporting, a hop, a scope's deadline passing, cancelling, ending. Each event is a method below that changes the state in one
 // lock section and returns what to do once the lock is let go of.
 
 import Dispatch
@@ -402,7 +402,10 @@ nonisolated extension RunHandle.Run {
             }
         } else if driver.pointee.cancelledByStep {
             // Cancelled by this thread while the drive waited for room on its stack (see
-            // `proceed`): no step starts. The slot holds the next step's input.
+            // `proceed`): no step starts. The slot holds the next step's input, its parent's
+            // output: a run waits only after a step, which is the next one's parent, or the last
+            // of a chain entered by that parent, whose output is the same (`Nest`, `ScopeStage`).
+            // With no step left, the loop below drops the run's outcome.
             if let top = plan.top {
                 top.parent!.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)
