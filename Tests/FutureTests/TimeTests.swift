@@ -81,6 +81,10 @@ func milliseconds(since start: DispatchTime) -> Double {
         ZeroTimeout.theInnermostOfNestedTimeoutsFailsFirst()
     }
 
+    @Test func aTimeoutOfZeroLetsAMemberThatSettlesAtOnceWinAtAnyDepth() {
+        ZeroTimeout.letsAMemberThatSettlesAtOnceWinAtAnyDepth()
+    }
+
     @Test func aTimeoutOfZeroFailsWorkThatWaitsForAQueue() {
         ZeroTimeout.failsWorkThatWaitsForAQueue()
     }
@@ -173,6 +177,30 @@ enum ZeroTimeout {
         clocked.run { delivered.send($0) }
         clock.advance(by: .zero)
         #expect(delivered.wait() == .failure(inner))
+    }
+
+    static func letsAMemberThatSettlesAtOnceWinAtAnyDepth() {
+        @Sendable func nest(_ level: Int, _ depth: Int, _ body: @escaping @Sendable () -> Void) {
+            guard level < depth else { return body() }
+            Guarantee(value: level).map { nest($0 + 1, depth, body) }.run()
+        }
+        for depth in [0, 29, 30, 31, 32, 33, 40] {
+            let outcomes = Log()
+            let done = Delivery<Void>()
+            DispatchQueue.global().async {
+                nest(0, depth) {
+                    when(fulfilled: [Promise<Int, TestError>(value: 1).map { $0 + 1 }])
+                        .timeout(.zero, orFailWith: TestError("late"))
+                        .run { outcomes.record("when \($0)") }
+                    Promise<Int, TestError>(value: 1).map { $0 + 1 }.share()
+                        .timeout(.zero, orFailWith: TestError("late"))
+                        .run { outcomes.record("share \($0)") }
+                }
+                done.send(())
+            }
+            #expect(done.wait() != nil)
+            #expect(outcomes.all == ["when success([2])", "share success(2)"], "depth \(depth)")
+        }
     }
 
     static func failsWorkThatWaitsForAQueue() {

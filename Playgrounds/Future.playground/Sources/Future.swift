@@ -3116,12 +3116,14 @@ nonisolated extension RunHandle.Run {
         case .drive: drive()
         case .unwind: drive(unwinding: true)
         case .halt: halt()
+        case .expire(let deadline): expire(deadline)
         }
     }
 
     /// What a run does next, once there is room on the stack.
     enum Resumption {
         case drive, unwind, halt
+        case expire(RunHandle.Deadline)
     }
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
@@ -3229,7 +3231,9 @@ nonisolated extension RunHandle.Run {
         }
         withExtendedLifetime(released) {}  // see `Lock`
         if case .wait = next {
-            due.map(expire)
+            // Behind the runs this thread deferred (see `Nesting`): one may be the work that
+            // settles the run at once, as it would have nested.
+            due.map { RunHandle.Nesting.resumeBehindWaiting(self, .expire($0)) }
             return next
         }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
@@ -3410,7 +3414,7 @@ nonisolated extension RunHandle.Run {
 
     /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
     /// the run goes on after them.
-    private final func expire(_ deadline: RunHandle.Deadline) {
+    final func expire(_ deadline: RunHandle.Deadline) {
         let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
             guard let index = fields.scopes.firstIndex(where: { $0.deadline === deadline }),
                 fields.scopes[index].state == .armed || fields.scopes[index].state == .due
@@ -4033,6 +4037,14 @@ nonisolated extension RunHandle {
                     }
                 }
                 nesting.cancels = nil
+            }
+        }
+
+        /// Resumes `run` now, unless runs wait for the bottom level: then after them.
+        static func resumeBehindWaiting(_ run: Run, _ resumption: Run.Resumption) {
+            withCurrent { nesting in
+                guard nesting.waiting.isEmpty else { return nesting.wait(run, resumption) }
+                run.resume(resumption)
             }
         }
 

@@ -112,6 +112,14 @@ nonisolated extension RunHandle {
             }
         }
 
+        /// Resumes `run` now, unless runs wait for the bottom level: then after them.
+        static func resumeBehindWaiting(_ run: Run, _ resumption: Run.Resumption) {
+            withCurrent { nesting in
+                guard nesting.waiting.isEmpty else { return nesting.wait(run, resumption) }
+                run.resume(resumption)
+            }
+        }
+
         @inline(never) private func enterRun() -> Bool {
             guard runs < Nesting.limit else { return false }
             runs += 1
