@@ -531,6 +531,7 @@ final class MCAct {
     /// `MCModel.operating`): a cancel ends it once the operation returns.
     var inOperation = false
     var cancelledInOperation = false
+    private var handlerCalled = false
 
     init(_ done: @escaping (MCEnd) -> Void) { self.done = done }
 
@@ -556,6 +557,10 @@ final class MCAct {
         if inStep {
             stopRequested = true
         } else if let onCancel {
+            // Once: cancelling is idempotent (a cancel from what the handler starts, such as a
+            // combination's ignoring member, finds it under way).
+            guard !handlerCalled else { return }
+            handlerCalled = true
             onCancel()
         } else {
             current?.cancel()
@@ -1155,8 +1160,8 @@ final class MCModel {
             deferredCancels = outer
             for cancel in deferred { cancel() }
             while next < members.count {
-                members[next].ignored?()
                 next += 1
+                members[next - 1].ignored?()
             }
         }
         func apply(_ decision: Decision) {
