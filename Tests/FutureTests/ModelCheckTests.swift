@@ -26,7 +26,10 @@
 // - Cancellation.md and `RunHandle.cancel()`: after `cancel()` no completion is delivered; the
 //   waiting operation's handlers run once, then the `ensure` steps still ahead; a step that
 //   cancels its own run stops it before the next step; steps (`map`, `then`, `tap`…) do not run
-//   once the run is cancelled. `ignoringCancel()`: the run ends at once, the work goes on.
+//   once the run is cancelled; a run cancelled from inside its call of an operation stops as the
+//   operation returns (also a shared promise's, a combination's or `ignoringCancel()`'s, whose
+//   work or members start inside it), and what the operation resolves after the cancel is
+//   ignored. `ignoringCancel()`: the run ends at once, the work goes on.
 // - CombiningPromises.md and the combinators' doc comments: members start in the order given (at
 //   most `limit` at once, the next as one finishes); results keep input order; the policies of
 //   `when`, `when(resolved:)`, `any`, `race`, `race(fulfilled:)` (with no members too); a member
@@ -38,11 +41,12 @@
 //   run removes its timers at once (`timerCount`). `timeout(_:orFailWith:clock:)` races the work
 //   against its timer; `delay` passes the outcome on after the interval; `retry` runs the work
 //   again after a failure, after the delay.
-// - `timeout(_:orFailWith:)` (Dispatch): an interval of zero or less fails at once and the work
-//   does not start; Cancellation.md: it cancels the steps it wraps "as they would for
-//   RunHandle.cancel() (… their ensure steps run)". The model reads "the steps it wraps" as the
-//   wrapped chain's own `ensure` steps, not those of promises a step would make or of a
-//   combination's members, which never start.
+// - `timeout(_:orFailWith:)` (Dispatch): an interval of zero or less "lets work that settles at
+//   once, without waiting, win, as on every clock, and fails the work as soon as it waits";
+//   Cancellation.md: it cancels the steps it wraps "as they would for RunHandle.cancel() (… their
+//   ensure steps run)". Zero timeouts nested in one another, all due as the work waits: the
+//   innermost expires first, as on a clock (where the inner timer is set first and fires first),
+//   and the outer ones see their work settle at once with its error, and let it win.
 // - Sharing: `share()` runs the work once for the runs that come while it is under way (they go
 //   on in turn, in the order they came), later runs get its outcome; cancelling a run leaves the
 //   others waiting; once every waiting run is cancelled, so is the work (its handlers and ensures
@@ -523,21 +527,40 @@ final class MCAct {
     /// The activation a cancel is passed on to, or what a cancel does here.
     var current: MCAct?
     var onCancel: (() -> Void)?
+    /// The run is inside its call of an operation that starts other runs at once (see
+    /// `MCModel.operating`): a cancel ends it once the operation returns.
+    var inOperation = false
+    var cancelledInOperation = false
+    private var handlerCalled = false
 
     init(_ done: @escaping (MCEnd) -> Void) { self.done = done }
 
     func finish(_ end: MCEnd) {
-        guard !isOver, let done else { return }
+        // Cancelled inside its operation: what the operation resolves after it is ignored.
+        guard !isOver, let done, !(cancelledInOperation && end != nil) else { return }
         isOver = true
         self.done = nil
         done(end)
     }
 
+    /// Ends the act as cancelled: now, or, inside its operation, once the operation returns.
+    func finishCancelled() {
+        if inOperation {
+            cancelledInOperation = true
+        } else {
+            finish(nil)
+        }
+    }
+
     func cancel() {
-        guard !isOver else { return }
+        guard !isOver, !cancelledInOperation else { return }
         if inStep {
             stopRequested = true
         } else if let onCancel {
+            // Once: cancelling is idempotent (a cancel from what the handler starts, such as a
+            // combination's ignoring member, finds it under way).
+            guard !handlerCalled else { return }
+            handlerCalled = true
             onCancel()
         } else {
             current?.cancel()
@@ -596,6 +619,8 @@ final class MCModel {
     var pendings: [Int: Pending] = [:]
     var top: MCAct?
     var handleAvailable = false
+    /// While a combination calls its operations' cancel handlers: what they cancel, for after.
+    var deferredCancels: [() -> Void]?
     /// Swift's dictionary orders, from the library's run (see the header).
     var keyOrders: [Int: [[Int]]]
     /// Shared promises made inline: each build of the node makes one.
@@ -683,6 +708,25 @@ final class MCModel {
             call.cancelledInOperation = true
         } else {
             call.act.finish(nil)
+        }
+    }
+
+    /// Runs `body` as the run's call of an operation that starts other runs at once: a shared
+    /// promise's work, a combination's members (a clock's `timeout` too), `ignoringCancel()`'s
+    /// work. `RunHandle.cancel()` and Cancellation.md: the waiting operation's handlers run, then
+    /// the `ensure` steps still ahead, and no completion; a run cancelled from inside its
+    /// operation stops as the operation returns (as for `MCLeaf.cancelRun`). So a cancel that
+    /// comes meanwhile runs the act's handler (`onCancel`, which cancels the runs it started) at
+    /// once, and ends the act when `body` returns, after what those runs do as they return; what
+    /// the operation resolves after the cancel is ignored.
+    func operating(_ act: MCAct, _ body: () -> Void) {
+        let was = act.inOperation
+        act.inOperation = true
+        body()
+        act.inOperation = was
+        if !was && act.cancelledInOperation {
+            act.cancelledInOperation = false
+            act.finish(nil)
         }
     }
 
@@ -806,8 +850,8 @@ final class MCModel {
                 }
                 join(
                     [
-                        (false, Self.isOperationAlone(inner), { self.start(inner, $0) }),
-                        (false, false, timer),
+                        (nil, Self.isOperationAlone(inner), { self.start(inner, $0) }),
+                        (nil, false, timer),
                     ],
                     limit: .max, act
                 ) { _, ending in
@@ -822,15 +866,18 @@ final class MCModel {
                 // Work that settles without waiting wins; work that waits is cancelled at once
                 // (its handlers, then its ensure steps), and the timeout fails.
                 // Zero timeouts nested in one another are due together as the work waits: the
-                // outermost fails it. An operation that drops its resolver waits, for as long as
-                // its resolver takes to go: the timeout fails it first.
+                // innermost expires first, as on a clock, where the inner timer is set first and
+                // fires first; the outer ones then see their work settle at once, with its error,
+                // and let it win (in one run, or with the inner in a run of its own). An
+                // operation that drops its resolver waits, for as long as its resolver takes to
+                // go: the timeout fails it first.
                 var expired = false
                 let child = MCAct { act.finish(expired ? .error(code) : $0) }
                 act.current = child
                 zeroScopesStarting += 1
                 start(inner, child)
                 zeroScopesStarting -= 1
-                if !act.isOver && zeroScopesStarting == 0 {
+                if !act.isOver {
                     expired = true
                     child.cancel()
                 }
@@ -879,8 +926,8 @@ final class MCModel {
                 }
             }
         case .ignoringCancel(let inner):
-            act.onCancel = { act.finish(nil) }
-            start(inner, MCAct { act.finish($0) })
+            act.onCancel = { act.finishCancelled() }
+            operating(act) { start(inner, MCAct { act.finish($0) }) }
         }
     }
 
@@ -918,18 +965,23 @@ final class MCModel {
         start(inner, child)
     }
 
-    /// Whether a member's chain begins with `ignoringCancel()` (such a member starts even once
-    /// its combination ended).
-    static func beginsIgnoringCancel(_ node: MCNode) -> Bool {
+    /// The work of the `ignoringCancel()` a member's chain begins with, if it does: a
+    /// combination that ends before the member's turn starts that work all the same, and not
+    /// the member's steps after it. `ignoringCancel()`'s doc: "A run that reaches it starts the
+    /// work even if the run was cancelled meanwhile, or before it started; and a combination that
+    /// ends before its turn starts it all the same"; Cancellation.md: "the work goes on to its
+    /// end unobserved". (`when`'s doc says such members "start as it ends"; what starts is their
+    /// work: their steps, `ensure` steps too, belong to the member's run, which never began.)
+    static func ignoredWork(_ node: MCNode) -> MCNode? {
         switch node {
-        case .ignoringCancel: true
+        case .ignoringCancel(let inner): inner
         case .map(let inner, _), .effect(let inner, _, _), .then(let inner, _, _),
             .recover(let inner, _, _), .tap(let inner, _), .ensure(let inner, _),
             .delay(let inner, _),
             .retry(let inner, _, _):
-            beginsIgnoringCancel(inner)
-        case .timeout(let inner, _, _, let clock): !clock && beginsIgnoringCancel(inner)
-        default: false
+            ignoredWork(inner)
+        case .timeout(let inner, _, _, let clock): clock ? nil : ignoredWork(inner)
+        default: nil
         }
     }
 
@@ -1017,10 +1069,10 @@ final class MCModel {
 
     func combine(_ combinator: MCCombinator, _ members: [MCNode], id: Int, _ act: MCAct) {
         let starters = members.map {
-            member -> (ignoring: Bool, alone: Bool, start: (MCAct) -> Void) in
+            member -> (ignored: (() -> Void)?, alone: Bool, start: (MCAct) -> Void) in
             (
-                Self.beginsIgnoringCancel(member), Self.isOperationAlone(member),
-                { self.start(member, $0) }
+                Self.ignoredWork(member).map { work in { self.start(work, MCAct { _ in }) } },
+                Self.isOperationAlone(member), { self.start(member, $0) }
             )
         }
         func complete(_ tally: Tally) -> Bool { !tally.contains { $0 == nil } }
@@ -1080,7 +1132,7 @@ final class MCModel {
     /// none); once decided, cancels those still running and starts those not started that
     /// ignore cancel.
     func join(
-        _ members: [(ignoring: Bool, alone: Bool, start: (MCAct) -> Void)], limit: Int,
+        _ members: [(ignored: (() -> Void)?, alone: Bool, start: (MCAct) -> Void)], limit: Int,
         _ act: MCAct,
         policy: @escaping (Tally, Ending) -> Decision
     ) {
@@ -1093,15 +1145,23 @@ final class MCModel {
             closed = true
             // The docs leave open the order in which the members still running are cancelled:
             // the model takes the library's, members with runs of their own (those with steps)
-            // first, in input order, then operations alone (an op, a shared or pending promise).
-            for alone in [false, true] {
-                for index in 0..<next where tally[index] == nil && members[index].alone == alone {
-                    acts[index]?.cancel()
-                }
+            // first, in input order, then operations alone (an op, a shared or pending promise),
+            // whose handlers are called one after another before what they cancel (a shared
+            // promise's work) is (the engine's `Nesting.cancelling`).
+            for index in 0..<next where tally[index] == nil && !members[index].alone {
+                acts[index]?.cancel()
             }
+            let outer = deferredCancels
+            deferredCancels = []
+            for index in 0..<next where tally[index] == nil && members[index].alone {
+                acts[index]?.cancel()
+            }
+            let deferred = deferredCancels ?? []
+            deferredCancels = outer
+            for cancel in deferred { cancel() }
             while next < members.count {
-                if members[next].ignoring { members[next].start(MCAct { _ in }) }
                 next += 1
+                members[next - 1].ignored?()
             }
         }
         func apply(_ decision: Decision) {
@@ -1115,7 +1175,13 @@ final class MCModel {
                 act.finish(nil)
             }
         }
+        // Members start in a loop, not nested: a member that ends while another starts makes room
+        // for the next, which starts once that one's start returned (the engine's launch loop).
+        var pumping = false
         func pump() {
+            guard !pumping else { return }
+            pumping = true
+            defer { pumping = false }
             while !closed && next < members.count && running < limit {
                 let index = next
                 next += 1
@@ -1132,14 +1198,33 @@ final class MCModel {
         }
         act.onCancel = {
             close()
-            act.finish(nil)
+            act.finishCancelled()
         }
-        if members.isEmpty { apply(policy(tally, .noMembers)) } else { pump() }
+        operating(act) {
+            if members.isEmpty { apply(policy(tally, .noMembers)) } else { pump() }
+        }
     }
 
     // Sharing.
 
     func join(shared: Shared, _ act: MCAct) {
+        // Set before the work starts: the work runs inside this run's call of the shared
+        // promise's operation, and may cancel the run from there.
+        act.onCancel = {
+            shared.waiters.removeAll { $0 === act }
+            if shared.waiters.isEmpty && shared.cancelsWhenAbandoned,
+                case .running = shared.state
+            {
+                shared.state = .idle
+                let work = shared.workAct
+                if self.deferredCancels != nil {
+                    self.deferredCancels!.append { work?.cancel() }
+                } else {
+                    work?.cancel()
+                }
+            }
+            act.finishCancelled()
+        }
         switch shared.state {
         case .done(let outcome): return act.finish(outcome)
         case .running: shared.waiters.append(act)
@@ -1157,17 +1242,7 @@ final class MCModel {
                 for waiter in waiters { waiter.finish(end) }
             }
             shared.workAct = work
-            start(shared.work, work)
-        }
-        act.onCancel = {
-            shared.waiters.removeAll { $0 === act }
-            if shared.waiters.isEmpty && shared.cancelsWhenAbandoned,
-                case .running = shared.state
-            {
-                shared.state = .idle
-                shared.workAct?.cancel()
-            }
-            act.finish(nil)
+            operating(act) { start(shared.work, work) }
         }
     }
 }
