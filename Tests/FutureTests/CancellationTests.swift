@@ -168,6 +168,39 @@ final class Pending<Value>: @unchecked Sendable {
         }
     }
 
+    @Test func aStepThatCancelsItsRunAfterAnotherThreadDidStopsItBeforeTheNextStep() {
+        final class Box: @unchecked Sendable { var handle: RunHandle? }
+        let box = Box()
+        let log = Log()
+        let inStep = DispatchSemaphore(value: 0)
+        let cancelledElsewhere = DispatchSemaphore(value: 0)
+        let ended = Delivery<Void>()
+        box.handle = Promise<Int, Never> { resolver in
+            DispatchQueue.global().async { resolver.fulfill(1) }
+        }
+        .map { value -> Int in
+            inStep.signal()
+            cancelledElsewhere.wait()
+            return value
+        }
+        .map { value -> Int in
+            log.record("cancel")
+            box.handle?.cancel()
+            return value
+        }
+        .map { value -> Int in
+            log.record("after")
+            return value
+        }
+        .ensure { ended.send(()) }
+        .run { _ in log.record("completion") }
+        #expect(inStep.wait(timeout: .now() + timeout) == .success)
+        box.handle?.cancel()  // from this thread, while the run's own thread drives it
+        cancelledElsewhere.signal()
+        #expect(ended.wait() != nil)
+        #expect(log.all == ["cancel"])
+    }
+
     @Test func anOperationThatResolvesAndThenCancelsStopsTheRunBeforeTheNextStep() {
         final class Box: @unchecked Sendable { var handle: RunHandle? }
         let box = Box()

@@ -3503,10 +3503,10 @@ nonisolated extension RunHandle.Run {
                     thread: thread, handlersRunning: true, scope: false)
             case .awaitingResolver, .awaitingQueue:
                 fields.state = .cancelledWhileWaiting(scope: false)
-            case .cancelledWhileDriving(let thread?, _, scope: true)
+            case .cancelledWhileDriving(let thread?, _, _)
             where call == nil && pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
-                // driving, even once a scope's deadline passed.
+                // driving, even once a scope's deadline passed or another thread's cancel came.
                 self.driver.pointee.cancelledByStep = true
                 fields.state = fields.state.cancellingTheRun
                 return nil
