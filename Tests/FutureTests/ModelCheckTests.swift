@@ -531,6 +531,9 @@ final class MCAct {
     /// `MCModel.operating`): a cancel ends it once the operation returns.
     var inOperation = false
     var cancelledInOperation = false
+    /// An end that came while the run was inside its operation: the run goes on with it once
+    /// the operation returns, as the library's run goes on where its driving thread is.
+    var endInOperation: MCEnd?
     private var handlerCalled = false
 
     init(_ done: @escaping (MCEnd) -> Void) { self.done = done }
@@ -538,6 +541,10 @@ final class MCAct {
     func finish(_ end: MCEnd) {
         // Cancelled inside its operation: what the operation resolves after it is ignored.
         guard !isOver, let done, !(cancelledInOperation && end != nil) else { return }
+        if inOperation && end != nil {
+            if endInOperation == nil { endInOperation = end }  // the first counts
+            return
+        }
         isOver = true
         self.done = nil
         done(end)
@@ -726,7 +733,11 @@ final class MCModel {
         act.inOperation = was
         if !was && act.cancelledInOperation {
             act.cancelledInOperation = false
+            act.endInOperation = nil
             act.finish(nil)
+        } else if !was, let end = act.endInOperation {
+            act.endInOperation = nil
+            act.finish(end)
         }
     }
 
