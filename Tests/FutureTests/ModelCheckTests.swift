@@ -266,6 +266,7 @@ final class MCTracked: Sendable {}
 
 /// What a program's promise is built from, and what its run logs. Pasted failing programs call
 /// it as the generated code does.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 final class MCHarness: @unchecked Sendable {
     private let lock = TestLock()
     private var entries: [String] = []
