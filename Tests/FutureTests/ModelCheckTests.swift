@@ -883,12 +883,24 @@ final class MCModel {
                 // and let it win (in one run, or with the inner in a run of its own). An
                 // operation that drops its resolver waits, for as long as its resolver takes to
                 // go: the timeout fails it first.
+                // What follows the timeout, when its work settles at once, is not inside it: an
+                // operation there that drops its resolver is noticed at once.
                 var expired = false
-                let child = MCAct { act.finish(expired ? .error(code) : $0) }
+                var inWork = true
+                let child = MCAct { end in
+                    if inWork {
+                        inWork = false
+                        self.zeroScopesStarting -= 1
+                    }
+                    act.finish(expired ? .error(code) : end)
+                }
                 act.current = child
                 zeroScopesStarting += 1
                 start(inner, child)
-                zeroScopesStarting -= 1
+                if inWork {
+                    inWork = false
+                    zeroScopesStarting -= 1
+                }
                 if !act.isOver {
                     expired = true
                     child.cancel()
@@ -1001,6 +1013,8 @@ final class MCModel {
     static func isOperationAlone(_ node: MCNode) -> Bool {
         switch node {
         case .op, .shared, .pending, .share: true
+        // One attempt is no retry: `retry(1)` is the promise it was called on.
+        case .retry(let inner, let attempts, _) where attempts <= 1: isOperationAlone(inner)
         default: false
         }
     }
