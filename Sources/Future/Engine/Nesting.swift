@@ -49,7 +49,7 @@ nonisolated extension RunHandle {
         @exclusivity(unchecked) private var releases = 0
         private var isDraining = false
         private var isReleasing = false
-        /// Whether a shared promise resumes its waiters on this thread (see `deferring`).
+        /// Whether a shared promise resumes its waiters on this thread (see `settling`).
         private var isSettling = false
         private var waiting: [(Run, Run.Resumption)] = []
         /// What a cancel under way on this thread set off, to do before it returns.
@@ -148,7 +148,7 @@ nonisolated extension RunHandle {
         /// which every run it resumes waits, as past `limit`, so that a chain of ten thousand
         /// settles two levels deep, as on a 32 KiB stack; a settle inside no other resumes its
         /// waiters nested, as every resolver does.
-        static func deferring(_ body: () -> Void) {
+        static func settling(_ body: () -> Void) {
             withCurrent { nesting in
                 guard nesting.isSettling else {
                     nesting.isSettling = true

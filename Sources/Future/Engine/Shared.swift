@@ -124,7 +124,7 @@ nonisolated extension RunHandle {
                 return (self.waiting.sorted { $0.key < $1.key }.map(\.value), before)
             }
             withExtendedLifetime(before) {}  // see `Lock`
-            Nesting.deferring {
+            Nesting.settling {
                 for resolver in waiting {
                     if let outcome { resolver(outcome) } else { resolver.cancel() }
                 }
