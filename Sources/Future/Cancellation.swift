@@ -38,7 +38,7 @@ nonisolated extension RunHandle {
 /// `fetchFeed().run(some: show, none: report).store(in: model.runs)`. To cancel one run, keep its
 /// ``RunHandle`` instead.
 nonisolated public class RunBag: @unchecked Sendable {
-    fileprivate let lock = RunHandle.Lock()
+    fileprivate let lock = Engine.Lock()
     fileprivate var runs: [RunHandle] = []
 
     /// Makes an empty bag.
@@ -134,11 +134,11 @@ nonisolated extension Promise {
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
     public func ignoringCancel() -> Promise {
-        typealias Callback = RunHandle.Callback<Value, Failure>
+        typealias Callback = Engine.Callback<Value, Failure>
         let work = self
-        let operation = RunHandle.Operation(file: #fileID, line: #line) {
+        let operation = Engine.Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Value, Failure>) in
-            let run = RunHandle.Run.make(
+            let run = Engine.Run.make(
                 for: work.chain, completing: Callback.self, inside: resolver.run)
             run.start(
                 work,
@@ -147,10 +147,10 @@ nonisolated extension Promise {
                 })
         }
         // The work alone, for a run that reaches this promise cancelled or never starts it.
-        let ignored: @Sendable (RunHandle.Run) -> Void = { outer in
-            let run = RunHandle.Run.make(for: work.chain, completing: Callback.self, inside: outer)
+        let ignored: @Sendable (Engine.Run) -> Void = { outer in
+            let run = Engine.Run.make(for: work.chain, completing: Callback.self, inside: outer)
             run.start(work, Callback { _, _ in })
         }
-        return Promise(last: RunHandle.Source<Value, Failure>(operation, ignoring: ignored))
+        return Promise(last: Engine.Source<Value, Failure>(operation, ignoring: ignored))
     }
 }

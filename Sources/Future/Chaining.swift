@@ -132,7 +132,7 @@ nonisolated extension Promise {
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
-        typealias Next = RunHandle.Nest<Value, NewValue, Failure>
+        typealias Next = Engine.Nest<Value, NewValue, Failure>
         return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value): return run.enter(Next.next(of: stage)(value))
@@ -287,7 +287,7 @@ nonisolated extension Promise where Failure == Never {
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        typealias Next = RunHandle.Nest<Value, NewValue, NewFailure>
+        typealias Next = Engine.Nest<Value, NewValue, NewFailure>
         return nesting(next) { stage, slot, run in
             run.enter(Next.next(of: stage)(slot.take(Outcome.self).get()))
         }

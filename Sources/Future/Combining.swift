@@ -1,4 +1,4 @@
-// Combining.swift: `when`, `any` and `race`, each a policy for `RunHandle.join`
+// Combining.swift: `when`, `any` and `race`, each a policy for `Engine.join`
 // (Engine/Join.swift), which runs the members and asks the policy as each ends.
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
@@ -31,7 +31,7 @@
     guard limit > 0 else {
         fatalError("when(fulfilled:concurrently:) needs a limit of at least 1, not \(limit)")
     }
-    return RunHandle.join(promises, limit) { tally, ending in
+    return Engine.join(promises, limit) { tally, ending in
         switch ending {
         case .outcome(_, .failure(let error)): .settle(.failure(error))
         case .cancelled: .cancel
@@ -98,7 +98,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
     guard limit > 0 else {
         fatalError("when(resolved:concurrently:) needs a limit of at least 1, not \(limit)")
     }
-    return RunHandle.join(promises, limit) { tally, ending in
+    return Engine.join(promises, limit) { tally, ending in
         if case .cancelled = ending { return .cancel }
         return tally.isComplete ? .settle(.success(tally.results)) : .wait
     }
@@ -113,7 +113,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 @inlinable nonisolated public func any<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<[Swift.Result<Value, Failure>], AllPromisesFailedError<Failure>> {
-    RunHandle.join(promises) { tally, ending in
+    Engine.join(promises) { tally, ending in
         if case .cancelled = ending { return .cancel }
         guard tally.isComplete else { return .wait }
         let errors = tally.errors
@@ -155,7 +155,7 @@ nonisolated public func any<each Value, Failure>(
 @inlinable nonisolated public func race<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<Value, Failure> {
-    RunHandle.join(promises) { tally, ending in
+    Engine.join(promises) { tally, ending in
         if case .outcome(_, let outcome) = ending { return .settle(outcome) }
         return tally.isComplete ? .cancel : .wait
     }
@@ -182,7 +182,7 @@ nonisolated public func any<each Value, Failure>(
 @inlinable nonisolated public func race<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<Value, AllPromisesFailedError<Failure>> {
-    RunHandle.join(promises) { tally, ending in
+    Engine.join(promises) { tally, ending in
         if case .outcome(_, .success(let value)) = ending { return .settle(.success(value)) }
         guard tally.isComplete else { return .wait }
         return tally.outcomes.contains { $0 == nil }

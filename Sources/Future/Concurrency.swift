@@ -19,14 +19,14 @@ nonisolated extension Promise {
     /// the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
     @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
-            typealias Resumption = RunHandle.Resumption<Value, Failure>
-            let handle = RunHandle(RunHandle.Run.make(for: chain, completing: Resumption.self))
+            typealias Awaiting = Engine.Awaiting<Value, Failure>
+            let handle = RunHandle(Engine.Run.make(for: chain, completing: Awaiting.self))
             // Named, because the cancellation handler's operation runs on the generic executor:
             // the continuation's body, which starts the run, is then sent back to the caller's.
             let isolation = #isolation
             return await withTaskCancellationHandler {
                 await withUnsafeContinuation(isolation: isolation) { continuation in
-                    handle.run.start(self, Resumption(continuation))
+                    handle.run.start(self, Awaiting(continuation))
                 }
             } onCancel: {
                 handle.cancel()

@@ -37,5 +37,5 @@ nonisolated public enum PromiseDiagnostics {
     nonisolated(unsafe) private static var current: @Sendable (String) -> Void = { message in
         _ = "Future: \(message)\n".withCString { write(2, $0, strlen($0)) }
     }
-    nonisolated(unsafe) private static let lock = RunHandle.Lock()
+    nonisolated(unsafe) private static let lock = Engine.Lock()
 }

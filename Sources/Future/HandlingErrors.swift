@@ -45,7 +45,7 @@ nonisolated extension Promise {
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
-        typealias Next = RunHandle.Nest<Failure, Value, NewFailure>
+        typealias Next = Engine.Nest<Failure, Value, NewFailure>
         return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value):

@@ -11,7 +11,7 @@
 // are the `Result` of the step before and of this one, at the same address.
 
 nonisolated extension Promise {
-    @usableFromInline typealias Node<Payload: Sendable> = RunHandle.Node<Payload>
+    @usableFromInline typealias Node<Payload: Sendable> = Engine.Node<Payload>
     @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
 
     /// Makes a promise from an operation that reports its outcome through a ``Resolver``.
@@ -37,7 +37,7 @@ nonisolated extension Promise {
         file: StaticString = #fileID, line: UInt = #line,
         _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void
     ) {
-        self.init(RunHandle.Operation(file: file, line: line, operation))
+        self.init(Engine.Operation(file: file, line: line, operation))
     }
 
     /// Makes a promise from async code: each run starts a `Task` that calls `work`.

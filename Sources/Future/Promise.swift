@@ -5,7 +5,7 @@
 // - appending a stage, a step that reads the slot and writes it (`appending`,
 //   Engine/Chain.swift; the idiom is explained where Making.swift first uses it);
 // - mapping an outcome, a step from the whole `Result` to the next (`mapOutcome`, beside it);
-// - joining, running many promises and deciding as each ends (`RunHandle.join`,
+// - joining, running many promises and deciding as each ends (`Engine.join`,
 //   Engine/Join.swift);
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
@@ -38,22 +38,22 @@ nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
     /// operation keeps the operation alone, which costs nothing more: a run, a combination or a
     /// step that returns the promise calls it directly. Adding a step makes it the first stage of
     /// a chain, whose last stage knows the one before it.
-    @usableFromInline let body: RunHandle.Body
+    @usableFromInline let body: Engine.Body
 
-    @inlinable init(last: RunHandle.Stage) { body = .chain(last: last) }
+    @inlinable init(last: Engine.Stage) { body = .chain(last: last) }
 
-    @inlinable init(_ operation: RunHandle.Operation) { body = .operation(operation) }
+    @inlinable init(_ operation: Engine.Operation) { body = .operation(operation) }
 
     /// The last stage of the chain, if the promise is one.
-    @inlinable var chain: RunHandle.Stage? {
+    @inlinable var chain: Engine.Stage? {
         if case .chain(let last) = body { last } else { nil }
     }
 
     /// The promise as a chain of stages, its operation made a chain's first stage if need be.
-    @inlinable var last: RunHandle.Stage {
+    @inlinable var last: Engine.Stage {
         switch body {
         case .chain(let last): last
-        case .operation(let operation): RunHandle.Source<Value, Failure>(operation)
+        case .operation(let operation): Engine.Source<Value, Failure>(operation)
         }
     }
 }

@@ -26,9 +26,9 @@
 /// nothing else refers to, even weakly, for its next operation.)
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to.
-    @usableFromInline let reporter: any RunHandle.Reporter
+    @usableFromInline let reporter: any Engine.Reporter
     /// The number of the call it reports for. A run changes it as it gives the resolver, which
-    /// nobody else holds any more, to its next operation (see `RunHandle.Run.beginCall`): so it
+    /// nobody else holds any more, to its next operation (see `Engine.Run.beginCall`): so it
     /// needs no exclusivity checks, which would cost one at every report.
     @exclusivity(unchecked) @usableFromInline var call: Int
     #if DEBUG
@@ -36,7 +36,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     #endif
 
     @usableFromInline init(
-        reporter: any RunHandle.Reporter, call: Int, file: StaticString = "", line: UInt = 0
+        reporter: any Engine.Reporter, call: Int, file: StaticString = "", line: UInt = 0
     ) {
         self.reporter = reporter
         self.call = call
@@ -46,7 +46,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     }
 
     /// Makes the resolver call `call`'s, of `operation`.
-    @usableFromInline func begin(_ call: Int, of operation: RunHandle.Operation) {
+    @usableFromInline func begin(_ call: Int, of operation: Engine.Operation) {
         self.call = call
         #if DEBUG
             origin = operation.origin
@@ -54,7 +54,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     }
 
     /// The run the operation is part of (or that its combination is part of).
-    @usableFromInline var run: RunHandle.Run { reporter.run }
+    @usableFromInline var run: Engine.Run { reporter.run }
 
     deinit {
         #if DEBUG

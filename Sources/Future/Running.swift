@@ -18,14 +18,14 @@ nonisolated extension Promise {
     public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> RunHandle {
-        (consume self).start(RunHandle.Outcomes(completion))
+        (consume self).start(Engine.Outcomes(completion))
     }
 
     /// Starts a run whose outcome goes to `completion`.
-    @inlinable consuming func start<Completion: RunHandle.Completion>(
+    @inlinable consuming func start<Completion: Engine.Completion>(
         _ completion: Completion
     ) -> RunHandle where Completion.Value == Value, Completion.Failure == Failure {
-        let run = RunHandle.Run.make(for: chain, completing: Completion.self)
+        let run = Engine.Run.make(for: chain, completing: Completion.self)
         // Consumed, so that a promise made for this call alone is the run's to let go of.
         run.start(consume self, completion)
         return RunHandle(run)
@@ -75,7 +75,7 @@ nonisolated extension Promise where Failure == Never {
     /// promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
-        (consume self).start(RunHandle.Values { _ in })
+        (consume self).start(Engine.Values { _ in })
     }
 
     /// Starts work that cannot fail and calls `some` with its value.
@@ -84,6 +84,6 @@ nonisolated extension Promise where Failure == Never {
     /// ``Guarantee`` has it: `cachedFeed().run(some: show)`.
     @inlinable @discardableResult @_disfavoredOverload
     public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        (consume self).start(RunHandle.Values(some))
+        (consume self).start(Engine.Values(some))
     }
 }

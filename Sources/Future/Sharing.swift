@@ -1,5 +1,5 @@
 // Sharing.swift: one run of the work for many runs, `share()`, and a promise settled from
-// outside, `pending()`. Builds on `RunHandle.Shared` (Engine/Shared.swift).
+// outside, `pending()`. Builds on `Engine.Shared` (Engine/Shared.swift).
 
 nonisolated extension Promise where Value: Sendable {
     /// A promise whose work runs once for many runs: opt-in eagerness.
@@ -21,7 +21,7 @@ nonisolated extension Promise where Value: Sendable {
     /// let refresh = fetchProfile().share(cancelsWhenAbandoned: false)
     /// ```
     public func share(cancelsWhenAbandoned: Bool = true) -> Promise {
-        let shared = RunHandle.Shared(self, cancelsWhenAbandoned: cancelsWhenAbandoned)
+        let shared = Engine.Shared(self, cancelsWhenAbandoned: cancelsWhenAbandoned)
         return Promise { shared.join($0) }
     }
 
@@ -34,7 +34,7 @@ nonisolated extension Promise where Value: Sendable {
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
-        let (shared, resolver) = RunHandle.Shared<Value, Failure>.pending(file: file, line: line)
+        let (shared, resolver) = Engine.Shared<Value, Failure>.pending(file: file, line: line)
         return (Promise { shared.join($0) }, resolver)
     }
 }

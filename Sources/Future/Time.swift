@@ -1,7 +1,7 @@
 // Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
 // Builds on the hop (`Next.hop`), on a scope of the run for `timeout` (`Next.scope`), both waiting
 // in Engine/Deadlines.swift; on `recover` for `retry`; and, on a clock you pass, on
-// `RunHandle.join` for `timeout`.
+// `Engine.join` for `timeout`.
 
 import Dispatch
 
@@ -64,7 +64,7 @@ nonisolated extension Promise {
         // which, if it passes first, cancels them; the last step then puts the error.
         let nanoseconds = Self.nanoseconds(interval)
         let scoped = Promise(
-            last: RunHandle.ScopeStage(last, within: nanoseconds, output: Outcome.self))
+            last: Engine.ScopeStage(last, within: nanoseconds, output: Outcome.self))
         return scoped.appending(error) { stage, slot, run in
             switch run.endScope() {
             case .armed, .due: return .proceed
@@ -187,7 +187,7 @@ nonisolated extension Promise {
         clock: some Clock<Duration>
     ) -> Promise {
         let timer = after(interval, clock: clock).flatMap { Promise(error: error()) }
-        return RunHandle.join([self, timer]) { _, ending in
+        return Engine.join([self, timer]) { _, ending in
             if case .outcome(_, let outcome) = ending { .settle(outcome) } else { .cancel }
         }
     }

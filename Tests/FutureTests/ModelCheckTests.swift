@@ -23,7 +23,7 @@
 //   resolved (synchronously, here, as the harness resolves on the test thread); an operation that
 //   lets its resolver go without resolving ends its run as cancelled; `Resolver.cancel()` ends the
 //   run "as its handle's cancel() would" (so its own `onCancel` handlers run).
-// - Cancellation.md and `RunHandle.cancel()`: after `cancel()` no completion is delivered; the
+// - Cancellation.md and `Engine.cancel()`: after `cancel()` no completion is delivered; the
 //   waiting operation's handlers run once, then the `ensure` steps still ahead; a step that
 //   cancels its own run stops it before the next step; steps (`map`, `then`, `tap`…) do not run
 //   once the run is cancelled; a run cancelled from inside its call of an operation stops as the
@@ -43,7 +43,7 @@
 //   again after a failure, after the delay.
 // - `timeout(_:orFailWith:)` (Dispatch): an interval of zero or less "lets work that settles at
 //   once, without waiting, win, as on every clock, and fails the work as soon as it waits";
-//   Cancellation.md: it cancels the steps it wraps "as they would for RunHandle.cancel() (… their
+//   Cancellation.md: it cancels the steps it wraps "as they would for Engine.cancel() (… their
 //   ensure steps run)". Zero timeouts nested in one another, all due as the work waits: the
 //   innermost expires first, as on a clock (where the inner timer is set first and fires first),
 //   and the outer ones see their work settle at once with its error, and let it win.
@@ -721,7 +721,7 @@ final class MCModel {
 
     /// Runs `body` as the run's call of an operation that starts other runs at once: a shared
     /// promise's work, a combination's members (a clock's `timeout` too), `ignoringCancel()`'s
-    /// work. `RunHandle.cancel()` and Cancellation.md: the waiting operation's handlers run, then
+    /// work. `Engine.cancel()` and Cancellation.md: the waiting operation's handlers run, then
     /// the `ensure` steps still ahead, and no completion; a run cancelled from inside its
     /// operation stops as the operation returns (as for `MCLeaf.cancelRun`). So a cancel that
     /// comes meanwhile runs the act's handler (`onCancel`, which cancels the runs it started) at

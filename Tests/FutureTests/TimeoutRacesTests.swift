@@ -214,7 +214,7 @@ import Testing
     }
 
     @Test func aRunEndedAnyWayLetsGoOfItsDeadlinesAtOnce() {
-        let released = WeakReference<RunHandle.Run>()
+        let released = WeakReference<Engine.Run>()
         do {
             let handle = Pending<Int>().promise
                 .timeout(.seconds(3600), orFailWith: TestError("late"))

@@ -60,7 +60,7 @@ func allocatedBytes() -> Int? {
 @Suite struct CancelledTimers {
     /// A weak reference, for many of them in an array.
     struct Weak {
-        weak var run: RunHandle.Run?
+        weak var run: Engine.Run?
     }
 
     /// Cancelling an `after` frees its run at once, not when the timer's deadline comes: ten
@@ -86,7 +86,7 @@ func allocatedBytes() -> Int? {
     /// A retry cancelled while it waits before its next attempt frees its run at once.
     @Test func aRetryCancelledDuringItsDelayReleasesItsRunAtOnce() {
         let attempts = Counter()
-        weak var released: RunHandle.Run?
+        weak var released: Engine.Run?
         do {
             let handle = Promise<Int, TestError> { resolver in
                 attempts.increment()

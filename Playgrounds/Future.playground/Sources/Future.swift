@@ -26,7 +26,7 @@ import Dispatch
 // - appending a stage, a step that reads the slot and writes it (`appending`,
 //   Engine/Chain.swift; the idiom is explained where Making.swift first uses it);
 // - mapping an outcome, a step from the whole `Result` to the next (`mapOutcome`, beside it);
-// - joining, running many promises and deciding as each ends (`RunHandle.join`,
+// - joining, running many promises and deciding as each ends (`Engine.join`,
 //   Engine/Join.swift);
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
@@ -59,22 +59,22 @@ nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
     /// operation keeps the operation alone, which costs nothing more: a run, a combination or a
     /// step that returns the promise calls it directly. Adding a step makes it the first stage of
     /// a chain, whose last stage knows the one before it.
-    @usableFromInline let body: RunHandle.Body
+    @usableFromInline let body: Engine.Body
 
-    @inlinable init(last: RunHandle.Stage) { body = .chain(last: last) }
+    @inlinable init(last: Engine.Stage) { body = .chain(last: last) }
 
-    @inlinable init(_ operation: RunHandle.Operation) { body = .operation(operation) }
+    @inlinable init(_ operation: Engine.Operation) { body = .operation(operation) }
 
     /// The last stage of the chain, if the promise is one.
-    @inlinable var chain: RunHandle.Stage? {
+    @inlinable var chain: Engine.Stage? {
         if case .chain(let last) = body { last } else { nil }
     }
 
     /// The promise as a chain of stages, its operation made a chain's first stage if need be.
-    @inlinable var last: RunHandle.Stage {
+    @inlinable var last: Engine.Stage {
         switch body {
         case .chain(let last): last
-        case .operation(let operation): RunHandle.Source<Value, Failure>(operation)
+        case .operation(let operation): Engine.Source<Value, Failure>(operation)
         }
     }
 }
@@ -157,9 +157,9 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// nothing else refers to, even weakly, for its next operation.)
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to.
-    @usableFromInline let reporter: any RunHandle.Reporter
+    @usableFromInline let reporter: any Engine.Reporter
     /// The number of the call it reports for. A run changes it as it gives the resolver, which
-    /// nobody else holds any more, to its next operation (see `RunHandle.Run.beginCall`): so it
+    /// nobody else holds any more, to its next operation (see `Engine.Run.beginCall`): so it
     /// needs no exclusivity checks, which would cost one at every report.
     @exclusivity(unchecked) @usableFromInline var call: Int
     #if DEBUG
@@ -167,7 +167,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     #endif
 
     @usableFromInline init(
-        reporter: any RunHandle.Reporter, call: Int, file: StaticString = "", line: UInt = 0
+        reporter: any Engine.Reporter, call: Int, file: StaticString = "", line: UInt = 0
     ) {
         self.reporter = reporter
         self.call = call
@@ -177,7 +177,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     }
 
     /// Makes the resolver call `call`'s, of `operation`.
-    @usableFromInline func begin(_ call: Int, of operation: RunHandle.Operation) {
+    @usableFromInline func begin(_ call: Int, of operation: Engine.Operation) {
         self.call = call
         #if DEBUG
             origin = operation.origin
@@ -185,7 +185,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     }
 
     /// The run the operation is part of (or that its combination is part of).
-    @usableFromInline var run: RunHandle.Run { reporter.run }
+    @usableFromInline var run: Engine.Run { reporter.run }
 
     deinit {
         #if DEBUG
@@ -368,7 +368,7 @@ nonisolated extension Resolver where Value: Sendable {
 // are the `Result` of the step before and of this one, at the same address.
 
 nonisolated extension Promise {
-    @usableFromInline typealias Node<Payload: Sendable> = RunHandle.Node<Payload>
+    @usableFromInline typealias Node<Payload: Sendable> = Engine.Node<Payload>
     @usableFromInline typealias Outcome = Swift.Result<Value, Failure>
 
     /// Makes a promise from an operation that reports its outcome through a ``Resolver``.
@@ -394,7 +394,7 @@ nonisolated extension Promise {
         file: StaticString = #fileID, line: UInt = #line,
         _ operation: @escaping @Sendable (Resolver<Value, Failure>) -> Void
     ) {
-        self.init(RunHandle.Operation(file: file, line: line, operation))
+        self.init(Engine.Operation(file: file, line: line, operation))
     }
 
     /// Makes a promise from async code: each run starts a `Task` that calls `work`.
@@ -532,14 +532,14 @@ nonisolated extension Promise {
     public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
     ) -> RunHandle {
-        (consume self).start(RunHandle.Outcomes(completion))
+        (consume self).start(Engine.Outcomes(completion))
     }
 
     /// Starts a run whose outcome goes to `completion`.
-    @inlinable consuming func start<Completion: RunHandle.Completion>(
+    @inlinable consuming func start<Completion: Engine.Completion>(
         _ completion: Completion
     ) -> RunHandle where Completion.Value == Value, Completion.Failure == Failure {
-        let run = RunHandle.Run.make(for: chain, completing: Completion.self)
+        let run = Engine.Run.make(for: chain, completing: Completion.self)
         // Consumed, so that a promise made for this call alone is the run's to let go of.
         run.start(consume self, completion)
         return RunHandle(run)
@@ -589,7 +589,7 @@ nonisolated extension Promise where Failure == Never {
     /// promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
-        (consume self).start(RunHandle.Values { _ in })
+        (consume self).start(Engine.Values { _ in })
     }
 
     /// Starts work that cannot fail and calls `some` with its value.
@@ -598,7 +598,7 @@ nonisolated extension Promise where Failure == Never {
     /// ``Guarantee`` has it: `cachedFeed().run(some: show)`.
     @inlinable @discardableResult @_disfavoredOverload
     public consuming func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        (consume self).start(RunHandle.Values(some))
+        (consume self).start(Engine.Values(some))
     }
 }
 
@@ -738,7 +738,7 @@ nonisolated extension Promise {
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
     ) -> Promise<NewValue, Failure> {
-        typealias Next = RunHandle.Nest<Value, NewValue, Failure>
+        typealias Next = Engine.Nest<Value, NewValue, Failure>
         return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value): return run.enter(Next.next(of: stage)(value))
@@ -893,7 +893,7 @@ nonisolated extension Promise where Failure == Never {
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        typealias Next = RunHandle.Nest<Value, NewValue, NewFailure>
+        typealias Next = Engine.Nest<Value, NewValue, NewFailure>
         return nesting(next) { stage, slot, run in
             run.enter(Next.next(of: stage)(slot.take(Outcome.self).get()))
         }
@@ -979,7 +979,7 @@ nonisolated extension Promise {
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
-        typealias Next = RunHandle.Nest<Failure, Value, NewFailure>
+        typealias Next = Engine.Nest<Failure, Value, NewFailure>
         return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value):
@@ -1084,7 +1084,7 @@ nonisolated extension Promise {
 
 // MARK: - Combining
 
-// Combining.swift: `when`, `any` and `race`, each a policy for `RunHandle.join`
+// Combining.swift: `when`, `any` and `race`, each a policy for `Engine.join`
 // (Engine/Join.swift), which runs the members and asks the policy as each ends.
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
@@ -1117,7 +1117,7 @@ nonisolated extension Promise {
     guard limit > 0 else {
         fatalError("when(fulfilled:concurrently:) needs a limit of at least 1, not \(limit)")
     }
-    return RunHandle.join(promises, limit) { tally, ending in
+    return Engine.join(promises, limit) { tally, ending in
         switch ending {
         case .outcome(_, .failure(let error)): .settle(.failure(error))
         case .cancelled: .cancel
@@ -1184,7 +1184,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
     guard limit > 0 else {
         fatalError("when(resolved:concurrently:) needs a limit of at least 1, not \(limit)")
     }
-    return RunHandle.join(promises, limit) { tally, ending in
+    return Engine.join(promises, limit) { tally, ending in
         if case .cancelled = ending { return .cancel }
         return tally.isComplete ? .settle(.success(tally.results)) : .wait
     }
@@ -1199,7 +1199,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 @inlinable nonisolated public func any<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<[Swift.Result<Value, Failure>], AllPromisesFailedError<Failure>> {
-    RunHandle.join(promises) { tally, ending in
+    Engine.join(promises) { tally, ending in
         if case .cancelled = ending { return .cancel }
         guard tally.isComplete else { return .wait }
         let errors = tally.errors
@@ -1241,7 +1241,7 @@ nonisolated public func any<each Value, Failure>(
 @inlinable nonisolated public func race<Value, Failure>(
     _ promises: [Promise<Value, Failure>]
 ) -> Promise<Value, Failure> {
-    RunHandle.join(promises) { tally, ending in
+    Engine.join(promises) { tally, ending in
         if case .outcome(_, let outcome) = ending { return .settle(outcome) }
         return tally.isComplete ? .cancel : .wait
     }
@@ -1268,7 +1268,7 @@ nonisolated public func any<each Value, Failure>(
 @inlinable nonisolated public func race<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>]
 ) -> Promise<Value, AllPromisesFailedError<Failure>> {
-    RunHandle.join(promises) { tally, ending in
+    Engine.join(promises) { tally, ending in
         if case .outcome(_, .success(let value)) = ending { return .settle(.success(value)) }
         guard tally.isComplete else { return .wait }
         return tally.outcomes.contains { $0 == nil }
@@ -1391,7 +1391,7 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype, Failure 
 // Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
 // Builds on the hop (`Next.hop`), on a scope of the run for `timeout` (`Next.scope`), both waiting
 // in Engine/Deadlines.swift; on `recover` for `retry`; and, on a clock you pass, on
-// `RunHandle.join` for `timeout`.
+// `Engine.join` for `timeout`.
 
 // `Duration` needs macOS 13, iOS 16, tvOS 16 and watchOS 9, the package's minimums. An app with a
 // lower deployment target can copy the file in: these declarations alone are then unavailable.
@@ -1452,7 +1452,7 @@ nonisolated extension Promise {
         // which, if it passes first, cancels them; the last step then puts the error.
         let nanoseconds = Self.nanoseconds(interval)
         let scoped = Promise(
-            last: RunHandle.ScopeStage(last, within: nanoseconds, output: Outcome.self))
+            last: Engine.ScopeStage(last, within: nanoseconds, output: Outcome.self))
         return scoped.appending(error) { stage, slot, run in
             switch run.endScope() {
             case .armed, .due: return .proceed
@@ -1575,7 +1575,7 @@ nonisolated extension Promise {
         clock: some Clock<Duration>
     ) -> Promise {
         let timer = after(interval, clock: clock).flatMap { Promise(error: error()) }
-        return RunHandle.join([self, timer]) { _, ending in
+        return Engine.join([self, timer]) { _, ending in
             if case .outcome(_, let outcome) = ending { .settle(outcome) } else { .cancel }
         }
     }
@@ -1916,7 +1916,7 @@ nonisolated extension RunHandle {
 /// `fetchFeed().run(some: show, none: report).store(in: model.runs)`. To cancel one run, keep its
 /// ``RunHandle`` instead.
 nonisolated public class RunBag: @unchecked Sendable {
-    fileprivate let lock = RunHandle.Lock()
+    fileprivate let lock = Engine.Lock()
     fileprivate var runs: [RunHandle] = []
 
     /// Makes an empty bag.
@@ -2012,11 +2012,11 @@ nonisolated extension Promise {
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
     public func ignoringCancel() -> Promise {
-        typealias Callback = RunHandle.Callback<Value, Failure>
+        typealias Callback = Engine.Callback<Value, Failure>
         let work = self
-        let operation = RunHandle.Operation(file: #fileID, line: #line) {
+        let operation = Engine.Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Value, Failure>) in
-            let run = RunHandle.Run.make(
+            let run = Engine.Run.make(
                 for: work.chain, completing: Callback.self, inside: resolver.run)
             run.start(
                 work,
@@ -2025,18 +2025,18 @@ nonisolated extension Promise {
                 })
         }
         // The work alone, for a run that reaches this promise cancelled or never starts it.
-        let ignored: @Sendable (RunHandle.Run) -> Void = { outer in
-            let run = RunHandle.Run.make(for: work.chain, completing: Callback.self, inside: outer)
+        let ignored: @Sendable (Engine.Run) -> Void = { outer in
+            let run = Engine.Run.make(for: work.chain, completing: Callback.self, inside: outer)
             run.start(work, Callback { _, _ in })
         }
-        return Promise(last: RunHandle.Source<Value, Failure>(operation, ignoring: ignored))
+        return Promise(last: Engine.Source<Value, Failure>(operation, ignoring: ignored))
     }
 }
 
 // MARK: - Sharing
 
 // Sharing.swift: one run of the work for many runs, `share()`, and a promise settled from
-// outside, `pending()`. Builds on `RunHandle.Shared` (Engine/Shared.swift).
+// outside, `pending()`. Builds on `Engine.Shared` (Engine/Shared.swift).
 
 nonisolated extension Promise where Value: Sendable {
     /// A promise whose work runs once for many runs: opt-in eagerness.
@@ -2058,7 +2058,7 @@ nonisolated extension Promise where Value: Sendable {
     /// let refresh = fetchProfile().share(cancelsWhenAbandoned: false)
     /// ```
     public func share(cancelsWhenAbandoned: Bool = true) -> Promise {
-        let shared = RunHandle.Shared(self, cancelsWhenAbandoned: cancelsWhenAbandoned)
+        let shared = Engine.Shared(self, cancelsWhenAbandoned: cancelsWhenAbandoned)
         return Promise { shared.join($0) }
     }
 
@@ -2071,7 +2071,7 @@ nonisolated extension Promise where Value: Sendable {
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
-        let (shared, resolver) = RunHandle.Shared<Value, Failure>.pending(file: file, line: line)
+        let (shared, resolver) = Engine.Shared<Value, Failure>.pending(file: file, line: line)
         return (Promise { shared.join($0) }, resolver)
     }
 }
@@ -2099,14 +2099,14 @@ nonisolated extension Promise {
     /// the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
     @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
-            typealias Resumption = RunHandle.Resumption<Value, Failure>
-            let handle = RunHandle(RunHandle.Run.make(for: chain, completing: Resumption.self))
+            typealias Awaiting = Engine.Awaiting<Value, Failure>
+            let handle = RunHandle(Engine.Run.make(for: chain, completing: Awaiting.self))
             // Named, because the cancellation handler's operation runs on the generic executor:
             // the continuation's body, which starts the run, is then sent back to the caller's.
             let isolation = #isolation
             return await withTaskCancellationHandler {
                 await withUnsafeContinuation(isolation: isolation) { continuation in
-                    handle.run.start(self, Resumption(continuation))
+                    handle.run.start(self, Awaiting(continuation))
                 }
             } onCancel: {
                 handle.cancel()
@@ -2166,7 +2166,7 @@ nonisolated public enum PromiseDiagnostics {
     nonisolated(unsafe) private static var current: @Sendable (String) -> Void = { message in
         _ = "Future: \(message)\n".withCString { write(2, $0, strlen($0)) }
     }
-    nonisolated(unsafe) private static let lock = RunHandle.Lock()
+    nonisolated(unsafe) private static let lock = Engine.Lock()
 }
 
 // MARK: - Engine/Chain
@@ -2200,14 +2200,17 @@ nonisolated public enum PromiseDiagnostics {
 // - scope: the steps a `timeout` entered, which its deadline cancels if it passes first.
 // - halt: stop a cancelled run (its `ensure` steps ahead run, and its completion hears of it),
 //   or a cancelled scope (its steps end, and the run goes on).
-// - completion: what gets a run's outcome, such as a terminal's closure (`RunHandle.Completion`).
+// - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
 // - member: one of the promises a combination runs.
 // - share: the one run of a shared promise's work, that many runs wait for.
 // - tie: a run's record of a token's generation, as of the first step tied to the token.
 
-nonisolated extension RunHandle {
+/// The engine's namespace: the types behind the API, which its files declare in extensions.
+@usableFromInline nonisolated enum Engine {}
+
+nonisolated extension Engine {
     /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
     @usableFromInline class Stage: @unchecked Sendable {
         /// Runs the step: it takes its input from the slot and leaves its output there.
@@ -2220,7 +2223,7 @@ nonisolated extension RunHandle {
         @usableFromInline let slotAlignment: Int
         @usableFromInline let isEnsure: Bool
         /// The type of the step's outcome, to destroy one that is left behind when a run stops.
-        @usableFromInline let output: any Outcome.Type
+        @usableFromInline let output: any SlotType.Type
         /// Starts, inside a run, the work of the `ignoringCancel()` promise this step is the
         /// first of, in a run of its own that cancelling does not reach.
         @usableFromInline var ignoring: (@Sendable (Run) -> Void)? { nil }
@@ -2244,7 +2247,7 @@ nonisolated extension RunHandle {
             self.parent = parent
             self.step = step
             self.isEnsure = isEnsure
-            self.output = Box<Output>.self
+            self.output = TypeOf<Output>.self
             depth = (parent?.depth ?? 0) + 1
             slotSize = max(parent?.slotSize ?? 1, MemoryLayout<Output>.size)
             slotAlignment = max(parent?.slotAlignment ?? 1, MemoryLayout<Output>.alignment)
@@ -2401,10 +2404,10 @@ nonisolated extension RunHandle {
         deinit { Nesting.release({ work as Any }, by: { work = nil }) }
     }
 
-    /// A type whose values a slot can hold; `Box<T>` stands for `T`.
-    @usableFromInline protocol Outcome { static func discard(from slot: Slot) }
+    /// A type whose values a slot can hold; `TypeOf<T>` stands for `T`.
+    @usableFromInline protocol SlotType { static func discard(from slot: Slot) }
 
-    @usableFromInline enum Box<Output>: Outcome {
+    @usableFromInline enum TypeOf<Output>: SlotType {
         @usableFromInline static func discard(from slot: Slot) { _ = slot.take(Output.self) }
     }
 
@@ -2610,7 +2613,7 @@ nonisolated extension Promise {
 
     /// Adds a step that keeps `payload` and runs `step` with it.
     @inlinable func appending<Payload: Sendable, NewValue, NewFailure>(
-        _ payload: Payload, isEnsure: Bool = false, _ step: @escaping RunHandle.Stage.Step
+        _ payload: Payload, isEnsure: Bool = false, _ step: @escaping Engine.Stage.Step
     ) -> Promise<NewValue, NewFailure> {
         typealias Output = Swift.Result<NewValue, NewFailure>
         return Promise<NewValue, NewFailure>(
@@ -2619,8 +2622,8 @@ nonisolated extension Promise {
 
     /// Adds a step that enters the promise `next` makes, as `step` decides (`Nest`).
     @inlinable func nesting<Input, V, F>(
-        _ next: @escaping RunHandle.Nest<Input, V, F>.Next, _ step: @escaping RunHandle.Stage.Step
-    ) -> Promise<V, F> { Promise<V, F>(last: RunHandle.Nest(next, after: last, step)) }
+        _ next: @escaping Engine.Nest<Input, V, F>.Next, _ step: @escaping Engine.Stage.Step
+    ) -> Promise<V, F> { Promise<V, F>(last: Engine.Nest(next, after: last, step)) }
 
     /// How a step's errors join the chain, decided once, as the step is built, so that a run pays
     /// no test: `nil` when they are the chain's own; else a conversion, for a step that cannot fail
@@ -2672,12 +2675,12 @@ nonisolated extension Promise {
 nonisolated public struct RunHandle: @unchecked Sendable {
     /// The run, which the handle keeps in memory, not going. (A run is Sendable by its lock;
     /// Swift does not let a `ManagedBuffer` say so.)
-    @usableFromInline let run: Run
+    @usableFromInline let run: Engine.Run
 
-    @inlinable init(_ run: Run) { self.run = run }
+    @inlinable init(_ run: Engine.Run) { self.run = run }
 }
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// What a run keeps before its tail, guarded by its lock.
     @usableFromInline struct Fields {
         /// First, so that the lock's address is the fields'.
@@ -2737,8 +2740,8 @@ nonisolated extension RunHandle {
         var plan = Plan()
         /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
-        /// What the run does with the types of its outcome and its completion (see `Typed`).
-        let typed: TypedWork
+        /// What the run does with the types of its outcome and its completion (see `Specialized`).
+        let specialized: SpecializedWork
 
         /// What a run starts with: the operation of a promise made from one alone, or the first
         /// stage of its chain, which its plan does not hold (see `Plan.start`).
@@ -2746,10 +2749,10 @@ nonisolated extension RunHandle {
             case operation, stage
         }
 
-        @usableFromInline init(completionWords: Int, slotWords: Int, typed: @escaping TypedWork) {
+        @usableFromInline init(completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
-            self.typed = typed
+            self.specialized = specialized
         }
     }
 
@@ -2876,17 +2879,17 @@ nonisolated extension RunHandle {
     }
 
     /// One execution of a chain. Its own code is not generic: what depends on the types of its
-    /// outcome and its completion, which waits in its tail, is its `typed` work.
+    /// outcome and its completion, which waits in its tail, is its `specialized` work.
     @usableFromInline final class Run: ManagedBuffer<Fields, UInt64> {
-        @usableFromInline typealias Stage = RunHandle.Stage
-        @usableFromInline typealias Slot = RunHandle.Slot
-        @usableFromInline typealias Next = RunHandle.Next
-        @usableFromInline typealias Plan = RunHandle.Plan
-        @usableFromInline typealias Run = RunHandle.Run
+        @usableFromInline typealias Stage = Engine.Stage
+        @usableFromInline typealias Slot = Engine.Slot
+        @usableFromInline typealias Next = Engine.Next
+        @usableFromInline typealias Plan = Engine.Plan
+        @usableFromInline typealias Run = Engine.Run
 
         deinit {
             withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
-            if driver.pointee.hasCompletion { _ = driver.pointee.typed(self, .dropCompletion) }
+            if driver.pointee.hasCompletion { _ = driver.pointee.specialized(self, .dropCompletion) }
             driver.deinitialize(count: 1)
         }
     }
@@ -2894,26 +2897,26 @@ nonisolated extension RunHandle {
 
 // MARK: Making a run
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
     /// completion of type `Completion`, inside `outer` if Future starts it inside another run.
-    @inlinable static func make<Completion: RunHandle.Completion>(
+    @inlinable static func make<Completion: Engine.Completion>(
         for chain: Stage?, completing _: Completion.Type, inside outer: Run? = nil
     ) -> Run {
         typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
         let completionWords = (MemoryLayout<Completion>.size + 7) / 8
         let slot =
             chain.map { max($0.slotSize, MemoryLayout<Outcome>.size) }
-            ?? max(MemoryLayout<Outcome>.size, MemoryLayout<RunHandle.Operation>.size)
+            ?? max(MemoryLayout<Outcome>.size, MemoryLayout<Engine.Operation>.size)
         let slotWords = max(1, (slot + 7) / 8)
         // The plan holds the chain's stages but the first (see `Plan.start`).
         let words = driverWords + completionWords + slotWords + (chain?.depth ?? 1) - 1
-        let made = create(minimumCapacity: words) { _ in RunHandle.Fields() }
+        let made = create(minimumCapacity: words) { _ in Engine.Fields() }
         let run = unsafeDowncast(made, to: Run.self)
         run.prepare(
-            RunHandle.Driver(
+            Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
-                typed: RunHandle.typed(Completion.self)),
+                specialized: Engine.specialized(Completion.self)),
             inside: outer)
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
@@ -2922,29 +2925,29 @@ nonisolated extension RunHandle.Run {
     }
 
     /// Sets up a run just made: its lock, and what its driving thread owns.
-    @usableFromInline final func prepare(_ owned: consuming RunHandle.Driver, inside outer: Run?) {
+    @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
         driver.initialize(to: consume owned)
-        if let outer { RunHandle.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
+        if let outer { Engine.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
     }
 
     /// The words a run's tail needs before its completion.
-    @inlinable static var driverWords: Int { (MemoryLayout<RunHandle.Driver>.size + 7) / 8 }
+    @inlinable static var driverWords: Int { (MemoryLayout<Engine.Driver>.size + 7) / 8 }
 
     /// The fields, through a pointer: `header`, a class's stored property, would cost an
     /// exclusivity check at every use.
-    @inlinable final var fields: UnsafeMutablePointer<RunHandle.Fields> {
+    @inlinable final var fields: UnsafeMutablePointer<Engine.Fields> {
         withUnsafeMutablePointerToHeader { $0 }
     }
 
     /// What the driving thread owns, at the start of the tail.
-    @inlinable final var driver: UnsafeMutablePointer<RunHandle.Driver> {
+    @inlinable final var driver: UnsafeMutablePointer<Engine.Driver> {
         UnsafeMutableRawPointer(withUnsafeMutablePointerToElements { $0 })
-            .assumingMemoryBound(to: RunHandle.Driver.self)
+            .assumingMemoryBound(to: Engine.Driver.self)
     }
 
     /// Runs `body` with the fields, under the lock.
-    final func locked<T>(_ body: (inout RunHandle.Fields) -> T) -> T {
+    final func locked<T>(_ body: (inout Engine.Fields) -> T) -> T {
         let fields = self.fields
         pthread_mutex_lock(&fields.pointee.mutex)
         defer { pthread_mutex_unlock(&fields.pointee.mutex) }
@@ -2972,22 +2975,22 @@ nonisolated extension RunHandle.Run {
     }
 
     /// The stages' room in the tail.
-    final var room: RunHandle.Room {
+    final var room: Engine.Room {
         let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
         let start = (tail + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
-        return RunHandle.Room(start: start, capacity: capacity - Self.driverWords - words)
+        return Engine.Room(start: start, capacity: capacity - Self.driverWords - words)
     }
 }
 
 // MARK: Starting and driving
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
     /// `start(_:_:immediately:)`, which calls it).
     @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
         let cancelled = locked { fields -> Bool in
             if fields.calls > 0 {  // a combination's lane, running another member
-                RunHandle.Extras.make(&fields).firstCallOfChain = fields.calls + 1
+                Engine.Extras.make(&fields).firstCallOfChain = fields.calls + 1
             }
             switch fields.state {
             case .ended(cancelledSince: true):
@@ -3032,7 +3035,7 @@ nonisolated extension RunHandle.Run {
         } else if let start = driver.pointee.startsWith {
             driver.pointee.startsWith = nil
             switch start {
-            case .operation: next = driver.pointee.typed(self, .performFirst)
+            case .operation: next = driver.pointee.specialized(self, .performFirst)
             case .stage:
                 let first = slot.take(Unmanaged<Stage>.self)
                 stage = first
@@ -3071,7 +3074,7 @@ nonisolated extension RunHandle.Run {
                     if let stage {
                         stage._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
                     } else {
-                        _ = driver.pointee.typed(self, .dropOutcome(slot))  // an operation's
+                        _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
                     }
                     swap(&plan, &driver.pointee.plan)
                     return halt()
@@ -3109,7 +3112,7 @@ nonisolated extension RunHandle.Run {
     }
 
     /// Does `resumption` now if the thread's stack has room for one more run, else later.
-    final func proceed(_ resumption: Resumption) { RunHandle.Nesting.resume(self, resumption) }
+    final func proceed(_ resumption: Resumption) { Engine.Nesting.resume(self, resumption) }
 
     final func resume(_ resumption: Resumption) {
         switch resumption {
@@ -3123,7 +3126,7 @@ nonisolated extension RunHandle.Run {
     /// What a run does next, once there is room on the stack.
     enum Resumption {
         case drive, unwind, halt
-        case expire(RunHandle.Deadline)
+        case expire(Engine.Deadline)
     }
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
@@ -3138,19 +3141,19 @@ nonisolated extension RunHandle.Run {
         let size = driver.pointee.spill?.slot?.size ?? 8 * Int(driver.pointee.slotWords)
         let alignment = driver.pointee.spill?.slot?.alignment ?? 8
         guard needed > size || needs > alignment else { return }
-        RunHandle.Spill.make(&driver.pointee.spill).growSlot(
+        Engine.Spill.make(&driver.pointee.spill).growSlot(
             size: max(needed, size), alignment: max(needs, alignment))
     }
 }
 
 // MARK: Calling an operation, and its resolver
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Calls `operation` with a resolver for a new call; the first stage of a chain made from
     /// an operation also starts the work of an `ignoringCancel()` promise if the run was
     /// cancelled.
     @inlinable final func perform<Value, Failure: Swift.Error>(
-        _ operation: RunHandle.Operation, _: Value.Type, _: Failure.Type,
+        _ operation: Engine.Operation, _: Value.Type, _: Failure.Type,
         ignored: (@Sendable (Run) -> Void)? = nil
     ) -> Next {
         guard let (call, isUnique) = beginCall() else {
@@ -3217,7 +3220,7 @@ nonisolated extension RunHandle.Run {
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
         // A resolver the run no longer keeps is let go of after the lock: if the operation let go
         // of it unresolved, its deinit cancels the run.
-        let (next, released, due) = locked { fields -> (Next, AnyObject?, RunHandle.Deadline?) in
+        let (next, released, due) = locked { fields -> (Next, AnyObject?, Engine.Deadline?) in
             switch fields.state {
             case .calling:
                 fields.state = .awaitingResolver
@@ -3233,7 +3236,7 @@ nonisolated extension RunHandle.Run {
         if case .wait = next {
             // Behind the runs this thread deferred (see `Nesting`): one may be the work that
             // settles the run at once, as it would have nested.
-            due.map { RunHandle.Nesting.resumeBehindWaiting(self, .expire($0)) }
+            due.map { Engine.Nesting.resumeBehindWaiting(self, .expire($0)) }
             return next
         }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
@@ -3244,7 +3247,7 @@ nonisolated extension RunHandle.Run {
     @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
         // The cancel handlers no longer needed go outside the lock: releasing a handler may run
         // any deinit.
-        typealias Handlers = [@Sendable (any RunHandle.Reporter) -> Void]
+        typealias Handlers = [@Sendable (any Engine.Reporter) -> Void]
         let (resume, unneeded) = locked { fields -> (Bool, Handlers?) in
             guard isPending(call, fields), !fields.state.isStopping else { return (false, nil) }
             // The slot is read only now: while the call is pending, the driving thread is inside
@@ -3273,12 +3276,12 @@ nonisolated extension RunHandle.Run {
     }
 
     /// Whether call `call` is the latest and has not resolved (under the lock).
-    private final func isPending(_ call: Int, _ fields: RunHandle.Fields) -> Bool {
+    private final func isPending(_ call: Int, _ fields: Engine.Fields) -> Bool {
         call == fields.calls && !fields.resolved
     }
 
     @usableFromInline final func onCancel(
-        _ call: Int, _ handler: @escaping @Sendable (any RunHandle.Reporter) -> Void
+        _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
     ) {
         let callNow = locked { fields -> Bool in
             let pending = isPending(call, fields)
@@ -3313,20 +3316,20 @@ nonisolated extension RunHandle.Run {
 
 // MARK: Hopping to a queue
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Parks the run, the step that hopped on top of its plan and its output in the slot, until
     /// `queue` carries it on, at `time` if given (see `Deadlines`).
     private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?) {
-        let deadline = time.map { RunHandle.Deadline($0, for: self, on: queue) }
+        let deadline = time.map { Engine.Deadline($0, for: self, on: queue) }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
-        if let deadline { RunHandle.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
-        let (parked, due) = locked { fields -> (Bool, RunHandle.Deadline?) in
+        if let deadline { Engine.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
+        let (parked, due) = locked { fields -> (Bool, Engine.Deadline?) in
             guard case .driving = fields.state else { return (false, nil) }
             fields.state = .awaitingQueue
             if let due = dueScope(fields) { return (true, due) }  // it expires instead
             // Armed under the lock, so that a canceller that takes the run over finds it armed.
-            deadline.map(RunHandle.Deadlines.shared.arm)
+            deadline.map(Engine.Deadlines.shared.arm)
             return (true, nil)
         }
         guard parked else {
@@ -3343,7 +3346,7 @@ nonisolated extension RunHandle.Run {
         let driver = self.driver
         guard driver.pointee.hopped else { return }
         driver.pointee.hopped = false
-        driver.pointee.spill?.hopDeadline.take().map(RunHandle.Deadlines.shared.disarm)
+        driver.pointee.spill?.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
         let hop = driver.pointee.plan.pop()!
         hop._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
     }
@@ -3361,14 +3364,14 @@ nonisolated extension RunHandle.Run {
     }
 
     /// `deadline` passed: a hop goes on, here on its queue; a scope's steps are cancelled.
-    final func deadlinePassed(_ deadline: RunHandle.Deadline) {
+    final func deadlinePassed(_ deadline: Engine.Deadline) {
         if deadline.queue == nil { expire(deadline) } else { queueArrived() }
     }
 }
 
 // MARK: Scopes that a deadline ends
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Enters a `timeout`'s scope, the steps pushed above `base` from now on, which are cancelled
     /// if `time` comes before the scope's last step runs (`endScope`).
     private final func beginScope(until time: DispatchTime, above base: Int32) {
@@ -3376,21 +3379,21 @@ nonisolated extension RunHandle.Run {
         // race work that settles at once: the scope is due, and expires when its steps first wait
         // (`dueScope`), which is the meaning a clock's timer, set only once the work waits, has.
         guard time > .now() else {
-            let due = RunHandle.Scope(
-                base: base, deadline: RunHandle.Deadline(time, for: nil, on: nil), state: .due)
+            let due = Engine.Scope(
+                base: base, deadline: Engine.Deadline(time, for: nil, on: nil), state: .due)
             return locked { $0.scopes.append(due) }
         }
-        let deadline = RunHandle.Deadline(time, for: self, on: nil)
+        let deadline = Engine.Deadline(time, for: self, on: nil)
         locked { fields in
-            fields.scopes.append(RunHandle.Scope(base: base, deadline: deadline))
-            RunHandle.Deadlines.shared.arm(deadline)  // under the lock: `expire` finds the scope
+            fields.scopes.append(Engine.Scope(base: base, deadline: deadline))
+            Engine.Deadlines.shared.arm(deadline)  // under the lock: `expire` finds the scope
         }
     }
 
     /// The last step of a scope: whether its deadline passed, after its steps were cancelled
     /// (`unwound`) or as they ended (`expired`, the work's outcome in the slot), or not (`armed`).
-    @usableFromInline final func endScope() -> RunHandle.Scope.State {
-        let scope = locked { fields -> RunHandle.Scope in
+    @usableFromInline final func endScope() -> Engine.Scope.State {
+        let scope = locked { fields -> Engine.Scope in
             let scope = fields.scopes.removeLast()
             let stillExpired = fields.scopes.contains { $0.state == .expired }
             if case .expired = scope.state, !stillExpired,
@@ -3400,7 +3403,7 @@ nonisolated extension RunHandle.Run {
             }
             return scope
         }
-        RunHandle.Deadlines.shared.disarm(scope.deadline)
+        Engine.Deadlines.shared.disarm(scope.deadline)
         return scope.state
     }
 
@@ -3408,14 +3411,14 @@ nonisolated extension RunHandle.Run {
     /// the lock): its work did not settle at once, so the scope expires. (Innermost, as on a
     /// clock, where the inner timeout's timer is set first and fires first: the scopes around it
     /// then get its error at once, and let it win.)
-    private final func dueScope(_ fields: RunHandle.Fields) -> RunHandle.Deadline? {
+    private final func dueScope(_ fields: Engine.Fields) -> Engine.Deadline? {
         fields.extras?.scopes.last { $0.state == .due }?.deadline
     }
 
     /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
     /// the run goes on after them.
-    final func expire(_ deadline: RunHandle.Deadline) {
-        let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
+    final func expire(_ deadline: Engine.Deadline) {
+        let handlers = locked { fields -> [@Sendable (any Engine.Reporter) -> Void]? in
             guard let index = fields.scopes.firstIndex(where: { $0.deadline === deadline }),
                 fields.scopes[index].state == .armed || fields.scopes[index].state == .due
             else { return nil }
@@ -3440,7 +3443,7 @@ nonisolated extension RunHandle.Run {
     /// `ensure` steps (and starting their `ignoringCancel()` work), down to the scope's last
     /// step; the scopes inside it end with them.
     private final func unwind(_ plan: inout Plan) {
-        let (base, inner) = locked { fields -> (Int32, [RunHandle.Deadline]) in
+        let (base, inner) = locked { fields -> (Int32, [Engine.Deadline]) in
             // There is one: a scope's last step, which alone drops an expired scope, has not run.
             let index = fields.scopes.firstIndex { $0.state == .expired } ?? 0
             fields.scopes[index].state = .unwound
@@ -3453,7 +3456,7 @@ nonisolated extension RunHandle.Run {
             fields.scopes.removeSubrange((index + 1)...)
             return (fields.scopes[index].base, inner)
         }
-        for deadline in inner { RunHandle.Deadlines.shared.disarm(deadline) }
+        for deadline in inner { Engine.Deadlines.shared.disarm(deadline) }
         while plan.count > base, let stage = plan.pop() { stop(stage.takeUnretainedValue()) }
     }
 
@@ -3465,7 +3468,7 @@ nonisolated extension RunHandle.Run {
         // timeouts nested deep.)
         var ahead = [stage]
         while let next = ahead.popLast() {
-            if let scope = next as? RunHandle.ScopeStage, let work = scope.work {
+            if let scope = next as? Engine.ScopeStage, let work = scope.work {
                 var chain = work
                 ahead.append(chain)
                 while let parent = chain.parent {
@@ -3474,7 +3477,7 @@ nonisolated extension RunHandle.Run {
                 }
                 continue
             }
-            if next.isEnsure { RunHandle.Node<@Sendable () -> Void>.payload(of: next)() }
+            if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
             next.ignoring.map(startIgnored)
         }
     }
@@ -3482,11 +3485,11 @@ nonisolated extension RunHandle.Run {
 
 // MARK: Cancelling and ending
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Cancels the run, if it is still going (and call `call`, if given, is still pending): calls
     /// the handlers, then halts the run if it waits, or once the thread driving it stops.
     @usableFromInline final func cancel(call: Int?) -> Bool {
-        let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
+        let handlers = locked { fields -> [@Sendable (any Engine.Reporter) -> Void]? in
             if let call, !isPending(call, fields) { return nil }
             switch fields.state {
             case .idle:
@@ -3536,9 +3539,9 @@ nonisolated extension RunHandle.Run {
     /// (see `Nesting.cancelling`), ends the run if it waits, or ends the scope's steps and drives
     /// on.
     private final func callCancelHandlers(
-        _ handlers: [@Sendable (any RunHandle.Reporter) -> Void]
+        _ handlers: [@Sendable (any Engine.Reporter) -> Void]
     ) {
-        RunHandle.Nesting.cancelling(
+        Engine.Nesting.cancelling(
             { for handler in handlers { handler(self) } }, then: { self.handlersReturned() })
     }
 
@@ -3571,7 +3574,7 @@ nonisolated extension RunHandle.Run {
     /// steps end, and the run goes on.
     private final func halt() {
         switch driver.pointee.startsWith.take() {  // cancelled before it started
-        case .operation?: _ = slot.take(RunHandle.Operation.self)
+        case .operation?: _ = slot.take(Engine.Operation.self)
         case .stage?: stop(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
         case nil: break
         }
@@ -3601,11 +3604,11 @@ nonisolated extension RunHandle.Run {
     private final func endCancelled() {
         abandonHop()
         let driver = self.driver
-        let scopes = locked { fields -> [RunHandle.Scope] in
+        let scopes = locked { fields -> [Engine.Scope] in
             defer { fields.scopes = [] }
             return fields.scopes
         }
-        for scope in scopes { RunHandle.Deadlines.shared.disarm(scope.deadline) }
+        for scope in scopes { Engine.Deadlines.shared.disarm(scope.deadline) }
         driver.pointee.resolver = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
@@ -3624,7 +3627,7 @@ nonisolated extension RunHandle.Run {
             return true
         }
         guard deliver else {
-            _ = driver.pointee.typed(self, .dropOutcome(slot))  // the outcome nobody may have
+            _ = driver.pointee.specialized(self, .dropOutcome(slot))  // the outcome nobody may have
             return halt()
         }
         let driver = self.driver
@@ -3639,12 +3642,12 @@ nonisolated extension RunHandle.Run {
     @usableFromInline final func startIgnored(_ work: @Sendable (Run) -> Void) { work(self) }
 
     /// Reads the state, under the lock.
-    final func read<T>(_ property: (RunHandle.State) -> T) -> T { locked { property($0.state) } }
+    final func read<T>(_ property: (Engine.State) -> T) -> T { locked { property($0.state) } }
 }
 
 // MARK: Ties to invalidation tokens
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// The generation of `token` for the user's run, which ties to a token once, however often
     /// its retries run a tied step.
     final func generation(of token: InvalidationToken) -> Int {
@@ -3655,10 +3658,10 @@ nonisolated extension RunHandle.Run {
         // tie's weak reference is read only when its identity is `token`'s, which the caller
         // holds: so it is never a token's last reference, let go of inside the lock.
         return user.locked { fields in
-            let extras = RunHandle.Extras.make(&fields)
+            let extras = Engine.Extras.make(&fields)
             let tied = extras.ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
-            extras.ties.append(RunHandle.Tie(token: token, identity: identity, generation: current))
+            extras.ties.append(Engine.Tie(token: token, identity: identity, generation: current))
             return current
         }
     }
@@ -3666,7 +3669,7 @@ nonisolated extension RunHandle.Run {
 
 // MARK: Who gets the run's outcome, and what reports to it
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
     /// its members without runs of their own (see `Join`). `call` numbers the operation.
     @usableFromInline protocol Reporter: AnyObject {
@@ -3710,7 +3713,7 @@ nonisolated extension RunHandle {
     }
 
     /// A task awaiting the outcome.
-    @usableFromInline struct Resumption<Value, Failure: Swift.Error>: Completion {
+    @usableFromInline struct Awaiting<Value, Failure: Swift.Error>: Completion {
         @usableFromInline let continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
         @inlinable init(_ continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>) {
             self.continuation = continuation
@@ -3734,21 +3737,21 @@ nonisolated extension RunHandle {
     /// What a run does with the types of its outcome and its completion: finish (deliver the
     /// outcome in the slot, or with `nil` hear of cancellation), call the operation it starts
     /// with, destroy an outcome nobody may have any more, or a completion never called.
-    @usableFromInline enum Typed {
+    @usableFromInline enum Specialized {
         case finish(Slot?)
         case performFirst
         case dropOutcome(Slot)
         case dropCompletion
     }
 
-    @usableFromInline typealias TypedWork = (Run, Typed) -> Next
+    @usableFromInline typealias SpecializedWork = (Run, Specialized) -> Next
 
-    /// A run's typed work for a completion of type `Completion`: compiled where the run is made,
+    /// A run's specialized work for a completion of type `Completion`: compiled where the run is made,
     /// for its types, as a run's own code is not generic (Swift would look the types up at every
     /// use). A function with nothing to capture costs no allocation.
-    @inlinable static func typed<Completion: RunHandle.Completion>(
+    @inlinable static func specialized<Completion: Engine.Completion>(
         _: Completion.Type
-    ) -> TypedWork {
+    ) -> SpecializedWork {
         { run, work in
             typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
             switch work {
@@ -3769,7 +3772,7 @@ nonisolated extension RunHandle {
     }
 }
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// The completion, at the start of the tail.
     @inlinable final func completion<Completion>(
         _: Completion.Type
@@ -3782,7 +3785,7 @@ nonisolated extension RunHandle.Run {
     /// can run another promise so: how a combination runs the members that end at once, one
     /// after another, on one run and in the same memory. `immediately` runs it on this stack
     /// even deep in nested runs (see `proceed`).
-    @inlinable final func start<Completion: RunHandle.Completion>(
+    @inlinable final func start<Completion: Engine.Completion>(
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
     ) {
@@ -3798,11 +3801,11 @@ nonisolated extension RunHandle.Run {
     }
 
     /// Delivers the outcome in `slot`, or with `nil` says that the run ended by cancellation.
-    final func finish(_ slot: Slot?) { _ = driver.pointee.typed(self, .finish(slot)) }
+    final func finish(_ slot: Slot?) { _ = driver.pointee.specialized(self, .finish(slot)) }
 }
 
-nonisolated extension RunHandle.Run: RunHandle.Reporter {
-    @usableFromInline var run: RunHandle.Run { self }
+nonisolated extension Engine.Run: Engine.Reporter {
+    @usableFromInline var run: Engine.Run { self }
 }
 
 // MARK: - Engine/Deadlines
@@ -3814,7 +3817,7 @@ nonisolated extension RunHandle.Run: RunHandle.Reporter {
 // for each deadline cost a third of a `timeout`'s time, and a delayed work item, when cancelled,
 // holds what it captured until its deadline.)
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// One deadline a run waits for: a hop that goes on at a time, or a scope that expires.
     final class Deadline: @unchecked Sendable {
         let time: DispatchTime
@@ -3951,7 +3954,7 @@ nonisolated extension RunHandle {
 // promise it makes, which may keep the promise before it. Another step's closure that captured a
 // promise is still released recursively: see the README's "Nesting is flat".)
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// The levels of runs and of releases on one thread, and what waits for them to unwind.
     @usableFromInline final class Nesting {
         /// A level takes about 4 KiB of stack in debug builds (1.3 KiB in release builds): 32
@@ -4138,7 +4141,7 @@ nonisolated extension RunHandle {
 // combination's run, for its ties), asks its policy what to do each time a member ends, and
 // settles the combination's resolver with the policy's verdict.
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run.
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait, cancel
@@ -4476,7 +4479,7 @@ nonisolated extension RunHandle {
 // its ties), and each run of the shared promise waits for it as an operation waits for its
 // resolver.
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// The one run of a shared promise's work, the runs waiting for it, and its outcome once it
     /// has one.
     final class Shared<Value: Sendable, Failure: Swift.Error>: @unchecked Sendable {
@@ -4641,7 +4644,7 @@ nonisolated extension Promise where Value: Sendable {
 
     /// Whether `token` has not been invalidated since `run`'s user tied it (one that went away
     /// has).
-    static func validity(_ token: InvalidationToken?, tiedBy run: RunHandle.Run) -> Validity {
+    static func validity(_ token: InvalidationToken?, tiedBy run: Engine.Run) -> Validity {
         guard let token else { return { false } }
         let tied = run.generation(of: token)
         return { [weak token] in token?.current == tied }
@@ -4687,7 +4690,7 @@ nonisolated extension ManualClock {
     /// clock and released outside the lock.
     final class Timeline: @unchecked Sendable {
         private typealias Timer = (deadline: Instant, fire: @Sendable (_ fired: Bool) -> Void)
-        private let lock = RunHandle.Lock()
+        private let lock = Engine.Lock()
         private var instant: Instant
         /// Where the advances under way move time to: past `instant` while they fire timers, so
         /// that advances from several threads add up.
@@ -4779,7 +4782,7 @@ nonisolated extension ManualClock {
 
 // Engine/Lock.swift: the mutex every object of the engine guards its state with.
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
 
     /// A mutex for an object that frees it in its `deinit` (a class has no stable address for
     /// one: a run, which does, keeps its own in its fields).

@@ -27,7 +27,7 @@
 // - scope: the steps a `timeout` entered, which its deadline cancels if it passes first.
 // - halt: stop a cancelled run (its `ensure` steps ahead run, and its completion hears of it),
 //   or a cancelled scope (its steps end, and the run goes on).
-// - completion: what gets a run's outcome, such as a terminal's closure (`RunHandle.Completion`).
+// - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
 // - member: one of the promises a combination runs.
@@ -36,7 +36,10 @@
 
 import Dispatch
 
-nonisolated extension RunHandle {
+/// The engine's namespace: the types behind the API, which its files declare in extensions.
+@usableFromInline nonisolated enum Engine {}
+
+nonisolated extension Engine {
     /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
     @usableFromInline class Stage: @unchecked Sendable {
         /// Runs the step: it takes its input from the slot and leaves its output there.
@@ -49,7 +52,7 @@ nonisolated extension RunHandle {
         @usableFromInline let slotAlignment: Int
         @usableFromInline let isEnsure: Bool
         /// The type of the step's outcome, to destroy one that is left behind when a run stops.
-        @usableFromInline let output: any Outcome.Type
+        @usableFromInline let output: any SlotType.Type
         /// Starts, inside a run, the work of the `ignoringCancel()` promise this step is the
         /// first of, in a run of its own that cancelling does not reach.
         @usableFromInline var ignoring: (@Sendable (Run) -> Void)? { nil }
@@ -73,7 +76,7 @@ nonisolated extension RunHandle {
             self.parent = parent
             self.step = step
             self.isEnsure = isEnsure
-            self.output = Box<Output>.self
+            self.output = TypeOf<Output>.self
             depth = (parent?.depth ?? 0) + 1
             slotSize = max(parent?.slotSize ?? 1, MemoryLayout<Output>.size)
             slotAlignment = max(parent?.slotAlignment ?? 1, MemoryLayout<Output>.alignment)
@@ -230,10 +233,10 @@ nonisolated extension RunHandle {
         deinit { Nesting.release({ work as Any }, by: { work = nil }) }
     }
 
-    /// A type whose values a slot can hold; `Box<T>` stands for `T`.
-    @usableFromInline protocol Outcome { static func discard(from slot: Slot) }
+    /// A type whose values a slot can hold; `TypeOf<T>` stands for `T`.
+    @usableFromInline protocol SlotType { static func discard(from slot: Slot) }
 
-    @usableFromInline enum Box<Output>: Outcome {
+    @usableFromInline enum TypeOf<Output>: SlotType {
         @usableFromInline static func discard(from slot: Slot) { _ = slot.take(Output.self) }
     }
 
@@ -439,7 +442,7 @@ nonisolated extension Promise {
 
     /// Adds a step that keeps `payload` and runs `step` with it.
     @inlinable func appending<Payload: Sendable, NewValue, NewFailure>(
-        _ payload: Payload, isEnsure: Bool = false, _ step: @escaping RunHandle.Stage.Step
+        _ payload: Payload, isEnsure: Bool = false, _ step: @escaping Engine.Stage.Step
     ) -> Promise<NewValue, NewFailure> {
         typealias Output = Swift.Result<NewValue, NewFailure>
         return Promise<NewValue, NewFailure>(
@@ -448,8 +451,8 @@ nonisolated extension Promise {
 
     /// Adds a step that enters the promise `next` makes, as `step` decides (`Nest`).
     @inlinable func nesting<Input, V, F>(
-        _ next: @escaping RunHandle.Nest<Input, V, F>.Next, _ step: @escaping RunHandle.Stage.Step
-    ) -> Promise<V, F> { Promise<V, F>(last: RunHandle.Nest(next, after: last, step)) }
+        _ next: @escaping Engine.Nest<Input, V, F>.Next, _ step: @escaping Engine.Stage.Step
+    ) -> Promise<V, F> { Promise<V, F>(last: Engine.Nest(next, after: last, step)) }
 
     /// How a step's errors join the chain, decided once, as the step is built, so that a run pays
     /// no test: `nil` when they are the chain's own; else a conversion, for a step that cannot fail

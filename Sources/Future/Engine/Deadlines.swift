@@ -7,7 +7,7 @@
 
 import Dispatch
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// One deadline a run waits for: a hop that goes on at a time, or a scope that expires.
     final class Deadline: @unchecked Sendable {
         let time: DispatchTime

@@ -3,7 +3,7 @@
 // combination's run, for its ties), asks its policy what to do each time a member ends, and
 // settles the combination's resolver with the policy's verdict.
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run.
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait, cancel

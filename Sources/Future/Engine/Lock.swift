@@ -10,7 +10,7 @@
     import Bionic
 #endif
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
 
     /// A mutex for an object that frees it in its `deinit` (a class has no stable address for
     /// one: a run, which does, keeps its own in its fields).

@@ -33,7 +33,7 @@ nonisolated extension Promise where Value: Sendable {
 
     /// Whether `token` has not been invalidated since `run`'s user tied it (one that went away
     /// has).
-    static func validity(_ token: InvalidationToken?, tiedBy run: RunHandle.Run) -> Validity {
+    static func validity(_ token: InvalidationToken?, tiedBy run: Engine.Run) -> Validity {
         guard let token else { return { false } }
         let tied = run.generation(of: token)
         return { [weak token] in token?.current == tied }

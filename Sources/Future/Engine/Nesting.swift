@@ -23,7 +23,7 @@ import Dispatch
 // promise it makes, which may keep the promise before it. Another step's closure that captured a
 // promise is still released recursively: see the README's "Nesting is flat".)
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// The levels of runs and of releases on one thread, and what waits for them to unwind.
     @usableFromInline final class Nesting {
         /// A level takes about 4 KiB of stack in debug builds (1.3 KiB in release builds): 32

@@ -34,12 +34,12 @@ import Dispatch
 nonisolated public struct RunHandle: @unchecked Sendable {
     /// The run, which the handle keeps in memory, not going. (A run is Sendable by its lock;
     /// Swift does not let a `ManagedBuffer` say so.)
-    @usableFromInline let run: Run
+    @usableFromInline let run: Engine.Run
 
-    @inlinable init(_ run: Run) { self.run = run }
+    @inlinable init(_ run: Engine.Run) { self.run = run }
 }
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// What a run keeps before its tail, guarded by its lock.
     @usableFromInline struct Fields {
         /// First, so that the lock's address is the fields'.
@@ -99,8 +99,8 @@ nonisolated extension RunHandle {
         var plan = Plan()
         /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
-        /// What the run does with the types of its outcome and its completion (see `Typed`).
-        let typed: TypedWork
+        /// What the run does with the types of its outcome and its completion (see `Specialized`).
+        let specialized: SpecializedWork
 
         /// What a run starts with: the operation of a promise made from one alone, or the first
         /// stage of its chain, which its plan does not hold (see `Plan.start`).
@@ -108,10 +108,10 @@ nonisolated extension RunHandle {
             case operation, stage
         }
 
-        @usableFromInline init(completionWords: Int, slotWords: Int, typed: @escaping TypedWork) {
+        @usableFromInline init(completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
-            self.typed = typed
+            self.specialized = specialized
         }
     }
 
@@ -238,17 +238,17 @@ nonisolated extension RunHandle {
     }
 
     /// One execution of a chain. Its own code is not generic: what depends on the types of its
-    /// outcome and its completion, which waits in its tail, is its `typed` work.
+    /// outcome and its completion, which waits in its tail, is its `specialized` work.
     @usableFromInline final class Run: ManagedBuffer<Fields, UInt64> {
-        @usableFromInline typealias Stage = RunHandle.Stage
-        @usableFromInline typealias Slot = RunHandle.Slot
-        @usableFromInline typealias Next = RunHandle.Next
-        @usableFromInline typealias Plan = RunHandle.Plan
-        @usableFromInline typealias Run = RunHandle.Run
+        @usableFromInline typealias Stage = Engine.Stage
+        @usableFromInline typealias Slot = Engine.Slot
+        @usableFromInline typealias Next = Engine.Next
+        @usableFromInline typealias Plan = Engine.Plan
+        @usableFromInline typealias Run = Engine.Run
 
         deinit {
             withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
-            if driver.pointee.hasCompletion { _ = driver.pointee.typed(self, .dropCompletion) }
+            if driver.pointee.hasCompletion { _ = driver.pointee.specialized(self, .dropCompletion) }
             driver.deinitialize(count: 1)
         }
     }
@@ -256,26 +256,26 @@ nonisolated extension RunHandle {
 
 // MARK: Making a run
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
     /// completion of type `Completion`, inside `outer` if Future starts it inside another run.
-    @inlinable static func make<Completion: RunHandle.Completion>(
+    @inlinable static func make<Completion: Engine.Completion>(
         for chain: Stage?, completing _: Completion.Type, inside outer: Run? = nil
     ) -> Run {
         typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
         let completionWords = (MemoryLayout<Completion>.size + 7) / 8
         let slot =
             chain.map { max($0.slotSize, MemoryLayout<Outcome>.size) }
-            ?? max(MemoryLayout<Outcome>.size, MemoryLayout<RunHandle.Operation>.size)
+            ?? max(MemoryLayout<Outcome>.size, MemoryLayout<Engine.Operation>.size)
         let slotWords = max(1, (slot + 7) / 8)
         // The plan holds the chain's stages but the first (see `Plan.start`).
         let words = driverWords + completionWords + slotWords + (chain?.depth ?? 1) - 1
-        let made = create(minimumCapacity: words) { _ in RunHandle.Fields() }
+        let made = create(minimumCapacity: words) { _ in Engine.Fields() }
         let run = unsafeDowncast(made, to: Run.self)
         run.prepare(
-            RunHandle.Driver(
+            Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
-                typed: RunHandle.typed(Completion.self)),
+                specialized: Engine.specialized(Completion.self)),
             inside: outer)
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
@@ -284,29 +284,29 @@ nonisolated extension RunHandle.Run {
     }
 
     /// Sets up a run just made: its lock, and what its driving thread owns.
-    @usableFromInline final func prepare(_ owned: consuming RunHandle.Driver, inside outer: Run?) {
+    @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
         driver.initialize(to: consume owned)
-        if let outer { RunHandle.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
+        if let outer { Engine.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
     }
 
     /// The words a run's tail needs before its completion.
-    @inlinable static var driverWords: Int { (MemoryLayout<RunHandle.Driver>.size + 7) / 8 }
+    @inlinable static var driverWords: Int { (MemoryLayout<Engine.Driver>.size + 7) / 8 }
 
     /// The fields, through a pointer: `header`, a class's stored property, would cost an
     /// exclusivity check at every use.
-    @inlinable final var fields: UnsafeMutablePointer<RunHandle.Fields> {
+    @inlinable final var fields: UnsafeMutablePointer<Engine.Fields> {
         withUnsafeMutablePointerToHeader { $0 }
     }
 
     /// What the driving thread owns, at the start of the tail.
-    @inlinable final var driver: UnsafeMutablePointer<RunHandle.Driver> {
+    @inlinable final var driver: UnsafeMutablePointer<Engine.Driver> {
         UnsafeMutableRawPointer(withUnsafeMutablePointerToElements { $0 })
-            .assumingMemoryBound(to: RunHandle.Driver.self)
+            .assumingMemoryBound(to: Engine.Driver.self)
     }
 
     /// Runs `body` with the fields, under the lock.
-    final func locked<T>(_ body: (inout RunHandle.Fields) -> T) -> T {
+    final func locked<T>(_ body: (inout Engine.Fields) -> T) -> T {
         let fields = self.fields
         pthread_mutex_lock(&fields.pointee.mutex)
         defer { pthread_mutex_unlock(&fields.pointee.mutex) }
@@ -334,22 +334,22 @@ nonisolated extension RunHandle.Run {
     }
 
     /// The stages' room in the tail.
-    final var room: RunHandle.Room {
+    final var room: Engine.Room {
         let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
         let start = (tail + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
-        return RunHandle.Room(start: start, capacity: capacity - Self.driverWords - words)
+        return Engine.Room(start: start, capacity: capacity - Self.driverWords - words)
     }
 }
 
 // MARK: Starting and driving
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
     /// `start(_:_:immediately:)`, which calls it).
     @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
         let cancelled = locked { fields -> Bool in
             if fields.calls > 0 {  // a combination's lane, running another member
-                RunHandle.Extras.make(&fields).firstCallOfChain = fields.calls + 1
+                Engine.Extras.make(&fields).firstCallOfChain = fields.calls + 1
             }
             switch fields.state {
             case .ended(cancelledSince: true):
@@ -394,7 +394,7 @@ nonisolated extension RunHandle.Run {
         } else if let start = driver.pointee.startsWith {
             driver.pointee.startsWith = nil
             switch start {
-            case .operation: next = driver.pointee.typed(self, .performFirst)
+            case .operation: next = driver.pointee.specialized(self, .performFirst)
             case .stage:
                 let first = slot.take(Unmanaged<Stage>.self)
                 stage = first
@@ -433,7 +433,7 @@ nonisolated extension RunHandle.Run {
                     if let stage {
                         stage._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
                     } else {
-                        _ = driver.pointee.typed(self, .dropOutcome(slot))  // an operation's
+                        _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
                     }
                     swap(&plan, &driver.pointee.plan)
                     return halt()
@@ -471,7 +471,7 @@ nonisolated extension RunHandle.Run {
     }
 
     /// Does `resumption` now if the thread's stack has room for one more run, else later.
-    final func proceed(_ resumption: Resumption) { RunHandle.Nesting.resume(self, resumption) }
+    final func proceed(_ resumption: Resumption) { Engine.Nesting.resume(self, resumption) }
 
     final func resume(_ resumption: Resumption) {
         switch resumption {
@@ -485,7 +485,7 @@ nonisolated extension RunHandle.Run {
     /// What a run does next, once there is room on the stack.
     enum Resumption {
         case drive, unwind, halt
-        case expire(RunHandle.Deadline)
+        case expire(Engine.Deadline)
     }
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
@@ -500,19 +500,19 @@ nonisolated extension RunHandle.Run {
         let size = driver.pointee.spill?.slot?.size ?? 8 * Int(driver.pointee.slotWords)
         let alignment = driver.pointee.spill?.slot?.alignment ?? 8
         guard needed > size || needs > alignment else { return }
-        RunHandle.Spill.make(&driver.pointee.spill).growSlot(
+        Engine.Spill.make(&driver.pointee.spill).growSlot(
             size: max(needed, size), alignment: max(needs, alignment))
     }
 }
 
 // MARK: Calling an operation, and its resolver
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Calls `operation` with a resolver for a new call; the first stage of a chain made from
     /// an operation also starts the work of an `ignoringCancel()` promise if the run was
     /// cancelled.
     @inlinable final func perform<Value, Failure: Swift.Error>(
-        _ operation: RunHandle.Operation, _: Value.Type, _: Failure.Type,
+        _ operation: Engine.Operation, _: Value.Type, _: Failure.Type,
         ignored: (@Sendable (Run) -> Void)? = nil
     ) -> Next {
         guard let (call, isUnique) = beginCall() else {
@@ -579,7 +579,7 @@ nonisolated extension RunHandle.Run {
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
         // A resolver the run no longer keeps is let go of after the lock: if the operation let go
         // of it unresolved, its deinit cancels the run.
-        let (next, released, due) = locked { fields -> (Next, AnyObject?, RunHandle.Deadline?) in
+        let (next, released, due) = locked { fields -> (Next, AnyObject?, Engine.Deadline?) in
             switch fields.state {
             case .calling:
                 fields.state = .awaitingResolver
@@ -595,7 +595,7 @@ nonisolated extension RunHandle.Run {
         if case .wait = next {
             // Behind the runs this thread deferred (see `Nesting`): one may be the work that
             // settles the run at once, as it would have nested.
-            due.map { RunHandle.Nesting.resumeBehindWaiting(self, .expire($0)) }
+            due.map { Engine.Nesting.resumeBehindWaiting(self, .expire($0)) }
             return next
         }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
@@ -606,7 +606,7 @@ nonisolated extension RunHandle.Run {
     @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
         // The cancel handlers no longer needed go outside the lock: releasing a handler may run
         // any deinit.
-        typealias Handlers = [@Sendable (any RunHandle.Reporter) -> Void]
+        typealias Handlers = [@Sendable (any Engine.Reporter) -> Void]
         let (resume, unneeded) = locked { fields -> (Bool, Handlers?) in
             guard isPending(call, fields), !fields.state.isStopping else { return (false, nil) }
             // The slot is read only now: while the call is pending, the driving thread is inside
@@ -635,12 +635,12 @@ nonisolated extension RunHandle.Run {
     }
 
     /// Whether call `call` is the latest and has not resolved (under the lock).
-    private final func isPending(_ call: Int, _ fields: RunHandle.Fields) -> Bool {
+    private final func isPending(_ call: Int, _ fields: Engine.Fields) -> Bool {
         call == fields.calls && !fields.resolved
     }
 
     @usableFromInline final func onCancel(
-        _ call: Int, _ handler: @escaping @Sendable (any RunHandle.Reporter) -> Void
+        _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
     ) {
         let callNow = locked { fields -> Bool in
             let pending = isPending(call, fields)
@@ -675,20 +675,20 @@ nonisolated extension RunHandle.Run {
 
 // MARK: Hopping to a queue
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Parks the run, the step that hopped on top of its plan and its output in the slot, until
     /// `queue` carries it on, at `time` if given (see `Deadlines`).
     private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?) {
-        let deadline = time.map { RunHandle.Deadline($0, for: self, on: queue) }
+        let deadline = time.map { Engine.Deadline($0, for: self, on: queue) }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
-        if let deadline { RunHandle.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
-        let (parked, due) = locked { fields -> (Bool, RunHandle.Deadline?) in
+        if let deadline { Engine.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
+        let (parked, due) = locked { fields -> (Bool, Engine.Deadline?) in
             guard case .driving = fields.state else { return (false, nil) }
             fields.state = .awaitingQueue
             if let due = dueScope(fields) { return (true, due) }  // it expires instead
             // Armed under the lock, so that a canceller that takes the run over finds it armed.
-            deadline.map(RunHandle.Deadlines.shared.arm)
+            deadline.map(Engine.Deadlines.shared.arm)
             return (true, nil)
         }
         guard parked else {
@@ -705,7 +705,7 @@ nonisolated extension RunHandle.Run {
         let driver = self.driver
         guard driver.pointee.hopped else { return }
         driver.pointee.hopped = false
-        driver.pointee.spill?.hopDeadline.take().map(RunHandle.Deadlines.shared.disarm)
+        driver.pointee.spill?.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
         let hop = driver.pointee.plan.pop()!
         hop._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
     }
@@ -723,14 +723,14 @@ nonisolated extension RunHandle.Run {
     }
 
     /// `deadline` passed: a hop goes on, here on its queue; a scope's steps are cancelled.
-    final func deadlinePassed(_ deadline: RunHandle.Deadline) {
+    final func deadlinePassed(_ deadline: Engine.Deadline) {
         if deadline.queue == nil { expire(deadline) } else { queueArrived() }
     }
 }
 
 // MARK: Scopes that a deadline ends
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Enters a `timeout`'s scope, the steps pushed above `base` from now on, which are cancelled
     /// if `time` comes before the scope's last step runs (`endScope`).
     private final func beginScope(until time: DispatchTime, above base: Int32) {
@@ -738,21 +738,21 @@ nonisolated extension RunHandle.Run {
         // race work that settles at once: the scope is due, and expires when its steps first wait
         // (`dueScope`), which is the meaning a clock's timer, set only once the work waits, has.
         guard time > .now() else {
-            let due = RunHandle.Scope(
-                base: base, deadline: RunHandle.Deadline(time, for: nil, on: nil), state: .due)
+            let due = Engine.Scope(
+                base: base, deadline: Engine.Deadline(time, for: nil, on: nil), state: .due)
             return locked { $0.scopes.append(due) }
         }
-        let deadline = RunHandle.Deadline(time, for: self, on: nil)
+        let deadline = Engine.Deadline(time, for: self, on: nil)
         locked { fields in
-            fields.scopes.append(RunHandle.Scope(base: base, deadline: deadline))
-            RunHandle.Deadlines.shared.arm(deadline)  // under the lock: `expire` finds the scope
+            fields.scopes.append(Engine.Scope(base: base, deadline: deadline))
+            Engine.Deadlines.shared.arm(deadline)  // under the lock: `expire` finds the scope
         }
     }
 
     /// The last step of a scope: whether its deadline passed, after its steps were cancelled
     /// (`unwound`) or as they ended (`expired`, the work's outcome in the slot), or not (`armed`).
-    @usableFromInline final func endScope() -> RunHandle.Scope.State {
-        let scope = locked { fields -> RunHandle.Scope in
+    @usableFromInline final func endScope() -> Engine.Scope.State {
+        let scope = locked { fields -> Engine.Scope in
             let scope = fields.scopes.removeLast()
             let stillExpired = fields.scopes.contains { $0.state == .expired }
             if case .expired = scope.state, !stillExpired,
@@ -762,7 +762,7 @@ nonisolated extension RunHandle.Run {
             }
             return scope
         }
-        RunHandle.Deadlines.shared.disarm(scope.deadline)
+        Engine.Deadlines.shared.disarm(scope.deadline)
         return scope.state
     }
 
@@ -770,14 +770,14 @@ nonisolated extension RunHandle.Run {
     /// the lock): its work did not settle at once, so the scope expires. (Innermost, as on a
     /// clock, where the inner timeout's timer is set first and fires first: the scopes around it
     /// then get its error at once, and let it win.)
-    private final func dueScope(_ fields: RunHandle.Fields) -> RunHandle.Deadline? {
+    private final func dueScope(_ fields: Engine.Fields) -> Engine.Deadline? {
         fields.extras?.scopes.last { $0.state == .due }?.deadline
     }
 
     /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
     /// the run goes on after them.
-    final func expire(_ deadline: RunHandle.Deadline) {
-        let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
+    final func expire(_ deadline: Engine.Deadline) {
+        let handlers = locked { fields -> [@Sendable (any Engine.Reporter) -> Void]? in
             guard let index = fields.scopes.firstIndex(where: { $0.deadline === deadline }),
                 fields.scopes[index].state == .armed || fields.scopes[index].state == .due
             else { return nil }
@@ -802,7 +802,7 @@ nonisolated extension RunHandle.Run {
     /// `ensure` steps (and starting their `ignoringCancel()` work), down to the scope's last
     /// step; the scopes inside it end with them.
     private final func unwind(_ plan: inout Plan) {
-        let (base, inner) = locked { fields -> (Int32, [RunHandle.Deadline]) in
+        let (base, inner) = locked { fields -> (Int32, [Engine.Deadline]) in
             // There is one: a scope's last step, which alone drops an expired scope, has not run.
             let index = fields.scopes.firstIndex { $0.state == .expired } ?? 0
             fields.scopes[index].state = .unwound
@@ -815,7 +815,7 @@ nonisolated extension RunHandle.Run {
             fields.scopes.removeSubrange((index + 1)...)
             return (fields.scopes[index].base, inner)
         }
-        for deadline in inner { RunHandle.Deadlines.shared.disarm(deadline) }
+        for deadline in inner { Engine.Deadlines.shared.disarm(deadline) }
         while plan.count > base, let stage = plan.pop() { stop(stage.takeUnretainedValue()) }
     }
 
@@ -827,7 +827,7 @@ nonisolated extension RunHandle.Run {
         // timeouts nested deep.)
         var ahead = [stage]
         while let next = ahead.popLast() {
-            if let scope = next as? RunHandle.ScopeStage, let work = scope.work {
+            if let scope = next as? Engine.ScopeStage, let work = scope.work {
                 var chain = work
                 ahead.append(chain)
                 while let parent = chain.parent {
@@ -836,7 +836,7 @@ nonisolated extension RunHandle.Run {
                 }
                 continue
             }
-            if next.isEnsure { RunHandle.Node<@Sendable () -> Void>.payload(of: next)() }
+            if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
             next.ignoring.map(startIgnored)
         }
     }
@@ -844,11 +844,11 @@ nonisolated extension RunHandle.Run {
 
 // MARK: Cancelling and ending
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// Cancels the run, if it is still going (and call `call`, if given, is still pending): calls
     /// the handlers, then halts the run if it waits, or once the thread driving it stops.
     @usableFromInline final func cancel(call: Int?) -> Bool {
-        let handlers = locked { fields -> [@Sendable (any RunHandle.Reporter) -> Void]? in
+        let handlers = locked { fields -> [@Sendable (any Engine.Reporter) -> Void]? in
             if let call, !isPending(call, fields) { return nil }
             switch fields.state {
             case .idle:
@@ -898,9 +898,9 @@ nonisolated extension RunHandle.Run {
     /// (see `Nesting.cancelling`), ends the run if it waits, or ends the scope's steps and drives
     /// on.
     private final func callCancelHandlers(
-        _ handlers: [@Sendable (any RunHandle.Reporter) -> Void]
+        _ handlers: [@Sendable (any Engine.Reporter) -> Void]
     ) {
-        RunHandle.Nesting.cancelling(
+        Engine.Nesting.cancelling(
             { for handler in handlers { handler(self) } }, then: { self.handlersReturned() })
     }
 
@@ -933,7 +933,7 @@ nonisolated extension RunHandle.Run {
     /// steps end, and the run goes on.
     private final func halt() {
         switch driver.pointee.startsWith.take() {  // cancelled before it started
-        case .operation?: _ = slot.take(RunHandle.Operation.self)
+        case .operation?: _ = slot.take(Engine.Operation.self)
         case .stage?: stop(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
         case nil: break
         }
@@ -963,11 +963,11 @@ nonisolated extension RunHandle.Run {
     private final func endCancelled() {
         abandonHop()
         let driver = self.driver
-        let scopes = locked { fields -> [RunHandle.Scope] in
+        let scopes = locked { fields -> [Engine.Scope] in
             defer { fields.scopes = [] }
             return fields.scopes
         }
-        for scope in scopes { RunHandle.Deadlines.shared.disarm(scope.deadline) }
+        for scope in scopes { Engine.Deadlines.shared.disarm(scope.deadline) }
         driver.pointee.resolver = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
@@ -986,7 +986,7 @@ nonisolated extension RunHandle.Run {
             return true
         }
         guard deliver else {
-            _ = driver.pointee.typed(self, .dropOutcome(slot))  // the outcome nobody may have
+            _ = driver.pointee.specialized(self, .dropOutcome(slot))  // the outcome nobody may have
             return halt()
         }
         let driver = self.driver
@@ -1001,12 +1001,12 @@ nonisolated extension RunHandle.Run {
     @usableFromInline final func startIgnored(_ work: @Sendable (Run) -> Void) { work(self) }
 
     /// Reads the state, under the lock.
-    final func read<T>(_ property: (RunHandle.State) -> T) -> T { locked { property($0.state) } }
+    final func read<T>(_ property: (Engine.State) -> T) -> T { locked { property($0.state) } }
 }
 
 // MARK: Ties to invalidation tokens
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// The generation of `token` for the user's run, which ties to a token once, however often
     /// its retries run a tied step.
     final func generation(of token: InvalidationToken) -> Int {
@@ -1017,10 +1017,10 @@ nonisolated extension RunHandle.Run {
         // tie's weak reference is read only when its identity is `token`'s, which the caller
         // holds: so it is never a token's last reference, let go of inside the lock.
         return user.locked { fields in
-            let extras = RunHandle.Extras.make(&fields)
+            let extras = Engine.Extras.make(&fields)
             let tied = extras.ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
-            extras.ties.append(RunHandle.Tie(token: token, identity: identity, generation: current))
+            extras.ties.append(Engine.Tie(token: token, identity: identity, generation: current))
             return current
         }
     }
@@ -1028,7 +1028,7 @@ nonisolated extension RunHandle.Run {
 
 // MARK: Who gets the run's outcome, and what reports to it
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
     /// its members without runs of their own (see `Join`). `call` numbers the operation.
     @usableFromInline protocol Reporter: AnyObject {
@@ -1072,7 +1072,7 @@ nonisolated extension RunHandle {
     }
 
     /// A task awaiting the outcome.
-    @usableFromInline struct Resumption<Value, Failure: Swift.Error>: Completion {
+    @usableFromInline struct Awaiting<Value, Failure: Swift.Error>: Completion {
         @usableFromInline let continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
         @inlinable init(_ continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>) {
             self.continuation = continuation
@@ -1096,21 +1096,21 @@ nonisolated extension RunHandle {
     /// What a run does with the types of its outcome and its completion: finish (deliver the
     /// outcome in the slot, or with `nil` hear of cancellation), call the operation it starts
     /// with, destroy an outcome nobody may have any more, or a completion never called.
-    @usableFromInline enum Typed {
+    @usableFromInline enum Specialized {
         case finish(Slot?)
         case performFirst
         case dropOutcome(Slot)
         case dropCompletion
     }
 
-    @usableFromInline typealias TypedWork = (Run, Typed) -> Next
+    @usableFromInline typealias SpecializedWork = (Run, Specialized) -> Next
 
-    /// A run's typed work for a completion of type `Completion`: compiled where the run is made,
+    /// A run's specialized work for a completion of type `Completion`: compiled where the run is made,
     /// for its types, as a run's own code is not generic (Swift would look the types up at every
     /// use). A function with nothing to capture costs no allocation.
-    @inlinable static func typed<Completion: RunHandle.Completion>(
+    @inlinable static func specialized<Completion: Engine.Completion>(
         _: Completion.Type
-    ) -> TypedWork {
+    ) -> SpecializedWork {
         { run, work in
             typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
             switch work {
@@ -1131,7 +1131,7 @@ nonisolated extension RunHandle {
     }
 }
 
-nonisolated extension RunHandle.Run {
+nonisolated extension Engine.Run {
     /// The completion, at the start of the tail.
     @inlinable final func completion<Completion>(
         _: Completion.Type
@@ -1144,7 +1144,7 @@ nonisolated extension RunHandle.Run {
     /// can run another promise so: how a combination runs the members that end at once, one
     /// after another, on one run and in the same memory. `immediately` runs it on this stack
     /// even deep in nested runs (see `proceed`).
-    @inlinable final func start<Completion: RunHandle.Completion>(
+    @inlinable final func start<Completion: Engine.Completion>(
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
     ) {
@@ -1160,9 +1160,9 @@ nonisolated extension RunHandle.Run {
     }
 
     /// Delivers the outcome in `slot`, or with `nil` says that the run ended by cancellation.
-    final func finish(_ slot: Slot?) { _ = driver.pointee.typed(self, .finish(slot)) }
+    final func finish(_ slot: Slot?) { _ = driver.pointee.specialized(self, .finish(slot)) }
 }
 
-nonisolated extension RunHandle.Run: RunHandle.Reporter {
-    @usableFromInline var run: RunHandle.Run { self }
+nonisolated extension Engine.Run: Engine.Reporter {
+    @usableFromInline var run: Engine.Run { self }
 }

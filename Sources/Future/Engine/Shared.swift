@@ -3,7 +3,7 @@
 // its ties), and each run of the shared promise waits for it as an operation waits for its
 // resolver.
 
-nonisolated extension RunHandle {
+nonisolated extension Engine {
     /// The one run of a shared promise's work, the runs waiting for it, and its outcome once it
     /// has one.
     final class Shared<Value: Sendable, Failure: Swift.Error>: @unchecked Sendable {

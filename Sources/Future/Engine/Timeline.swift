@@ -37,7 +37,7 @@ nonisolated extension ManualClock {
     /// clock and released outside the lock.
     final class Timeline: @unchecked Sendable {
         private typealias Timer = (deadline: Instant, fire: @Sendable (_ fired: Bool) -> Void)
-        private let lock = RunHandle.Lock()
+        private let lock = Engine.Lock()
         private var instant: Instant
         /// Where the advances under way move time to: past `instant` while they fire timers, so
         /// that advances from several threads add up.
