@@ -1,7 +1,7 @@
 // Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
-// Builds on the hop (`Next.hop`), on a scope of the run for `timeout` (`Next.scope`), both waiting
-// in Engine/Deadlines.swift; on `recover` for `retry`; and, on a clock you pass, on
-// `Engine.join` for `timeout`.
+// Builds on the hop (`Next.hop`) for `after` and `delay`, on `Engine.timeout` (a combination of the
+// work and an alarm) for `timeout`, both waiting in Engine/Deadlines.swift or on your clock
+// (Engine/Timeline.swift); and on `recover` for `retry`.
 
 import Dispatch
 
@@ -52,28 +52,19 @@ nonisolated extension Promise {
     /// `download(url).timeout(.seconds(9), orFailWith: .slow)`. Put it after
     /// ``retry(_:delay:while:)`` to bound every attempt together, before it to bound each one.
     ///
-    /// The deadline is noticed where a cancel from another thread is: at the work's next
-    /// operation, hop or entered promise, or as the work ends. Synchronous steps that run past it
-    /// finish first; the promise then fails all the same. An interval of zero or less lets work
-    /// that settles at once, without waiting, win, as on every clock, and fails the work as soon as
-    /// it waits (for an operation's resolver, or a queue).
+    /// When the deadline passes first, the work is cancelled, as a cancel from another thread
+    /// cancels it: at its next operation, hop or entered promise, or as it ends. Synchronous
+    /// steps that run past the deadline finish first, and the work's `ensure` steps run; the
+    /// promise then fails. An interval of zero or less lets work that settles at once, without
+    /// waiting, win, as on every clock, and fails the work as soon as it waits (for an
+    /// operation's resolver, or a queue).
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
-        // The work's steps run in a scope of the run: the first step enters them with a deadline,
-        // which, if it passes first, cancels them; the last step then puts the error.
         let nanoseconds = Self.nanoseconds(interval)
-        let scoped = Promise(
-            last: Engine.ScopeStage(last, within: nanoseconds, output: Outcome.self))
-        return scoped.appending(error) { stage, slot, run in
-            switch run.endScope() {
-            case .armed, .due: return .proceed
-            case .expired: _ = slot.take(Outcome.self)  // the work settled after the deadline
-            case .unwound: break
-            }
-            slot.put(Outcome.failure(Node<@Sendable () -> Failure>.payload(of: stage)()))
-            return .proceed
-        }
+        return Engine.timeout(
+            self, failingWith: error, deadline: { .now() + .nanoseconds(nanoseconds) },
+            alarm: Engine.setAlarm)
     }
 
     /// `interval` in nanoseconds, within what a `DispatchTime` holds, and not negative.
@@ -186,10 +177,9 @@ nonisolated extension Promise {
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
         clock: some Clock<Duration>
     ) -> Promise {
-        let timer = after(interval, clock: clock).flatMap { Promise(error: error()) }
-        return Engine.join([self, timer]) { _, ending in
-            if case .outcome(_, let outcome) = ending { .settle(outcome) } else { .cancel }
-        }
+        Engine.timeout(
+            self, failingWith: error, deadline: { clock.now.advanced(by: interval) },
+            alarm: { deadline, fire in Engine.setAlarm(at: deadline, on: clock, fire) })
     }
 
     /// Runs the work again after a failure, `attempts` times at most, waiting on `clock`.

@@ -168,7 +168,7 @@ final class CancelCheck: @unchecked Sendable {
         }
     }
 
-    /// `Engine.cancel()` promises that no later step starts once it has returned. The work
+    /// `RunHandle.cancel()` promises that no later step starts once it has returned. The work
     /// starts on a global queue while another thread cancels its run, in a thousand rounds: a
     /// quarter of them just as a random member starts (it waits for the cancel), the others at
     /// a random moment, as the work starts or before. No operation may start after `cancel()`

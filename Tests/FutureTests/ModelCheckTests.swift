@@ -23,7 +23,7 @@
 //   resolved (synchronously, here, as the harness resolves on the test thread); an operation that
 //   lets its resolver go without resolving ends its run as cancelled; `Resolver.cancel()` ends the
 //   run "as its handle's cancel() would" (so its own `onCancel` handlers run).
-// - Cancellation.md and `Engine.cancel()`: after `cancel()` no completion is delivered; the
+// - Cancellation.md and `RunHandle.cancel()`: after `cancel()` no completion is delivered; the
 //   waiting operation's handlers run once, then the `ensure` steps still ahead; a step that
 //   cancels its own run stops it before the next step; steps (`map`, `then`, `tap`…) do not run
 //   once the run is cancelled; a run cancelled from inside its call of an operation stops as the
@@ -41,12 +41,14 @@
 //   run removes its timers at once (`timerCount`). `timeout(_:orFailWith:clock:)` races the work
 //   against its timer; `delay` passes the outcome on after the interval; `retry` runs the work
 //   again after a failure, after the delay.
-// - `timeout(_:orFailWith:)` (Dispatch): an interval of zero or less "lets work that settles at
-//   once, without waiting, win, as on every clock, and fails the work as soon as it waits";
-//   Cancellation.md: it cancels the steps it wraps "as they would for Engine.cancel() (… their
-//   ensure steps run)". Zero timeouts nested in one another, all due as the work waits: the
-//   innermost expires first, as on a clock (where the inner timer is set first and fires first),
-//   and the outer ones see their work settle at once with its error, and let it win.
+// - `timeout(_:orFailWith:)`, on every clock: the work races a timer, set once the work waits,
+//   and the first to settle wins ("when the deadline passes first, the promise fails at once and
+//   the work is cancelled"); Dispatch's timer, for an interval of zero or less, "lets work that
+//   settles at once, without waiting, win, as on every clock, and fails the work as soon as it
+//   waits". Zero timeouts nested in one another: the innermost timer is set first and fires
+//   first, and the outer ones see their work settle with its error. A run cancelled before it
+//   reaches a timeout runs the ensure steps of the work (Cancellation.md: the steps it wraps run
+//   their ensure steps as for RunHandle.cancel()).
 // - Sharing: `share()` runs the work once for the runs that come while it is under way (they go
 //   on in turn, in the order they came), later runs get its outcome; cancelling a run leaves the
 //   others waiting; once every waiting run is cancelled, so is the work (its handlers and ensures
@@ -308,6 +310,8 @@ final class MCHarness: @unchecked Sendable {
     }
     /// The first cancel of the run that returned.
     private var cancelReturned: String?
+    /// Cancels from another thread that have begun and not returned.
+    private var threadCancelsUnderWay = 0
     private var lateEntries: [String] = []
     /// What the run began (a step, an operation, its completion) after a `cancel()` returned.
     var late: [String] { lock.withLock { lateEntries } }
@@ -451,11 +455,19 @@ final class MCHarness: @unchecked Sendable {
 
     func cancelRun(by who: String) {
         guard let handle = lock.withLock({ handle }) else { return }
+        if who == "thread" { lock.withLock { threadCancelsUnderWay += 1 } }
         handle.cancel()
+        if who == "thread" { lock.withLock { threadCancelsUnderWay -= 1 } }
         // From another thread, a step or completion that began before the cancel returned may
         // log after it: only the cancels of the run's own thread mark what comes after as late.
+        // Not one that another thread's cancel was under way beside (RunHandle: the run then
+        // stops as that cancel reaches it, which, for a step of a combination's member, may be
+        // after the next step).
         if who != "thread" && who != "the harness, at the end" {
-            lock.withLock { if cancelReturned == nil { cancelReturned = "cancelled by \(who)" } }
+            lock.withLock {
+                guard cancelReturned == nil, threadCancelsUnderWay == 0 else { return }
+                cancelReturned = "cancelled by \(who)"
+            }
         }
         log("cancelled by \(who)")
     }
@@ -636,15 +648,6 @@ final class MCModel {
 
     init(keyOrders: [Int: [[Int]]]) { self.keyOrders = keyOrders }
 
-    /// Dispatch's `timeout` with an interval of zero or less. Its doc at a2695db: "fails at
-    /// once, and the work does not start" (`MODELCHECK_ZERO_TIMEOUT_FAILS_AT_ONCE=1`); since the
-    /// fixes of issue 37 (344251d): it "lets work that settles at once, without waiting, win, as
-    /// on every clock, and fails the work as soon as it waits".
-    var zeroScopesStarting = 0
-    var droppedInZeroScope: [Call] = []
-    static let zeroTimeoutLetsSettledWorkWin =
-        getenv("MODELCHECK_ZERO_TIMEOUT_FAILS_AT_ONCE") == nil
-
     // Running a program.
 
     func run(_ program: MCProgram) {
@@ -721,7 +724,7 @@ final class MCModel {
 
     /// Runs `body` as the run's call of an operation that starts other runs at once: a shared
     /// promise's work, a combination's members (a clock's `timeout` too), `ignoringCancel()`'s
-    /// work. `Engine.cancel()` and Cancellation.md: the waiting operation's handlers run, then
+    /// work. `RunHandle.cancel()` and Cancellation.md: the waiting operation's handlers run, then
     /// the `ensure` steps still ahead, and no completion; a run cancelled from inside its
     /// operation stops as the operation returns (as for `MCLeaf.cancelRun`). So a cancel that
     /// comes meanwhile runs the act's handler (`onCancel`, which cancels the runs it started) at
@@ -785,7 +788,6 @@ final class MCModel {
                 call.waiting = false
                 act.finish(outcome)
             case .later: calls[id, default: []].append(call)
-            case .drop where zeroScopesStarting > 0: droppedInZeroScope.append(call)
             case .drop, .cancelSelf: cancelCall(call)
             case .cancelRun:
                 // The run is cancelled from its own operation: it ends as the operation returns.
@@ -852,69 +854,32 @@ final class MCModel {
         case .combine(let combinator, let members, let id):
             combine(combinator, members, id: id, act)
         case .timeout(let inner, let milliseconds, let code, let clock):
-            if clock {
-                let timer: (MCAct) -> Void = { timerAct in
+            // Every clock's timeout races the work against a timer, which is set once the work
+            // waits. On the manual clock it fires as the clock advances; Dispatch's fires at once
+            // for an interval of zero or less, and never, within a program, for an hour (the
+            // real-time mode checks the others).
+            let timer: (MCAct) -> Void = { timerAct in
+                if clock {
                     let timer = self.setTimer(milliseconds) { timerAct.finish(.error(code)) }
                     timerAct.onCancel = {
                         self.removeTimer(timer)
                         timerAct.finish(nil)
                     }
+                } else if milliseconds <= 0 {
+                    timerAct.finish(.error(code))
+                } else {
+                    timerAct.onCancel = { timerAct.finish(nil) }
                 }
-                join(
-                    [
-                        (nil, Self.isOperationAlone(inner), { self.start(inner, $0) }),
-                        (nil, false, timer),
-                    ],
-                    limit: .max, act
-                ) { _, ending in
-                    if case .outcome(_, let outcome) = ending { return .settle(outcome) }
-                    return .cancel
-                }
-            } else if milliseconds <= 0 && !Self.zeroTimeoutLetsSettledWorkWin {
-                // The work does not start; the ensure steps of the chain it wraps run.
-                for id in ensures(inner) { log.append("ensure \(id)") }
-                act.finish(.error(code))
-            } else if milliseconds <= 0 {
-                // Work that settles without waiting wins; work that waits is cancelled at once
-                // (its handlers, then its ensure steps), and the timeout fails.
-                // Zero timeouts nested in one another are due together as the work waits: the
-                // innermost expires first, as on a clock, where the inner timer is set first and
-                // fires first; the outer ones then see their work settle at once, with its error,
-                // and let it win (in one run, or with the inner in a run of its own). An
-                // operation that drops its resolver waits, for as long as its resolver takes to
-                // go: the timeout fails it first.
-                // What follows the timeout, when its work settles at once, is not inside it: an
-                // operation there that drops its resolver is noticed at once.
-                var expired = false
-                var inWork = true
-                let child = MCAct { end in
-                    if inWork {
-                        inWork = false
-                        self.zeroScopesStarting -= 1
-                    }
-                    act.finish(expired ? .error(code) : end)
-                }
-                act.current = child
-                zeroScopesStarting += 1
-                start(inner, child)
-                if inWork {
-                    inWork = false
-                    zeroScopesStarting -= 1
-                }
-                if !act.isOver {
-                    expired = true
-                    child.cancel()
-                }
-                if zeroScopesStarting == 0 {
-                    let drops = droppedInZeroScope
-                    droppedInZeroScope = []
-                    for call in drops { cancelCall(call) }
-                }
-            } else {
-                // An hour: it never fires within a program. (The real-time mode checks others.)
-                let child = MCAct { act.finish($0) }
-                act.current = child
-                start(inner, child)
+            }
+            join(
+                [
+                    (nil, Self.isOperationAlone(inner), { self.start(inner, $0) }),
+                    (nil, false, timer),
+                ],
+                limit: .max, act
+            ) { _, ending in
+                if case .outcome(_, let outcome) = ending { return .settle(outcome) }
+                return .cancel
             }
         case .delay(let inner, let milliseconds):
             let child = MCAct { end in
@@ -1004,7 +969,7 @@ final class MCModel {
             .delay(let inner, _),
             .retry(let inner, _, _):
             ignoredWork(inner)
-        case .timeout(let inner, _, _, let clock): clock ? nil : ignoredWork(inner)
+        case .timeout(let inner, _, _, _): ignoredWork(inner)
         default: nil
         }
     }
@@ -1028,7 +993,7 @@ final class MCModel {
             .recover(let inner, _, _), .tap(let inner, _), .delay(let inner, _),
             .retry(let inner, _, _):
             ensures(inner)
-        case .timeout(let inner, _, _, let clock): clock ? [] : ensures(inner)
+        case .timeout(let inner, _, _, _): ensures(inner)
         default: []
         }
     }

@@ -199,7 +199,10 @@ enum ZeroTimeout {
                 done.send(())
             }
             #expect(done.wait() != nil)
-            #expect(outcomes.all == ["when success([2])", "share success(2)"], "depth \(depth)")
+            // (Two runs deferred past the nesting limit may end in either order.)
+            #expect(
+                outcomes.all.sorted() == ["share success(2)", "when success([2])"],
+                "depth \(depth)")
         }
     }
 

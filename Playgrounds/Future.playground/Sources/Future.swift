@@ -1389,9 +1389,9 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype, Failure 
 // MARK: - Time
 
 // Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
-// Builds on the hop (`Next.hop`), on a scope of the run for `timeout` (`Next.scope`), both waiting
-// in Engine/Deadlines.swift; on `recover` for `retry`; and, on a clock you pass, on
-// `Engine.join` for `timeout`.
+// Builds on the hop (`Next.hop`) for `after` and `delay`, on `Engine.timeout` (a combination of the
+// work and an alarm) for `timeout`, both waiting in Engine/Deadlines.swift or on your clock
+// (Engine/Timeline.swift); and on `recover` for `retry`.
 
 // `Duration` needs macOS 13, iOS 16, tvOS 16 and watchOS 9, the package's minimums. An app with a
 // lower deployment target can copy the file in: these declarations alone are then unavailable.
@@ -1440,28 +1440,19 @@ nonisolated extension Promise {
     /// `download(url).timeout(.seconds(9), orFailWith: .slow)`. Put it after
     /// ``retry(_:delay:while:)`` to bound every attempt together, before it to bound each one.
     ///
-    /// The deadline is noticed where a cancel from another thread is: at the work's next
-    /// operation, hop or entered promise, or as the work ends. Synchronous steps that run past it
-    /// finish first; the promise then fails all the same. An interval of zero or less lets work
-    /// that settles at once, without waiting, win, as on every clock, and fails the work as soon as
-    /// it waits (for an operation's resolver, or a queue).
+    /// When the deadline passes first, the work is cancelled, as a cancel from another thread
+    /// cancels it: at its next operation, hop or entered promise, or as it ends. Synchronous
+    /// steps that run past the deadline finish first, and the work's `ensure` steps run; the
+    /// promise then fails. An interval of zero or less lets work that settles at once, without
+    /// waiting, win, as on every clock, and fails the work as soon as it waits (for an
+    /// operation's resolver, or a queue).
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
-        // The work's steps run in a scope of the run: the first step enters them with a deadline,
-        // which, if it passes first, cancels them; the last step then puts the error.
         let nanoseconds = Self.nanoseconds(interval)
-        let scoped = Promise(
-            last: Engine.ScopeStage(last, within: nanoseconds, output: Outcome.self))
-        return scoped.appending(error) { stage, slot, run in
-            switch run.endScope() {
-            case .armed, .due: return .proceed
-            case .expired: _ = slot.take(Outcome.self)  // the work settled after the deadline
-            case .unwound: break
-            }
-            slot.put(Outcome.failure(Node<@Sendable () -> Failure>.payload(of: stage)()))
-            return .proceed
-        }
+        return Engine.timeout(
+            self, failingWith: error, deadline: { .now() + .nanoseconds(nanoseconds) },
+            alarm: Engine.setAlarm)
     }
 
     /// `interval` in nanoseconds, within what a `DispatchTime` holds, and not negative.
@@ -1574,10 +1565,9 @@ nonisolated extension Promise {
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
         clock: some Clock<Duration>
     ) -> Promise {
-        let timer = after(interval, clock: clock).flatMap { Promise(error: error()) }
-        return Engine.join([self, timer]) { _, ending in
-            if case .outcome(_, let outcome) = ending { .settle(outcome) } else { .cancel }
-        }
+        Engine.timeout(
+            self, failingWith: error, deadline: { clock.now.advanced(by: interval) },
+            alarm: { deadline, fire in Engine.setAlarm(at: deadline, on: clock, fire) })
     }
 
     /// Runs the work again after a failure, `attempts` times at most, waiting on `clock`.
@@ -2181,8 +2171,7 @@ nonisolated public enum PromiseDiagnostics {
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
 //   the same one share it.
 // - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure,
-//   a `Nest` the closure of a step that enters the promise it makes, a `Source` an operation, a
-//   `ScopeStage` a `timeout`'s work.
+//   a `Nest` the closure of a step that enters the promise it makes, a `Source` an operation.
 // - step: what a stage does when a run reaches it (`Stage.Step`): it takes its input from the
 //   slot, leaves its output there, and says what comes `Next`.
 // - operation: the closure a promise is made from, called with a resolver. A promise of an
@@ -2228,15 +2217,17 @@ nonisolated extension Engine {
         /// first of, in a run of its own that cancelling does not reach.
         @usableFromInline var ignoring: (@Sendable (Run) -> Void)? { nil }
 
+        /// The chain a stopped run's walk goes on into from this step (see `Run.skip`): a
+        /// `timeout`'s work, which the run has not started when it stops before the timeout.
+        @usableFromInline var ahead: Stage? { nil }
+
         /// The work of the `ignoringCancel()` promise this chain starts with, if it does (inside
         /// a `timeout` too, whose first stage holds the work's chain).
         @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
             var first = self
             while true {
                 while let parent = first.parent { first = parent }
-                guard let scope = first as? ScopeStage, let work = scope.work else {
-                    return first.ignoring
-                }
+                guard let work = first.ahead else { return first.ignoring }
                 first = work
             }
         }
@@ -2359,15 +2350,19 @@ nonisolated extension Engine {
     /// The first stage of a chain made from an operation, once a step is added to it: a promise
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
-        /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
+        /// `var`s only for `deinit`, which releases them as a level of releases (see `Nesting`).
         @exclusivity(unchecked) @usableFromInline var operation: Operation?
+        @exclusivity(unchecked) @usableFromInline var work: Stage?
         @usableFromInline let ignored: (@Sendable (Run) -> Void)?
 
+        /// `work`: the chain of a `timeout`'s work, which its operation runs (see `ahead`).
         @inlinable init(
-            _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil
+            _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil,
+            work: Stage? = nil
         ) {
             self.operation = operation
             self.ignored = ignored
+            self.work = work
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = unsafeDowncast(stage, to: Source.self)
@@ -2378,30 +2373,19 @@ nonisolated extension Engine {
 
         @usableFromInline override var ignoring: (@Sendable (Run) -> Void)? { ignored }
 
+        @usableFromInline override var ahead: Stage? { work }
+
         // An operation may keep promises (a combination its members, a shared promise its work),
         // whose operations keep more: each is released as a level of releases, in this body (Swift
         // releases stored properties after every deinit has returned).
-        deinit { Nesting.release({ operation as Any }, by: { operation = nil }) }
-    }
-
-    /// The first stage of a `timeout`, which enters the work's chain in a scope with a deadline
-    /// (`Next.scope`). It keeps that chain, and releases it as a level of releases, as a
-    /// `Source` releases its operation: so timeouts nested ten thousand deep are released flat.
-    @usableFromInline final class ScopeStage: Stage, @unchecked Sendable {
-        /// A `var` only for `deinit`.
-        @exclusivity(unchecked) @usableFromInline var work: Stage?
-        @usableFromInline let nanoseconds: Int
-
-        @inlinable init<Output>(_ work: Stage, within nanoseconds: Int, output: Output.Type) {
-            self.work = work
-            self.nanoseconds = nanoseconds
-            super.init(after: nil, output: output) { stage, _, _ in
-                let scope = unsafeDowncast(stage, to: ScopeStage.self)
-                return .scope(.now() + .nanoseconds(scope.nanoseconds), scope.work!)
-            }
+        deinit {
+            Nesting.release(
+                { (operation, work) as Any },
+                by: {
+                    operation = nil
+                    work = nil
+                })
         }
-
-        deinit { Nesting.release({ work as Any }, by: { work = nil }) }
     }
 
     /// A type whose values a slot can hold; `TypeOf<T>` stands for `T`.
@@ -2412,17 +2396,14 @@ nonisolated extension Engine {
     }
 
     /// What the loop does after a step: go on (the output is in the slot), run a chain whose
-    /// outcome is the output (within a scope that a deadline ends), stop (the run was
-    /// cancelled), or go on on a queue (after a time), the output waiting in the slot. After a
-    /// step called an operation, the loop learns whether to go on (it resolved), stop, `wait` for
-    /// its resolver. `unwind` ends the steps of a scope whose deadline passed (`Run.unwind`).
+    /// outcome is the output, stop (the run was cancelled), or go on on a queue (after a time),
+    /// the output waiting in the slot. After a step called an operation, the loop learns whether
+    /// to go on (it resolved), stop, or `wait` for its resolver.
     @usableFromInline enum Next {
         case proceed
         case enter(Stage)
-        case scope(DispatchTime, Stage)
         case called, wait
         case halt
-        case unwind
         case hop(DispatchQueue, DispatchTime?)
     }
 
@@ -2461,8 +2442,8 @@ nonisolated extension Engine {
 
         /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
         /// memory if it holds more; returns its first stage, which the run takes at once, so its
-        /// room need not hold it. (A first stage, an operation, a constant or a scope, does not
-        /// hop; were one to, `putBack` would make room for it.)
+        /// room need not hold it. (A first stage, an operation or a constant, does not hop;
+        /// were one to, `putBack` would make room for it.)
         mutating func start(
             _ chain: consuming Stage, in room: Room, spill: inout Spill?
         ) -> Unmanaged<Stage> {
@@ -2476,19 +2457,16 @@ nonisolated extension Engine {
             return push(last, leavingFirst: true)
         }
 
-        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run,
-        /// unless `isKept`: a chain that a stage of the run keeps, such as a `timeout`'s work.
-        mutating func enter(_ chain: consuming Stage, isKept: Bool = false, spill: inout Spill?) {
+        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
+        mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
             if count + Int32(chain.depth) > capacity { grow(by: chain.depth, spill: &spill) }
             let last = Unmanaged.passUnretained(chain)
-            if !isKept {
-                let kept = Spill.make(&spill)
-                // Chains whose stages have all run are released here, not as their last step runs.
-                while let entered = kept.chains.last, entered.base >= count {
-                    kept.chains.removeLast()
-                }
-                kept.chains.append((consume chain, count))
+            let kept = Spill.make(&spill)
+            // Chains whose stages have all run are released here, not as their last step runs.
+            while let entered = kept.chains.last, entered.base >= count {
+                kept.chains.removeLast()
             }
+            kept.chains.append((consume chain, count))
             push(last)
         }
 
@@ -2666,7 +2644,8 @@ nonisolated extension Promise {
 /// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step; from another thread, the run stops at its next operation,
-/// hop, entered promise or end (steps take no lock).
+/// hop, entered promise or end (steps take no lock). (When both come at once, the run may stop as
+/// the other thread's cancel does.)
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -2705,14 +2684,6 @@ nonisolated extension Engine {
             }
         }
 
-        /// The scopes of `timeout` steps the run is inside, innermost last.
-        var scopes: [Scope] {
-            get { extras?.scopes ?? [] }
-            set {
-                guard extras != nil || !newValue.isEmpty else { return }
-                Extras.make(&self).scopes = newValue
-            }
-        }
     }
 
     /// What the thread that drives a run owns (and hands over under the lock), at the start of
@@ -2749,7 +2720,9 @@ nonisolated extension Engine {
             case operation, stage
         }
 
-        @usableFromInline init(completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork) {
+        @usableFromInline init(
+            completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork
+        ) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
             self.specialized = specialized
@@ -2760,7 +2733,6 @@ nonisolated extension Engine {
     /// exclusivity checks.
     final class Extras {
         @exclusivity(unchecked) var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
-        @exclusivity(unchecked) var scopes: [Scope] = []
         /// The generation of each token the steps of a user's run tied to, as of the first tie.
         @exclusivity(unchecked) var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
@@ -2781,26 +2753,6 @@ nonisolated extension Engine {
         let generation: Int
     }
 
-    /// The steps a `timeout` step entered, which its deadline ends if it passes first: those
-    /// above `base` on the plan, whose top at `base` is the step that puts the error.
-    @usableFromInline struct Scope {
-        let base: Int32
-        let deadline: Deadline
-        var state = State.armed
-
-        @usableFromInline enum State {
-            /// Waiting for the deadline, or for its steps to end.
-            case armed
-            /// Its deadline had passed as it began (a timeout of zero or less): work that settles
-            /// without waiting wins, so it expires only as its steps first wait.
-            case due
-            /// Its deadline passed: the driving thread is to end its steps.
-            case expired
-            /// Its steps were ended: its last step puts the error.
-            case unwound
-        }
-    }
-
     /// Where a run is. Cancelling moves a run that has not ended to one of the `cancelled`
     /// states, which end in `.cancelled` once its `ensure` steps have run.
     enum State: CustomDebugStringConvertible {
@@ -2815,38 +2767,19 @@ nonisolated extension Engine {
         /// The run waits for a queue to carry it on (see `Driver.hopped`).
         case awaitingQueue
         /// Cancelled while `thread` drives it (`nil` before it started), which halts it at its
-        /// next check; while `handlersRunning`, the canceller still calls the cancel handlers. With
-        /// `scope`, only the steps of a scope whose deadline passed are cancelled: the run goes on
-        /// after them.
-        case cancelledWhileDriving(thread: pthread_t?, handlersRunning: Bool, scope: Bool)
+        /// next check; while `handlersRunning`, the canceller still calls the cancel handlers.
+        case cancelledWhileDriving(thread: pthread_t?, handlersRunning: Bool)
         /// Cancelled while no thread drives it (or its driver stopped to let the canceller end
-        /// it): the canceller ends it once the handlers have returned, or with `scope`, ends the
-        /// scope's steps and drives on.
-        case cancelledWhileWaiting(scope: Bool)
+        /// it): the canceller ends it once the handlers have returned.
+        case cancelledWhileWaiting
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled
 
-        /// A scope's cancelling, become the run's.
-        var cancellingTheRun: State {
-            guard case .cancelledWhileDriving(let thread, let running, let scope) = self, scope
-            else { return self }
-            return .cancelledWhileDriving(thread: thread, handlersRunning: running, scope: false)
-        }
-
-        /// Whether the run is cancelled.
+        /// Whether the run is cancelled: no operation starts or reports.
         var isCancelled: Bool {
-            switch self {
-            case .cancelledWhileDriving(_, _, let scope), .cancelledWhileWaiting(let scope): !scope
-            case .cancelled: true
-            case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
-            }
-        }
-
-        /// Whether the run, or the scope it is in, is cancelled: no operation starts or reports.
-        var isStopping: Bool {
             switch self {
             case .cancelledWhileDriving, .cancelledWhileWaiting, .cancelled: true
             case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
@@ -2867,11 +2800,9 @@ nonisolated extension Engine {
             case .calling: "calling an operation"
             case .awaitingResolver: "awaiting a resolver"
             case .awaitingQueue: "awaiting a queue"
-            case .cancelledWhileDriving(_, let running, let scope):
-                "\(scope ? "scope " : "")cancelled while driving"
-                    + (running ? ", calling cancel handlers" : "")
-            case .cancelledWhileWaiting(let scope):
-                "\(scope ? "scope " : "")cancelled while waiting, calling cancel handlers"
+            case .cancelledWhileDriving(_, let running):
+                "cancelled while driving" + (running ? ", calling cancel handlers" : "")
+            case .cancelledWhileWaiting: "cancelled while waiting, calling cancel handlers"
             case .ended(let cancelledSince): cancelledSince ? "ended, then cancelled" : "ended"
             case .cancelled: "cancelled"
             }
@@ -2889,7 +2820,9 @@ nonisolated extension Engine {
 
         deinit {
             withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
-            if driver.pointee.hasCompletion { _ = driver.pointee.specialized(self, .dropCompletion) }
+            if driver.pointee.hasCompletion {
+                _ = driver.pointee.specialized(self, .dropCompletion)
+            }
             driver.deinitialize(count: 1)
         }
     }
@@ -2995,7 +2928,7 @@ nonisolated extension Engine.Run {
             switch fields.state {
             case .ended(cancelledSince: true):
                 fields.state = .cancelledWhileDriving(
-                    thread: pthread_self(), handlersRunning: false, scope: false)
+                    thread: pthread_self(), handlersRunning: false)
             case .idle, .ended(cancelledSince: false):
                 fields.state = .driving(thread: pthread_self())
             default:
@@ -3018,7 +2951,11 @@ nonisolated extension Engine.Run {
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private final func drive(unwinding: Bool = false) {
+    private final func drive() {
+        Engine.Nesting.driving(self) { takeSteps() }
+    }
+
+    private final func takeSteps() {
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -3027,9 +2964,7 @@ nonisolated extension Engine.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
-        if unwinding {
-            next = .unwind
-        } else if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
+        if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
             driver.pointee.hopped = false
             stage = plan.pop()
         } else if let start = driver.pointee.startsWith {
@@ -3045,7 +2980,7 @@ nonisolated extension Engine.Run {
             // Cancelled by this thread while the drive waited for room on its stack (see
             // `proceed`): no step starts. The slot holds the next step's input, its parent's
             // output: a run waits only after a step, which is the next one's parent, or the last
-            // of a chain entered by that parent, whose output is the same (`Nest`, `ScopeStage`).
+            // of a chain entered by that parent, whose output is the same (`Nest`).
             // With no step left, the loop below drops the run's outcome.
             if let top = plan.top {
                 top.parent!.output.discard(from: slot)
@@ -3079,18 +3014,14 @@ nonisolated extension Engine.Run {
                     swap(&plan, &driver.pointee.plan)
                     return halt()
                 }
-            case .enter(let inner), .scope(_, let inner):
-                if case .scope(let time, _) = next { beginScope(until: time, above: plan.count) }
+            case .enter(let inner):
                 fitSlot(to: inner)
                 slot = self.slot
-                let isKept: Bool
-                if case .scope = next { isKept = true } else { isKept = false }
-                plan.enter(inner, isKept: isKept, spill: &driver.pointee.spill)
-                if read({ $0.isStopping }) {
+                plan.enter(inner, spill: &driver.pointee.spill)
+                if read({ $0.isCancelled }) {
                     swap(&plan, &driver.pointee.plan)
                     return halt()
                 }
-            case .unwind: unwind(&plan)
             case .called, .wait: return
             case .halt:
                 swap(&plan, &driver.pointee.plan)
@@ -3117,16 +3048,13 @@ nonisolated extension Engine.Run {
     final func resume(_ resumption: Resumption) {
         switch resumption {
         case .drive: drive()
-        case .unwind: drive(unwinding: true)
         case .halt: halt()
-        case .expire(let deadline): expire(deadline)
         }
     }
 
     /// What a run does next, once there is room on the stack.
     enum Resumption {
-        case drive, unwind, halt
-        case expire(Engine.Deadline)
+        case drive, halt
     }
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
@@ -3220,25 +3148,20 @@ nonisolated extension Engine.Run {
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
         // A resolver the run no longer keeps is let go of after the lock: if the operation let go
         // of it unresolved, its deinit cancels the run.
-        let (next, released, due) = locked { fields -> (Next, AnyObject?, Engine.Deadline?) in
+        let (next, released) = locked { fields -> (Next, AnyObject?) in
             switch fields.state {
             case .calling:
                 fields.state = .awaitingResolver
-                return (.wait, self.driver.pointee.resolver.take(), dueScope(fields))
-            case .driving: return (.proceed, nil, nil)
+                return (.wait, self.driver.pointee.resolver.take())
+            case .driving: return (.proceed, nil)
             default:
                 // Cancelled: an outcome that came first is in the slot, for the loop to drop.
                 let next: Next = fields.resolved ? .proceed : .halt
-                return (next, self.driver.pointee.resolver.take(), nil)
+                return (next, self.driver.pointee.resolver.take())
             }
         }
         withExtendedLifetime(released) {}  // see `Lock`
-        if case .wait = next {
-            // Behind the runs this thread deferred (see `Nesting`): one may be the work that
-            // settles the run at once, as it would have nested.
-            due.map { Engine.Nesting.resumeBehindWaiting(self, .expire($0)) }
-            return next
-        }
+        if case .wait = next { return next }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
     }
@@ -3249,7 +3172,7 @@ nonisolated extension Engine.Run {
         // any deinit.
         typealias Handlers = [@Sendable (any Engine.Reporter) -> Void]
         let (resume, unneeded) = locked { fields -> (Bool, Handlers?) in
-            guard isPending(call, fields), !fields.state.isStopping else { return (false, nil) }
+            guard isPending(call, fields), !fields.state.isCancelled else { return (false, nil) }
             // The slot is read only now: while the call is pending, the driving thread is inside
             // the operation, or the run waits.
             write(slot)
@@ -3285,7 +3208,7 @@ nonisolated extension Engine.Run {
     ) {
         let callNow = locked { fields -> Bool in
             let pending = isPending(call, fields)
-            guard pending, !fields.state.isStopping else { return pending }
+            guard pending, !fields.state.isCancelled else { return pending }
             fields.cancelHandlers.append(handler)
             return false
         }
@@ -3295,7 +3218,7 @@ nonisolated extension Engine.Run {
     /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
     @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isStopping && call >= ($0.extras?.firstCallOfChain ?? 1) }
+        locked { $0.state.isCancelled && call >= ($0.extras?.firstCallOfChain ?? 1) }
     }
 
     /// Call `call` ended its run as cancelled.
@@ -3320,24 +3243,22 @@ nonisolated extension Engine.Run {
     /// Parks the run, the step that hopped on top of its plan and its output in the slot, until
     /// `queue` carries it on, at `time` if given (see `Deadlines`).
     private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?) {
-        let deadline = time.map { Engine.Deadline($0, for: self, on: queue) }
+        let handle = RunHandle(self)
+        let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
         if let deadline { Engine.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
-        let (parked, due) = locked { fields -> (Bool, Engine.Deadline?) in
-            guard case .driving = fields.state else { return (false, nil) }
+        let parked = locked { fields -> Bool in
+            guard case .driving = fields.state else { return false }
             fields.state = .awaitingQueue
-            if let due = dueScope(fields) { return (true, due) }  // it expires instead
             // Armed under the lock, so that a canceller that takes the run over finds it armed.
             deadline.map(Engine.Deadlines.shared.arm)
-            return (true, nil)
+            return true
         }
         guard parked else {
             abandonHop()
             return halt()
         }
-        if let due { return expire(due) }
-        let handle = RunHandle(self)
         if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
 
@@ -3362,125 +3283,6 @@ nonisolated extension Engine.Run {
         driver.pointee.spill?.hopDeadline = nil
         proceed(.drive)
     }
-
-    /// `deadline` passed: a hop goes on, here on its queue; a scope's steps are cancelled.
-    final func deadlinePassed(_ deadline: Engine.Deadline) {
-        if deadline.queue == nil { expire(deadline) } else { queueArrived() }
-    }
-}
-
-// MARK: Scopes that a deadline ends
-
-nonisolated extension Engine.Run {
-    /// Enters a `timeout`'s scope, the steps pushed above `base` from now on, which are cancelled
-    /// if `time` comes before the scope's last step runs (`endScope`).
-    private final func beginScope(until time: DispatchTime, above base: Int32) {
-        // A deadline already passed (a timeout of zero or less) is not armed, as a timer would
-        // race work that settles at once: the scope is due, and expires when its steps first wait
-        // (`dueScope`), which is the meaning a clock's timer, set only once the work waits, has.
-        guard time > .now() else {
-            let due = Engine.Scope(
-                base: base, deadline: Engine.Deadline(time, for: nil, on: nil), state: .due)
-            return locked { $0.scopes.append(due) }
-        }
-        let deadline = Engine.Deadline(time, for: self, on: nil)
-        locked { fields in
-            fields.scopes.append(Engine.Scope(base: base, deadline: deadline))
-            Engine.Deadlines.shared.arm(deadline)  // under the lock: `expire` finds the scope
-        }
-    }
-
-    /// The last step of a scope: whether its deadline passed, after its steps were cancelled
-    /// (`unwound`) or as they ended (`expired`, the work's outcome in the slot), or not (`armed`).
-    @usableFromInline final func endScope() -> Engine.Scope.State {
-        let scope = locked { fields -> Engine.Scope in
-            let scope = fields.scopes.removeLast()
-            let stillExpired = fields.scopes.contains { $0.state == .expired }
-            if case .expired = scope.state, !stillExpired,
-                case .cancelledWhileDriving(_, _, scope: true) = fields.state
-            {
-                fields.state = .driving(thread: pthread_self())
-            }
-            return scope
-        }
-        Engine.Deadlines.shared.disarm(scope.deadline)
-        return scope.state
-    }
-
-    /// The deadline of the innermost scope that is due, for a run that is about to wait (under
-    /// the lock): its work did not settle at once, so the scope expires. (Innermost, as on a
-    /// clock, where the inner timeout's timer is set first and fires first: the scopes around it
-    /// then get its error at once, and let it win.)
-    private final func dueScope(_ fields: Engine.Fields) -> Engine.Deadline? {
-        fields.extras?.scopes.last { $0.state == .due }?.deadline
-    }
-
-    /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
-    /// the run goes on after them.
-    final func expire(_ deadline: Engine.Deadline) {
-        let handlers = locked { fields -> [@Sendable (any Engine.Reporter) -> Void]? in
-            guard let index = fields.scopes.firstIndex(where: { $0.deadline === deadline }),
-                fields.scopes[index].state == .armed || fields.scopes[index].state == .due
-            else { return nil }
-            fields.scopes[index].state = .expired
-            switch fields.state {
-            case .driving(let thread), .calling(let thread):
-                fields.state = .cancelledWhileDriving(
-                    thread: thread, handlersRunning: true, scope: true)
-            case .awaitingResolver, .awaitingQueue:
-                fields.state = .cancelledWhileWaiting(scope: true)
-            case .idle, .cancelledWhileDriving, .cancelledWhileWaiting, .ended, .cancelled:
-                return nil  // already stopping: the scope's steps end with the others
-            }
-            defer { fields.cancelHandlers = [] }
-            return fields.cancelHandlers
-        }
-        guard let handlers else { return }
-        callCancelHandlers(handlers)
-    }
-
-    /// Cancels the steps of the outermost scope whose deadline passed: pops them, running their
-    /// `ensure` steps (and starting their `ignoringCancel()` work), down to the scope's last
-    /// step; the scopes inside it end with them.
-    private final func unwind(_ plan: inout Plan) {
-        let (base, inner) = locked { fields -> (Int32, [Engine.Deadline]) in
-            // There is one: a scope's last step, which alone drops an expired scope, has not run.
-            let index = fields.scopes.firstIndex { $0.state == .expired } ?? 0
-            fields.scopes[index].state = .unwound
-            // Every expired scope is this one or inside it: a deadline that passed meanwhile asked
-            // for no more than this, so the run drives on (else its end would unwind again).
-            if case .cancelledWhileDriving(_, _, scope: true) = fields.state {
-                fields.state = .driving(thread: pthread_self())
-            }
-            let inner = fields.scopes[(index + 1)...].map(\.deadline)
-            fields.scopes.removeSubrange((index + 1)...)
-            return (fields.scopes[index].base, inner)
-        }
-        for deadline in inner { Engine.Deadlines.shared.disarm(deadline) }
-        while plan.count > base, let stage = plan.pop() { stop(stage.takeUnretainedValue()) }
-    }
-
-    /// A step that a cancelled run or scope does not take: an `ensure` step runs all the same,
-    /// and the work of an `ignoringCancel()` promise starts.
-    private final func stop(_ stage: Stage) {
-        // A `timeout`'s first stage holds its work's chain until the run enters it: the steps of
-        // a chain never entered are stopped here, first step first. (A list, not recursion, for
-        // timeouts nested deep.)
-        var ahead = [stage]
-        while let next = ahead.popLast() {
-            if let scope = next as? Engine.ScopeStage, let work = scope.work {
-                var chain = work
-                ahead.append(chain)
-                while let parent = chain.parent {
-                    ahead.append(parent)
-                    chain = parent
-                }
-                continue
-            }
-            if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
-            next.ignoring.map(startIgnored)
-        }
-    }
 }
 
 // MARK: Cancelling and ending
@@ -3493,33 +3295,21 @@ nonisolated extension Engine.Run {
             if let call, !isPending(call, fields) { return nil }
             switch fields.state {
             case .idle:
-                fields.state = .cancelledWhileDriving(
-                    thread: nil, handlersRunning: true, scope: false)
+                fields.state = .cancelledWhileDriving(thread: nil, handlersRunning: true)
             case .calling(let thread):
-                fields.state = .cancelledWhileDriving(
-                    thread: thread, handlersRunning: true, scope: false)
+                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: true)
             case .driving(let thread):
                 if call == nil, pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledByStep = true
                 }
-                fields.state = .cancelledWhileDriving(
-                    thread: thread, handlersRunning: true, scope: false)
+                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: true)
             case .awaitingResolver, .awaitingQueue:
-                fields.state = .cancelledWhileWaiting(scope: false)
-            case .cancelledWhileDriving(let thread?, _, _)
+                fields.state = .cancelledWhileWaiting
+            case .cancelledWhileDriving(let thread?, _)
             where call == nil && pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
-                // driving, even once a scope's deadline passed or another thread's cancel came.
+                // driving, even once another thread's cancel came.
                 self.driver.pointee.cancelledByStep = true
-                fields.state = fields.state.cancellingTheRun
-                return nil
-            case .cancelledWhileDriving(_, _, scope: true) where call == nil:
-                // A scope's cancelling, under way, becomes the run's (its handlers are called).
-                // Not for an operation of the scope that cancels as it hears of it.
-                fields.state = fields.state.cancellingTheRun
-                return nil
-            case .cancelledWhileWaiting(scope: true) where call == nil:
-                fields.state = .cancelledWhileWaiting(scope: false)
                 return nil
             case .ended(cancelledSince: false):
                 if call == nil { fields.state = .ended(cancelledSince: true) }
@@ -3530,14 +3320,26 @@ nonisolated extension Engine.Run {
             defer { fields.cancelHandlers = [] }
             return fields.cancelHandlers
         }
+        // A step that cancels stops the run it is part of before the next step, even when that
+        // run, inside the one it cancels, was cancelled already, by another thread.
+        if call == nil { Engine.Nesting.drivenRun?.stopIfCancelledHere() }
         guard let handlers else { return false }
         callCancelHandlers(handlers)
         return true
     }
 
-    /// Calls a cancelled run's (or scope's) handlers, then, once what they cancelled has ended too
-    /// (see `Nesting.cancelling`), ends the run if it waits, or ends the scope's steps and drives
-    /// on.
+    /// Stops the run before its next step, if it was cancelled while this thread drives it.
+    private final func stopIfCancelledHere() {
+        locked { fields in
+            guard case .cancelledWhileDriving(let thread?, _) = fields.state,
+                pthread_equal(thread, pthread_self()) != 0
+            else { return }
+            self.driver.pointee.cancelledByStep = true
+        }
+    }
+
+    /// Calls a cancelled run's handlers, then, once what they cancelled has ended too (see
+    /// `Nesting.cancelling`), ends the run if it waits.
     private final func callCancelHandlers(
         _ handlers: [@Sendable (any Engine.Reporter) -> Void]
     ) {
@@ -3546,57 +3348,38 @@ nonisolated extension Engine.Run {
     }
 
     private final func handlersReturned() {
-        let takesOver = locked { fields -> Bool? in
+        let ends = locked { fields -> Bool in
             switch fields.state {
-            case .cancelledWhileWaiting(let scope):
-                fields.state = scope ? .driving(thread: pthread_self()) : .cancelled
-                if scope { fields.calls += 1 }  // the call it gave up on no longer counts
-                return scope
-            case .cancelledWhileDriving(let thread, handlersRunning: true, let scope):
-                fields.state = .cancelledWhileDriving(
-                    thread: thread, handlersRunning: false, scope: scope)
-                return nil  // its driver ends it
+            case .cancelledWhileWaiting:
+                fields.state = .cancelled
+                return true
+            case .cancelledWhileDriving(let thread, handlersRunning: true):
+                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: false)
+                return false  // its driver ends it
             default:
-                return nil  // its driver got to the scope's end first
+                preconditionFailure("a cancel's handlers returned to a run \(fields.state)")
             }
         }
-        switch takesOver {
-        case true?:
-            abandonHop()
-            drive(unwinding: true)
-        case false?: endCancelled()
-        case nil: break
-        }
+        if ends { endCancelled() }
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless the canceller still calls
-    /// the handlers, in which case it leaves it for the canceller to end. A cancelled scope's
-    /// steps end, and the run goes on.
+    /// the handlers, in which case it leaves it for the canceller to end.
     private final func halt() {
         switch driver.pointee.startsWith.take() {  // cancelled before it started
         case .operation?: _ = slot.take(Engine.Operation.self)
         case .stage?: stop(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
         case nil: break
         }
-        let ends = locked { fields -> Bool? in
-            switch fields.state {
-            case .cancelledWhileDriving(_, handlersRunning: true, let scope):
-                fields.state = .cancelledWhileWaiting(scope: scope)
-                return nil
-            case .cancelledWhileDriving(_, handlersRunning: false, scope: true):
-                fields.state = .driving(thread: pthread_self())
-                fields.calls += 1  // the call it gave up on no longer counts
+        let ends = locked { fields -> Bool in
+            if case .cancelledWhileDriving(_, handlersRunning: true) = fields.state {
+                fields.state = .cancelledWhileWaiting
                 return false
-            default:
-                fields.state = .cancelled
-                return true
             }
+            fields.state = .cancelled
+            return true
         }
-        switch ends {
-        case true?: endCancelled()
-        case false?: proceed(.unwind)
-        case nil: break
-        }
+        if ends { endCancelled() }
     }
 
     /// Ends a cancelled run: lets go of what waited for a queue or a deadline, then runs the
@@ -3604,11 +3387,6 @@ nonisolated extension Engine.Run {
     private final func endCancelled() {
         abandonHop()
         let driver = self.driver
-        let scopes = locked { fields -> [Engine.Scope] in
-            defer { fields.scopes = [] }
-            return fields.scopes
-        }
-        for scope in scopes { Engine.Deadlines.shared.disarm(scope.deadline) }
         driver.pointee.resolver = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
@@ -3634,6 +3412,27 @@ nonisolated extension Engine.Run {
         driver.pointee.resolver = nil
         driver.pointee.plan.end(spill: &driver.pointee.spill)
         finish(slot)
+    }
+
+    /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
+    /// work of an `ignoringCancel()` promise starts.
+    private final func stop(_ stage: Stage) {
+        // A `timeout`'s first stage holds its work's chain, which the run never started: its
+        // steps are stopped here too, first step first. (A list, not recursion, for timeouts
+        // nested deep.)
+        var ahead = [stage]
+        while let next = ahead.popLast() {
+            if var chain = next.ahead {
+                ahead.append(chain)
+                while let parent = chain.parent {
+                    ahead.append(parent)
+                    chain = parent
+                }
+                continue
+            }
+            if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
+            next.ignoring.map(startIgnored)
+        }
     }
 
     /// Starts the work of an `ignoringCancel()` promise that this run reached cancelled (or
@@ -3810,30 +3609,45 @@ nonisolated extension Engine.Run: Engine.Reporter {
 
 // MARK: - Engine/Deadlines
 
-// Engine/Deadlines.swift: the time runs wait for, `delay`'s hops and `timeout`'s scopes (Run.swift):
-// every deadline in one heap, under one lock, behind one Dispatch timer source. Arming a
-// deadline costs a heap insertion, and disarming one a removal that lets go of its run at once;
-// the source is rescheduled only for a deadline earlier than the one it waits for. (A source
-// for each deadline cost a third of a `timeout`'s time, and a delayed work item, when cancelled,
-// holds what it captured until its deadline.)
+// Engine/Deadlines.swift: the time Dispatch's time operators wait for, `delay`'s hops (Run.swift)
+// and the alarms of `timeout` (Join.swift): every deadline in one heap, under one lock, behind one
+// Dispatch timer source. Arming a deadline costs a heap insertion, and disarming one a removal
+// that lets go of what it would call at once; the source is rescheduled only for a deadline
+// earlier than the one it waits for. (A source for each deadline cost a third of a `timeout`'s
+// time, and a delayed work item, when cancelled, holds what it captured until its deadline.)
 
 nonisolated extension Engine {
-    /// One deadline a run waits for: a hop that goes on at a time, or a scope that expires.
+    /// One deadline: what to call on `queue` when it passes, unless disarmed first.
     final class Deadline: @unchecked Sendable {
         let time: DispatchTime
-        /// The run, until the deadline fires or is disarmed (`nil` for one never armed). Guarded by
-        /// the heap's lock.
-        @exclusivity(unchecked) fileprivate var run: Run?
-        /// The queue a hop goes on on; `nil` for a scope's deadline.
-        let queue: DispatchQueue?
+        let queue: DispatchQueue
+        /// What it calls, until it fires or is disarmed. Guarded by the heap's lock.
+        @exclusivity(unchecked) fileprivate var fire: (@Sendable () -> Void)?
         /// Its place in the heap, or -1 once it fired or was disarmed. Guarded by the heap's lock.
         @exclusivity(unchecked) fileprivate var index = -1
 
-        init(_ time: DispatchTime, for run: Run?, on queue: DispatchQueue?) {
+        init(_ time: DispatchTime, on queue: DispatchQueue, _ fire: @escaping @Sendable () -> Void)
+        {
             self.time = time
-            self.run = run
             self.queue = queue
+            self.fire = fire
         }
+    }
+
+    /// Calls `fire` on a global queue at `time`, or, if `time` has passed, at once (behind the
+    /// runs this thread deferred: see `Nesting.afterWaiting`), so that a `timeout` of zero fails
+    /// work that waits as soon as it waits, and the innermost of nested ones first. Returns what
+    /// cancels it.
+    @usableFromInline static func setAlarm(
+        at time: DispatchTime, _ fire: @escaping @Sendable () -> Void
+    ) -> @Sendable () -> Void {
+        guard time > .now() else {
+            Nesting.afterWaiting(fire)
+            return {}
+        }
+        let deadline = Deadline(time, on: .global(), fire)
+        Deadlines.shared.arm(deadline)
+        return { Deadlines.shared.disarm(deadline) }
     }
 
     /// The deadlines every run waits for, earliest first.
@@ -3853,7 +3667,7 @@ nonisolated extension Engine {
             source.activate()
         }
 
-        /// Arms `deadline`, which fires `run.deadlinePassed(_:)` unless disarmed first.
+        /// Arms `deadline`, which calls its closure on its queue unless disarmed first.
         func arm(_ deadline: Deadline) {
             lock.withLock {
                 deadline.index = heap.count
@@ -3866,36 +3680,33 @@ nonisolated extension Engine {
             }
         }
 
-        /// Disarms `deadline`, if it has not fired, and lets go of its run: the run, outside the
-        /// lock, as it may be the last reference.
+        /// Disarms `deadline`, if it has not fired, and lets go of its closure: outside the lock,
+        /// as it may keep the last reference to a run.
         func disarm(_ deadline: Deadline) {
-            let run = lock.withLock { () -> Run? in
+            let fire = lock.withLock { () -> (@Sendable () -> Void)? in
                 guard deadline.index >= 0 else { return nil }
                 remove(at: deadline.index)
-                return deadline.run.take()
+                return deadline.fire.take()
             }
-            _ = consume run
+            _ = consume fire
         }
 
-        /// The source fired: the deadlines that passed go to their runs, the earliest first, each
-        /// on its queue (a global one for a scope), not on this one: a run goes on where its
-        /// deadline sends it, and what it does there must not hold up the other deadlines.
+        /// The source fired: the deadlines that passed are called, the earliest first, each on
+        /// its queue, not on this one: a run goes on where its deadline sends it, and what it
+        /// does there must not hold up the other deadlines.
         private func fire() {
-            let passed = lock.withLock { () -> [(Deadline, Run?)] in
+            let passed = lock.withLock { () -> [(DispatchQueue, (@Sendable () -> Void)?)] in
                 let now = DispatchTime.now()
-                var passed: [(Deadline, Run?)] = []
+                var passed: [(DispatchQueue, (@Sendable () -> Void)?)] = []
                 while let first = heap.first, first.time <= now {
                     remove(at: 0)
-                    passed.append((first, first.run.take()))
+                    passed.append((first.queue, first.fire.take()))
                 }
                 scheduled = heap.first?.time
                 if let next = scheduled { source.schedule(deadline: next, leeway: .nanoseconds(0)) }
                 return passed
             }
-            for case (let deadline, let run?) in passed {
-                let handle = RunHandle(run)
-                (deadline.queue ?? .global()).async { handle.run.deadlinePassed(deadline) }
-            }
+            for case (let queue, let fire?) in passed { queue.async(execute: fire) }
         }
 
         private func remove(at index: Int) {
@@ -3982,7 +3793,8 @@ nonisolated extension Engine {
         private var isReleasing = false
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
         private var isSettling = false
-        private var waiting: [(Run, Run.Resumption)] = []
+        /// What waits for the bottom level: runs to resume, and alarms due behind them.
+        private var waiting: [() -> Void] = []
         /// What a cancel under way on this thread set off, to do before it returns.
         private var cancels: [Cancelling]?
 
@@ -3993,6 +3805,8 @@ nonisolated extension Engine {
             case afterwards(() -> Void)
         }
         private var held: [Any] = []
+        /// The run this thread drives, the innermost (see `Run.cancel(call:)`).
+        private var driven: Run?
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
@@ -4003,6 +3817,19 @@ nonisolated extension Engine {
             pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())
             return body(nesting)
         }
+
+        /// Calls `body`, which drives `run`, with `run` as the run this thread drives.
+        static func driving(_ run: Run, _ body: () -> Void) {
+            let outer = withCurrent { nesting in
+                defer { nesting.driven = run }
+                return nesting.driven
+            }
+            body()
+            withCurrent { $0.driven = outer }
+        }
+
+        /// The run this thread drives, if any.
+        static var drivenRun: Run? { withCurrent { $0.driven } }
 
         /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
         static func resume(_ run: Run, _ resumption: Run.Resumption) {
@@ -4043,14 +3870,6 @@ nonisolated extension Engine {
             }
         }
 
-        /// Resumes `run` now, unless runs wait for the bottom level: then after them.
-        static func resumeBehindWaiting(_ run: Run, _ resumption: Run.Resumption) {
-            withCurrent { nesting in
-                guard nesting.waiting.isEmpty else { return nesting.wait(run, resumption) }
-                run.resume(resumption)
-            }
-        }
-
         @inline(never) private func enterRun() -> Bool {
             guard runs < Nesting.limit else { return false }
             runs += 1
@@ -4058,7 +3877,17 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func wait(_ run: Run, _ resumption: Run.Resumption) {
-            waiting.append((run, resumption))
+            waiting.append { run.resume(resumption) }
+        }
+
+        /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
+        /// for the bottom level: then after them, as one may be the work the alarm races, which
+        /// would have settled at once had it run nested (see `setAlarm`).
+        static func afterWaiting(_ fire: @escaping () -> Void) {
+            withCurrent { nesting in
+                guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }
+                fire()
+            }
         }
 
         /// The bottom level resumes the runs that waited, unless it already does, further down.
@@ -4067,9 +3896,9 @@ nonisolated extension Engine {
             guard runs == 0, !isDraining else { return }
             isDraining = true
             while !waiting.isEmpty {
-                var batch: [(Run, Run.Resumption)] = []
+                var batch: [() -> Void] = []
                 swap(&batch, &waiting)  // out first: resuming one may make more wait
-                for (run, resumption) in batch { run.resume(resumption) }
+                for resume in batch { resume() }
             }
             isDraining = false
         }
@@ -4137,15 +3966,18 @@ nonisolated extension Engine {
 // MARK: - Engine/Join
 
 // Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race`,
-// `timeout` and `thenMap`. Builds on Run.swift: a join starts a run for each member (inside the
+// `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join starts a run for each member (inside the
 // combination's run, for its ties), asks its policy what to do each time a member ends, and
 // settles the combination's resolver with the policy's verdict.
 
 nonisolated extension Engine {
-    /// What a combination does after a member ended: wait for more, or end its run.
+    /// What a combination does after a member ended: wait for more, or end its run, at once or,
+    /// for a `timeout`, once the runs of the members it cancels have stopped (so that nothing of
+    /// the work runs after the timeout's outcome: their `ensure` steps have run).
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
+        case settleOnceStopped(Swift.Result<Output, Failure>)
     }
 
     /// What a combination's policy is asked about: a member that ended with an outcome or by
@@ -4187,6 +4019,35 @@ nonisolated extension Engine {
             (resolver: Resolver<Output, OutFailure>) in Join(members, width, decide).start(resolver)
         }
         return Promise(last: Source<Output, OutFailure>(operation))
+    }
+
+    /// A `timeout` on any clock: a combination of the work and an alarm that fails with
+    /// `error()`, whichever settles first. The alarm's `deadline` is read as each run of the
+    /// timeout starts; the alarm is set (by `alarm`, which returns what cancels it) only once the
+    /// work waits, so work that settles at once wins, even with a deadline already past. The
+    /// first stage keeps the work's chain, whose `ensure` steps a run cancelled before it reaches
+    /// the timeout still runs (see `Run.stop`).
+    @inlinable static func timeout<Value, Failure, Instant: Sendable>(
+        _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
+        deadline: @escaping @Sendable () -> Instant,
+        alarm: @escaping @Sendable (Instant, @escaping @Sendable () -> Void) -> @Sendable () -> Void
+    ) -> Promise<Value, Failure> {
+        let operation = Operation(file: #fileID, line: #line) {
+            (resolver: Resolver<Value, Failure>) in
+            let due = deadline()
+            let timer = Promise<Value, Failure>(file: #fileID, line: #line) { timer in
+                let cancel = alarm(due) { timer.reject(error()) }
+                timer.onCancel { _ in cancel() }
+            }
+            Join([work, timer], .max) { _, ending in
+                if case .outcome(_, let outcome) = ending {
+                    .settleOnceStopped(outcome)
+                } else {
+                    .cancel
+                }
+            }.start(resolver)
+        }
+        return Promise(last: Source<Value, Failure>(operation, work: work.chain))
     }
 
     /// How a member of a combination runs: its operation called, its resolver not heard from
@@ -4261,14 +4122,21 @@ nonisolated extension Engine {
         }
 
         /// Whether the combination still runs: members start and report while it is `open`,
-        /// with the resolver that settles it; once it has settled or been cancelled, it is
-        /// `closed`.
+        /// with the resolver that settles it; decided to settle once the runs it cancels have
+        /// stopped, it is `stopping` until the last ends; once it has settled or been cancelled,
+        /// it is `closed`.
         @usableFromInline enum State {
             case open(Resolver<Output, OutFailure>)
+            case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
             case closed
         }
 
         @inlinable var isOpen: Bool { if case .open = state { true } else { false } }
+
+        /// Whether a member runs in a run of its own (under the lock).
+        @inlinable var isRunningAMember: Bool {
+            running.contains { if case .run? = $0 { true } else { false } }
+        }
 
         deinit { lock.free() }
 
@@ -4350,12 +4218,21 @@ nonisolated extension Engine {
         func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
             var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
             var ends = false
+            var stops = false
             // The members' outcomes, and a called member's cancel handlers, go outside the lock.
             typealias Settled = (
                 Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
             )
             let (settled, handlers) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
+                if case .stopping(let resolver, let outcome) = state {
+                    // A run it cancelled ended; the last settles it.
+                    guard case .run? = running[index] else { return (nil, nil) }
+                    running[index] = nil
+                    guard !isRunningAMember else { return (nil, nil) }
+                    state = .closed
+                    return ((.settle(outcome), resolver, tally), nil)
+                }
                 guard isOpen, running[index] != nil else { return (nil, nil) }
                 ends = true
                 running[index] = nil
@@ -4373,15 +4250,25 @@ nonisolated extension Engine {
                 }
                 // (Bound only now, as the combination settles: binding it costs a retain.)
                 guard case .open(let resolver) = state else { return (nil, handlers) }
+                var settles = verdict
+                if case .settleOnceStopped(let outcome) = verdict {
+                    guard !isRunningAMember else {
+                        state = .stopping(resolver, outcome)
+                        stops = true
+                        return (nil, handlers)
+                    }
+                    settles = .settle(outcome)
+                }
                 state = .closed
                 defer { tally.outcomes = [] }
-                return ((verdict, resolver, tally), handlers)
+                return ((settles, resolver, tally), handlers)
             }
             // A member that cancelled its own run hears its handlers, as an operation run alone
             // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
             if outcome == nil, let handlers { for handler in handlers { handler(self) } }
             withExtendedLifetime(handlers) {}
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
+            if stops { stop() }
             if claimed { launch() }
             return ends
         }
@@ -4414,7 +4301,8 @@ nonisolated extension Engine {
                 let unstarted = members.dropFirst(started)
                 members = []  // the unstarted start here if they ignore cancel, or never
                 let previous = (state, tally)
-                state = .closed
+                // (A stopping combination closes as the last run it cancelled ends.)
+                if isOpen { state = .closed }
                 tally.outcomes = []
                 let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
                 let handlers = cancelHandlers.sorted { $0.key < $1.key }
@@ -4655,31 +4543,44 @@ nonisolated extension Promise where Value: Sendable {
 
 // Engine/Timeline.swift: how a time operator waits on a clock you pass (Time.swift): a manual
 // clock's timeline, its time and the timers set on it, under a lock, which the clock moves
-// (ManualClock.swift) and the time operators set their timers on, with no task in between; or,
-// for another clock, a task that sleeps.
+// (ManualClock.swift) and the time operators set their timers on, with no task in between;
+// Dispatch's timers for the standard clocks; or, for another clock, a task that sleeps.
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated extension Promise where Value == Void, Failure == Never {
     /// A guarantee that succeeds after `interval` on `clock`; cancelling its run cancels the wait.
     static func pause(_ interval: Duration, on clock: some Clock<Duration>) -> Guarantee<Void> {
-        if let manual = clock as? ManualClock {
-            return Guarantee { resolver in
-                let timeline = manual.timeline
-                let timer = timeline.newTimer()
-                timeline.schedule(timer, at: timeline.now.advanced(by: interval)) { _ in
-                    resolver.fulfill()
-                }
-                resolver.onCancel { _ in _ = timeline.cancel(timer) }
-            }
-        }
-        return Guarantee { resolver in
+        Guarantee { resolver in
             let deadline = clock.now.advanced(by: interval)
-            let task = Task {
-                try? await clock.sleep(until: deadline, tolerance: nil)
-                resolver.fulfill()  // ignored if the run was cancelled
-            }
-            resolver.onCancel { _ in task.cancel() }
+            let cancel = Engine.setAlarm(at: deadline, on: clock) { resolver.fulfill() }
+            resolver.onCancel { _ in cancel() }
         }
+    }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Engine {
+    /// Calls `fire` when `clock` reaches `deadline`, and returns what cancels it. A manual clock
+    /// keeps the timer, which fires as a test advances the clock; the standard clocks use
+    /// Dispatch's timers (`Deadlines`), which cost no task; another clock sleeps in a task.
+    static func setAlarm<C: Clock<Duration>>(
+        at deadline: C.Instant, on clock: C, _ fire: @escaping @Sendable () -> Void
+    ) -> @Sendable () -> Void {
+        if let manual = clock as? ManualClock, let deadline = deadline as? ManualClock.Instant {
+            let timeline = manual.timeline
+            let timer = timeline.newTimer()
+            timeline.schedule(timer, at: deadline) { _ in fire() }
+            return { _ = timeline.cancel(timer) }
+        }
+        if clock is ContinuousClock || clock is SuspendingClock {
+            let interval = Guarantee<Void>.nanoseconds(clock.now.duration(to: deadline))
+            return setAlarm(at: .now() + .nanoseconds(interval), fire)
+        }
+        let task = Task {
+            try? await clock.sleep(until: deadline, tolerance: nil)
+            fire()  // which a cancelled run ignores
+        }
+        return { task.cancel() }
     }
 }
 

@@ -8,8 +8,7 @@
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
 //   the same one share it.
 // - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure,
-//   a `Nest` the closure of a step that enters the promise it makes, a `Source` an operation, a
-//   `ScopeStage` a `timeout`'s work.
+//   a `Nest` the closure of a step that enters the promise it makes, a `Source` an operation.
 // - step: what a stage does when a run reaches it (`Stage.Step`): it takes its input from the
 //   slot, leaves its output there, and says what comes `Next`.
 // - operation: the closure a promise is made from, called with a resolver. A promise of an
@@ -57,15 +56,17 @@ nonisolated extension Engine {
         /// first of, in a run of its own that cancelling does not reach.
         @usableFromInline var ignoring: (@Sendable (Run) -> Void)? { nil }
 
+        /// The chain a stopped run's walk goes on into from this step (see `Run.skip`): a
+        /// `timeout`'s work, which the run has not started when it stops before the timeout.
+        @usableFromInline var ahead: Stage? { nil }
+
         /// The work of the `ignoringCancel()` promise this chain starts with, if it does (inside
         /// a `timeout` too, whose first stage holds the work's chain).
         @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
             var first = self
             while true {
                 while let parent = first.parent { first = parent }
-                guard let scope = first as? ScopeStage, let work = scope.work else {
-                    return first.ignoring
-                }
+                guard let work = first.ahead else { return first.ignoring }
                 first = work
             }
         }
@@ -188,15 +189,19 @@ nonisolated extension Engine {
     /// The first stage of a chain made from an operation, once a step is added to it: a promise
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
-        /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
+        /// `var`s only for `deinit`, which releases them as a level of releases (see `Nesting`).
         @exclusivity(unchecked) @usableFromInline var operation: Operation?
+        @exclusivity(unchecked) @usableFromInline var work: Stage?
         @usableFromInline let ignored: (@Sendable (Run) -> Void)?
 
+        /// `work`: the chain of a `timeout`'s work, which its operation runs (see `ahead`).
         @inlinable init(
-            _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil
+            _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil,
+            work: Stage? = nil
         ) {
             self.operation = operation
             self.ignored = ignored
+            self.work = work
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = unsafeDowncast(stage, to: Source.self)
@@ -207,30 +212,19 @@ nonisolated extension Engine {
 
         @usableFromInline override var ignoring: (@Sendable (Run) -> Void)? { ignored }
 
+        @usableFromInline override var ahead: Stage? { work }
+
         // An operation may keep promises (a combination its members, a shared promise its work),
         // whose operations keep more: each is released as a level of releases, in this body (Swift
         // releases stored properties after every deinit has returned).
-        deinit { Nesting.release({ operation as Any }, by: { operation = nil }) }
-    }
-
-    /// The first stage of a `timeout`, which enters the work's chain in a scope with a deadline
-    /// (`Next.scope`). It keeps that chain, and releases it as a level of releases, as a
-    /// `Source` releases its operation: so timeouts nested ten thousand deep are released flat.
-    @usableFromInline final class ScopeStage: Stage, @unchecked Sendable {
-        /// A `var` only for `deinit`.
-        @exclusivity(unchecked) @usableFromInline var work: Stage?
-        @usableFromInline let nanoseconds: Int
-
-        @inlinable init<Output>(_ work: Stage, within nanoseconds: Int, output: Output.Type) {
-            self.work = work
-            self.nanoseconds = nanoseconds
-            super.init(after: nil, output: output) { stage, _, _ in
-                let scope = unsafeDowncast(stage, to: ScopeStage.self)
-                return .scope(.now() + .nanoseconds(scope.nanoseconds), scope.work!)
-            }
+        deinit {
+            Nesting.release(
+                { (operation, work) as Any },
+                by: {
+                    operation = nil
+                    work = nil
+                })
         }
-
-        deinit { Nesting.release({ work as Any }, by: { work = nil }) }
     }
 
     /// A type whose values a slot can hold; `TypeOf<T>` stands for `T`.
@@ -241,17 +235,14 @@ nonisolated extension Engine {
     }
 
     /// What the loop does after a step: go on (the output is in the slot), run a chain whose
-    /// outcome is the output (within a scope that a deadline ends), stop (the run was
-    /// cancelled), or go on on a queue (after a time), the output waiting in the slot. After a
-    /// step called an operation, the loop learns whether to go on (it resolved), stop, `wait` for
-    /// its resolver. `unwind` ends the steps of a scope whose deadline passed (`Run.unwind`).
+    /// outcome is the output, stop (the run was cancelled), or go on on a queue (after a time),
+    /// the output waiting in the slot. After a step called an operation, the loop learns whether
+    /// to go on (it resolved), stop, or `wait` for its resolver.
     @usableFromInline enum Next {
         case proceed
         case enter(Stage)
-        case scope(DispatchTime, Stage)
         case called, wait
         case halt
-        case unwind
         case hop(DispatchQueue, DispatchTime?)
     }
 
@@ -290,8 +281,8 @@ nonisolated extension Engine {
 
         /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
         /// memory if it holds more; returns its first stage, which the run takes at once, so its
-        /// room need not hold it. (A first stage, an operation, a constant or a scope, does not
-        /// hop; were one to, `putBack` would make room for it.)
+        /// room need not hold it. (A first stage, an operation or a constant, does not hop;
+        /// were one to, `putBack` would make room for it.)
         mutating func start(
             _ chain: consuming Stage, in room: Room, spill: inout Spill?
         ) -> Unmanaged<Stage> {
@@ -305,19 +296,16 @@ nonisolated extension Engine {
             return push(last, leavingFirst: true)
         }
 
-        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run,
-        /// unless `isKept`: a chain that a stage of the run keeps, such as a `timeout`'s work.
-        mutating func enter(_ chain: consuming Stage, isKept: Bool = false, spill: inout Spill?) {
+        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
+        mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
             if count + Int32(chain.depth) > capacity { grow(by: chain.depth, spill: &spill) }
             let last = Unmanaged.passUnretained(chain)
-            if !isKept {
-                let kept = Spill.make(&spill)
-                // Chains whose stages have all run are released here, not as their last step runs.
-                while let entered = kept.chains.last, entered.base >= count {
-                    kept.chains.removeLast()
-                }
-                kept.chains.append((consume chain, count))
+            let kept = Spill.make(&spill)
+            // Chains whose stages have all run are released here, not as their last step runs.
+            while let entered = kept.chains.last, entered.base >= count {
+                kept.chains.removeLast()
             }
+            kept.chains.append((consume chain, count))
             push(last)
         }
 

@@ -1,29 +1,44 @@
-// Engine/Deadlines.swift: the time runs wait for, `delay`'s hops and `timeout`'s scopes (Run.swift):
-// every deadline in one heap, under one lock, behind one Dispatch timer source. Arming a
-// deadline costs a heap insertion, and disarming one a removal that lets go of its run at once;
-// the source is rescheduled only for a deadline earlier than the one it waits for. (A source
-// for each deadline cost a third of a `timeout`'s time, and a delayed work item, when cancelled,
-// holds what it captured until its deadline.)
+// Engine/Deadlines.swift: the time Dispatch's time operators wait for, `delay`'s hops (Run.swift)
+// and the alarms of `timeout` (Join.swift): every deadline in one heap, under one lock, behind one
+// Dispatch timer source. Arming a deadline costs a heap insertion, and disarming one a removal
+// that lets go of what it would call at once; the source is rescheduled only for a deadline
+// earlier than the one it waits for. (A source for each deadline cost a third of a `timeout`'s
+// time, and a delayed work item, when cancelled, holds what it captured until its deadline.)
 
 import Dispatch
 
 nonisolated extension Engine {
-    /// One deadline a run waits for: a hop that goes on at a time, or a scope that expires.
+    /// One deadline: what to call on `queue` when it passes, unless disarmed first.
     final class Deadline: @unchecked Sendable {
         let time: DispatchTime
-        /// The run, until the deadline fires or is disarmed (`nil` for one never armed). Guarded by
-        /// the heap's lock.
-        @exclusivity(unchecked) fileprivate var run: Run?
-        /// The queue a hop goes on on; `nil` for a scope's deadline.
-        let queue: DispatchQueue?
+        let queue: DispatchQueue
+        /// What it calls, until it fires or is disarmed. Guarded by the heap's lock.
+        @exclusivity(unchecked) fileprivate var fire: (@Sendable () -> Void)?
         /// Its place in the heap, or -1 once it fired or was disarmed. Guarded by the heap's lock.
         @exclusivity(unchecked) fileprivate var index = -1
 
-        init(_ time: DispatchTime, for run: Run?, on queue: DispatchQueue?) {
+        init(_ time: DispatchTime, on queue: DispatchQueue, _ fire: @escaping @Sendable () -> Void)
+        {
             self.time = time
-            self.run = run
             self.queue = queue
+            self.fire = fire
         }
+    }
+
+    /// Calls `fire` on a global queue at `time`, or, if `time` has passed, at once (behind the
+    /// runs this thread deferred: see `Nesting.afterWaiting`), so that a `timeout` of zero fails
+    /// work that waits as soon as it waits, and the innermost of nested ones first. Returns what
+    /// cancels it.
+    @usableFromInline static func setAlarm(
+        at time: DispatchTime, _ fire: @escaping @Sendable () -> Void
+    ) -> @Sendable () -> Void {
+        guard time > .now() else {
+            Nesting.afterWaiting(fire)
+            return {}
+        }
+        let deadline = Deadline(time, on: .global(), fire)
+        Deadlines.shared.arm(deadline)
+        return { Deadlines.shared.disarm(deadline) }
     }
 
     /// The deadlines every run waits for, earliest first.
@@ -43,7 +58,7 @@ nonisolated extension Engine {
             source.activate()
         }
 
-        /// Arms `deadline`, which fires `run.deadlinePassed(_:)` unless disarmed first.
+        /// Arms `deadline`, which calls its closure on its queue unless disarmed first.
         func arm(_ deadline: Deadline) {
             lock.withLock {
                 deadline.index = heap.count
@@ -56,36 +71,33 @@ nonisolated extension Engine {
             }
         }
 
-        /// Disarms `deadline`, if it has not fired, and lets go of its run: the run, outside the
-        /// lock, as it may be the last reference.
+        /// Disarms `deadline`, if it has not fired, and lets go of its closure: outside the lock,
+        /// as it may keep the last reference to a run.
         func disarm(_ deadline: Deadline) {
-            let run = lock.withLock { () -> Run? in
+            let fire = lock.withLock { () -> (@Sendable () -> Void)? in
                 guard deadline.index >= 0 else { return nil }
                 remove(at: deadline.index)
-                return deadline.run.take()
+                return deadline.fire.take()
             }
-            _ = consume run
+            _ = consume fire
         }
 
-        /// The source fired: the deadlines that passed go to their runs, the earliest first, each
-        /// on its queue (a global one for a scope), not on this one: a run goes on where its
-        /// deadline sends it, and what it does there must not hold up the other deadlines.
+        /// The source fired: the deadlines that passed are called, the earliest first, each on
+        /// its queue, not on this one: a run goes on where its deadline sends it, and what it
+        /// does there must not hold up the other deadlines.
         private func fire() {
-            let passed = lock.withLock { () -> [(Deadline, Run?)] in
+            let passed = lock.withLock { () -> [(DispatchQueue, (@Sendable () -> Void)?)] in
                 let now = DispatchTime.now()
-                var passed: [(Deadline, Run?)] = []
+                var passed: [(DispatchQueue, (@Sendable () -> Void)?)] = []
                 while let first = heap.first, first.time <= now {
                     remove(at: 0)
-                    passed.append((first, first.run.take()))
+                    passed.append((first.queue, first.fire.take()))
                 }
                 scheduled = heap.first?.time
                 if let next = scheduled { source.schedule(deadline: next, leeway: .nanoseconds(0)) }
                 return passed
             }
-            for case (let deadline, let run?) in passed {
-                let handle = RunHandle(run)
-                (deadline.queue ?? .global()).async { handle.run.deadlinePassed(deadline) }
-            }
+            for case (let queue, let fire?) in passed { queue.async(execute: fire) }
         }
 
         private func remove(at index: Int) {

@@ -1,13 +1,16 @@
 // Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race`,
-// `timeout` and `thenMap`. Builds on Run.swift: a join starts a run for each member (inside the
+// `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join starts a run for each member (inside the
 // combination's run, for its ties), asks its policy what to do each time a member ends, and
 // settles the combination's resolver with the policy's verdict.
 
 nonisolated extension Engine {
-    /// What a combination does after a member ended: wait for more, or end its run.
+    /// What a combination does after a member ended: wait for more, or end its run, at once or,
+    /// for a `timeout`, once the runs of the members it cancels have stopped (so that nothing of
+    /// the work runs after the timeout's outcome: their `ensure` steps have run).
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
+        case settleOnceStopped(Swift.Result<Output, Failure>)
     }
 
     /// What a combination's policy is asked about: a member that ended with an outcome or by
@@ -49,6 +52,35 @@ nonisolated extension Engine {
             (resolver: Resolver<Output, OutFailure>) in Join(members, width, decide).start(resolver)
         }
         return Promise(last: Source<Output, OutFailure>(operation))
+    }
+
+    /// A `timeout` on any clock: a combination of the work and an alarm that fails with
+    /// `error()`, whichever settles first. The alarm's `deadline` is read as each run of the
+    /// timeout starts; the alarm is set (by `alarm`, which returns what cancels it) only once the
+    /// work waits, so work that settles at once wins, even with a deadline already past. The
+    /// first stage keeps the work's chain, whose `ensure` steps a run cancelled before it reaches
+    /// the timeout still runs (see `Run.stop`).
+    @inlinable static func timeout<Value, Failure, Instant: Sendable>(
+        _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
+        deadline: @escaping @Sendable () -> Instant,
+        alarm: @escaping @Sendable (Instant, @escaping @Sendable () -> Void) -> @Sendable () -> Void
+    ) -> Promise<Value, Failure> {
+        let operation = Operation(file: #fileID, line: #line) {
+            (resolver: Resolver<Value, Failure>) in
+            let due = deadline()
+            let timer = Promise<Value, Failure>(file: #fileID, line: #line) { timer in
+                let cancel = alarm(due) { timer.reject(error()) }
+                timer.onCancel { _ in cancel() }
+            }
+            Join([work, timer], .max) { _, ending in
+                if case .outcome(_, let outcome) = ending {
+                    .settleOnceStopped(outcome)
+                } else {
+                    .cancel
+                }
+            }.start(resolver)
+        }
+        return Promise(last: Source<Value, Failure>(operation, work: work.chain))
     }
 
     /// How a member of a combination runs: its operation called, its resolver not heard from
@@ -123,14 +155,21 @@ nonisolated extension Engine {
         }
 
         /// Whether the combination still runs: members start and report while it is `open`,
-        /// with the resolver that settles it; once it has settled or been cancelled, it is
-        /// `closed`.
+        /// with the resolver that settles it; decided to settle once the runs it cancels have
+        /// stopped, it is `stopping` until the last ends; once it has settled or been cancelled,
+        /// it is `closed`.
         @usableFromInline enum State {
             case open(Resolver<Output, OutFailure>)
+            case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
             case closed
         }
 
         @inlinable var isOpen: Bool { if case .open = state { true } else { false } }
+
+        /// Whether a member runs in a run of its own (under the lock).
+        @inlinable var isRunningAMember: Bool {
+            running.contains { if case .run? = $0 { true } else { false } }
+        }
 
         deinit { lock.free() }
 
@@ -212,12 +251,21 @@ nonisolated extension Engine {
         func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
             var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
             var ends = false
+            var stops = false
             // The members' outcomes, and a called member's cancel handlers, go outside the lock.
             typealias Settled = (
                 Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
             )
             let (settled, handlers) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
+                if case .stopping(let resolver, let outcome) = state {
+                    // A run it cancelled ended; the last settles it.
+                    guard case .run? = running[index] else { return (nil, nil) }
+                    running[index] = nil
+                    guard !isRunningAMember else { return (nil, nil) }
+                    state = .closed
+                    return ((.settle(outcome), resolver, tally), nil)
+                }
                 guard isOpen, running[index] != nil else { return (nil, nil) }
                 ends = true
                 running[index] = nil
@@ -235,15 +283,25 @@ nonisolated extension Engine {
                 }
                 // (Bound only now, as the combination settles: binding it costs a retain.)
                 guard case .open(let resolver) = state else { return (nil, handlers) }
+                var settles = verdict
+                if case .settleOnceStopped(let outcome) = verdict {
+                    guard !isRunningAMember else {
+                        state = .stopping(resolver, outcome)
+                        stops = true
+                        return (nil, handlers)
+                    }
+                    settles = .settle(outcome)
+                }
                 state = .closed
                 defer { tally.outcomes = [] }
-                return ((verdict, resolver, tally), handlers)
+                return ((settles, resolver, tally), handlers)
             }
             // A member that cancelled its own run hears its handlers, as an operation run alone
             // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
             if outcome == nil, let handlers { for handler in handlers { handler(self) } }
             withExtendedLifetime(handlers) {}
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
+            if stops { stop() }
             if claimed { launch() }
             return ends
         }
@@ -276,7 +334,8 @@ nonisolated extension Engine {
                 let unstarted = members.dropFirst(started)
                 members = []  // the unstarted start here if they ignore cancel, or never
                 let previous = (state, tally)
-                state = .closed
+                // (A stopping combination closes as the last run it cancelled ends.)
+                if isOpen { state = .closed }
                 tally.outcomes = []
                 let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
                 let handlers = cancelHandlers.sorted { $0.key < $1.key }

@@ -51,7 +51,8 @@ nonisolated extension Engine {
         private var isReleasing = false
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
         private var isSettling = false
-        private var waiting: [(Run, Run.Resumption)] = []
+        /// What waits for the bottom level: runs to resume, and alarms due behind them.
+        private var waiting: [() -> Void] = []
         /// What a cancel under way on this thread set off, to do before it returns.
         private var cancels: [Cancelling]?
 
@@ -62,6 +63,8 @@ nonisolated extension Engine {
             case afterwards(() -> Void)
         }
         private var held: [Any] = []
+        /// The run this thread drives, the innermost (see `Run.cancel(call:)`).
+        private var driven: Run?
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
@@ -72,6 +75,19 @@ nonisolated extension Engine {
             pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())
             return body(nesting)
         }
+
+        /// Calls `body`, which drives `run`, with `run` as the run this thread drives.
+        static func driving(_ run: Run, _ body: () -> Void) {
+            let outer = withCurrent { nesting in
+                defer { nesting.driven = run }
+                return nesting.driven
+            }
+            body()
+            withCurrent { $0.driven = outer }
+        }
+
+        /// The run this thread drives, if any.
+        static var drivenRun: Run? { withCurrent { $0.driven } }
 
         /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
         static func resume(_ run: Run, _ resumption: Run.Resumption) {
@@ -112,14 +128,6 @@ nonisolated extension Engine {
             }
         }
 
-        /// Resumes `run` now, unless runs wait for the bottom level: then after them.
-        static func resumeBehindWaiting(_ run: Run, _ resumption: Run.Resumption) {
-            withCurrent { nesting in
-                guard nesting.waiting.isEmpty else { return nesting.wait(run, resumption) }
-                run.resume(resumption)
-            }
-        }
-
         @inline(never) private func enterRun() -> Bool {
             guard runs < Nesting.limit else { return false }
             runs += 1
@@ -127,7 +135,17 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func wait(_ run: Run, _ resumption: Run.Resumption) {
-            waiting.append((run, resumption))
+            waiting.append { run.resume(resumption) }
+        }
+
+        /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
+        /// for the bottom level: then after them, as one may be the work the alarm races, which
+        /// would have settled at once had it run nested (see `setAlarm`).
+        static func afterWaiting(_ fire: @escaping () -> Void) {
+            withCurrent { nesting in
+                guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }
+                fire()
+            }
         }
 
         /// The bottom level resumes the runs that waited, unless it already does, further down.
@@ -136,9 +154,9 @@ nonisolated extension Engine {
             guard runs == 0, !isDraining else { return }
             isDraining = true
             while !waiting.isEmpty {
-                var batch: [(Run, Run.Resumption)] = []
+                var batch: [() -> Void] = []
                 swap(&batch, &waiting)  // out first: resuming one may make more wait
-                for (run, resumption) in batch { run.resume(resumption) }
+                for resume in batch { resume() }
             }
             isDraining = false
         }

@@ -25,7 +25,8 @@ import Dispatch
 /// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step; from another thread, the run stops at its next operation,
-/// hop, entered promise or end (steps take no lock).
+/// hop, entered promise or end (steps take no lock). (When both come at once, the run may stop as
+/// the other thread's cancel does.)
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -64,14 +65,6 @@ nonisolated extension Engine {
             }
         }
 
-        /// The scopes of `timeout` steps the run is inside, innermost last.
-        var scopes: [Scope] {
-            get { extras?.scopes ?? [] }
-            set {
-                guard extras != nil || !newValue.isEmpty else { return }
-                Extras.make(&self).scopes = newValue
-            }
-        }
     }
 
     /// What the thread that drives a run owns (and hands over under the lock), at the start of
@@ -108,7 +101,9 @@ nonisolated extension Engine {
             case operation, stage
         }
 
-        @usableFromInline init(completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork) {
+        @usableFromInline init(
+            completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork
+        ) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
             self.specialized = specialized
@@ -119,7 +114,6 @@ nonisolated extension Engine {
     /// exclusivity checks.
     final class Extras {
         @exclusivity(unchecked) var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
-        @exclusivity(unchecked) var scopes: [Scope] = []
         /// The generation of each token the steps of a user's run tied to, as of the first tie.
         @exclusivity(unchecked) var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
@@ -140,26 +134,6 @@ nonisolated extension Engine {
         let generation: Int
     }
 
-    /// The steps a `timeout` step entered, which its deadline ends if it passes first: those
-    /// above `base` on the plan, whose top at `base` is the step that puts the error.
-    @usableFromInline struct Scope {
-        let base: Int32
-        let deadline: Deadline
-        var state = State.armed
-
-        @usableFromInline enum State {
-            /// Waiting for the deadline, or for its steps to end.
-            case armed
-            /// Its deadline had passed as it began (a timeout of zero or less): work that settles
-            /// without waiting wins, so it expires only as its steps first wait.
-            case due
-            /// Its deadline passed: the driving thread is to end its steps.
-            case expired
-            /// Its steps were ended: its last step puts the error.
-            case unwound
-        }
-    }
-
     /// Where a run is. Cancelling moves a run that has not ended to one of the `cancelled`
     /// states, which end in `.cancelled` once its `ensure` steps have run.
     enum State: CustomDebugStringConvertible {
@@ -174,38 +148,19 @@ nonisolated extension Engine {
         /// The run waits for a queue to carry it on (see `Driver.hopped`).
         case awaitingQueue
         /// Cancelled while `thread` drives it (`nil` before it started), which halts it at its
-        /// next check; while `handlersRunning`, the canceller still calls the cancel handlers. With
-        /// `scope`, only the steps of a scope whose deadline passed are cancelled: the run goes on
-        /// after them.
-        case cancelledWhileDriving(thread: pthread_t?, handlersRunning: Bool, scope: Bool)
+        /// next check; while `handlersRunning`, the canceller still calls the cancel handlers.
+        case cancelledWhileDriving(thread: pthread_t?, handlersRunning: Bool)
         /// Cancelled while no thread drives it (or its driver stopped to let the canceller end
-        /// it): the canceller ends it once the handlers have returned, or with `scope`, ends the
-        /// scope's steps and drives on.
-        case cancelledWhileWaiting(scope: Bool)
+        /// it): the canceller ends it once the handlers have returned.
+        case cancelledWhileWaiting
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled
 
-        /// A scope's cancelling, become the run's.
-        var cancellingTheRun: State {
-            guard case .cancelledWhileDriving(let thread, let running, let scope) = self, scope
-            else { return self }
-            return .cancelledWhileDriving(thread: thread, handlersRunning: running, scope: false)
-        }
-
-        /// Whether the run is cancelled.
+        /// Whether the run is cancelled: no operation starts or reports.
         var isCancelled: Bool {
-            switch self {
-            case .cancelledWhileDriving(_, _, let scope), .cancelledWhileWaiting(let scope): !scope
-            case .cancelled: true
-            case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
-            }
-        }
-
-        /// Whether the run, or the scope it is in, is cancelled: no operation starts or reports.
-        var isStopping: Bool {
             switch self {
             case .cancelledWhileDriving, .cancelledWhileWaiting, .cancelled: true
             case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
@@ -226,11 +181,9 @@ nonisolated extension Engine {
             case .calling: "calling an operation"
             case .awaitingResolver: "awaiting a resolver"
             case .awaitingQueue: "awaiting a queue"
-            case .cancelledWhileDriving(_, let running, let scope):
-                "\(scope ? "scope " : "")cancelled while driving"
-                    + (running ? ", calling cancel handlers" : "")
-            case .cancelledWhileWaiting(let scope):
-                "\(scope ? "scope " : "")cancelled while waiting, calling cancel handlers"
+            case .cancelledWhileDriving(_, let running):
+                "cancelled while driving" + (running ? ", calling cancel handlers" : "")
+            case .cancelledWhileWaiting: "cancelled while waiting, calling cancel handlers"
             case .ended(let cancelledSince): cancelledSince ? "ended, then cancelled" : "ended"
             case .cancelled: "cancelled"
             }
@@ -248,7 +201,9 @@ nonisolated extension Engine {
 
         deinit {
             withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
-            if driver.pointee.hasCompletion { _ = driver.pointee.specialized(self, .dropCompletion) }
+            if driver.pointee.hasCompletion {
+                _ = driver.pointee.specialized(self, .dropCompletion)
+            }
             driver.deinitialize(count: 1)
         }
     }
@@ -354,7 +309,7 @@ nonisolated extension Engine.Run {
             switch fields.state {
             case .ended(cancelledSince: true):
                 fields.state = .cancelledWhileDriving(
-                    thread: pthread_self(), handlersRunning: false, scope: false)
+                    thread: pthread_self(), handlersRunning: false)
             case .idle, .ended(cancelledSince: false):
                 fields.state = .driving(thread: pthread_self())
             default:
@@ -377,7 +332,11 @@ nonisolated extension Engine.Run {
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private final func drive(unwinding: Bool = false) {
+    private final func drive() {
+        Engine.Nesting.driving(self) { takeSteps() }
+    }
+
+    private final func takeSteps() {
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -386,9 +345,7 @@ nonisolated extension Engine.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
-        if unwinding {
-            next = .unwind
-        } else if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
+        if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
             driver.pointee.hopped = false
             stage = plan.pop()
         } else if let start = driver.pointee.startsWith {
@@ -404,7 +361,7 @@ nonisolated extension Engine.Run {
             // Cancelled by this thread while the drive waited for room on its stack (see
             // `proceed`): no step starts. The slot holds the next step's input, its parent's
             // output: a run waits only after a step, which is the next one's parent, or the last
-            // of a chain entered by that parent, whose output is the same (`Nest`, `ScopeStage`).
+            // of a chain entered by that parent, whose output is the same (`Nest`).
             // With no step left, the loop below drops the run's outcome.
             if let top = plan.top {
                 top.parent!.output.discard(from: slot)
@@ -438,18 +395,14 @@ nonisolated extension Engine.Run {
                     swap(&plan, &driver.pointee.plan)
                     return halt()
                 }
-            case .enter(let inner), .scope(_, let inner):
-                if case .scope(let time, _) = next { beginScope(until: time, above: plan.count) }
+            case .enter(let inner):
                 fitSlot(to: inner)
                 slot = self.slot
-                let isKept: Bool
-                if case .scope = next { isKept = true } else { isKept = false }
-                plan.enter(inner, isKept: isKept, spill: &driver.pointee.spill)
-                if read({ $0.isStopping }) {
+                plan.enter(inner, spill: &driver.pointee.spill)
+                if read({ $0.isCancelled }) {
                     swap(&plan, &driver.pointee.plan)
                     return halt()
                 }
-            case .unwind: unwind(&plan)
             case .called, .wait: return
             case .halt:
                 swap(&plan, &driver.pointee.plan)
@@ -476,16 +429,13 @@ nonisolated extension Engine.Run {
     final func resume(_ resumption: Resumption) {
         switch resumption {
         case .drive: drive()
-        case .unwind: drive(unwinding: true)
         case .halt: halt()
-        case .expire(let deadline): expire(deadline)
         }
     }
 
     /// What a run does next, once there is room on the stack.
     enum Resumption {
-        case drive, unwind, halt
-        case expire(Engine.Deadline)
+        case drive, halt
     }
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
@@ -579,25 +529,20 @@ nonisolated extension Engine.Run {
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
         // A resolver the run no longer keeps is let go of after the lock: if the operation let go
         // of it unresolved, its deinit cancels the run.
-        let (next, released, due) = locked { fields -> (Next, AnyObject?, Engine.Deadline?) in
+        let (next, released) = locked { fields -> (Next, AnyObject?) in
             switch fields.state {
             case .calling:
                 fields.state = .awaitingResolver
-                return (.wait, self.driver.pointee.resolver.take(), dueScope(fields))
-            case .driving: return (.proceed, nil, nil)
+                return (.wait, self.driver.pointee.resolver.take())
+            case .driving: return (.proceed, nil)
             default:
                 // Cancelled: an outcome that came first is in the slot, for the loop to drop.
                 let next: Next = fields.resolved ? .proceed : .halt
-                return (next, self.driver.pointee.resolver.take(), nil)
+                return (next, self.driver.pointee.resolver.take())
             }
         }
         withExtendedLifetime(released) {}  // see `Lock`
-        if case .wait = next {
-            // Behind the runs this thread deferred (see `Nesting`): one may be the work that
-            // settles the run at once, as it would have nested.
-            due.map { Engine.Nesting.resumeBehindWaiting(self, .expire($0)) }
-            return next
-        }
+        if case .wait = next { return next }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
     }
@@ -608,7 +553,7 @@ nonisolated extension Engine.Run {
         // any deinit.
         typealias Handlers = [@Sendable (any Engine.Reporter) -> Void]
         let (resume, unneeded) = locked { fields -> (Bool, Handlers?) in
-            guard isPending(call, fields), !fields.state.isStopping else { return (false, nil) }
+            guard isPending(call, fields), !fields.state.isCancelled else { return (false, nil) }
             // The slot is read only now: while the call is pending, the driving thread is inside
             // the operation, or the run waits.
             write(slot)
@@ -644,7 +589,7 @@ nonisolated extension Engine.Run {
     ) {
         let callNow = locked { fields -> Bool in
             let pending = isPending(call, fields)
-            guard pending, !fields.state.isStopping else { return pending }
+            guard pending, !fields.state.isCancelled else { return pending }
             fields.cancelHandlers.append(handler)
             return false
         }
@@ -654,7 +599,7 @@ nonisolated extension Engine.Run {
     /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
     @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isStopping && call >= ($0.extras?.firstCallOfChain ?? 1) }
+        locked { $0.state.isCancelled && call >= ($0.extras?.firstCallOfChain ?? 1) }
     }
 
     /// Call `call` ended its run as cancelled.
@@ -679,24 +624,22 @@ nonisolated extension Engine.Run {
     /// Parks the run, the step that hopped on top of its plan and its output in the slot, until
     /// `queue` carries it on, at `time` if given (see `Deadlines`).
     private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?) {
-        let deadline = time.map { Engine.Deadline($0, for: self, on: queue) }
+        let handle = RunHandle(self)
+        let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
         if let deadline { Engine.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
-        let (parked, due) = locked { fields -> (Bool, Engine.Deadline?) in
-            guard case .driving = fields.state else { return (false, nil) }
+        let parked = locked { fields -> Bool in
+            guard case .driving = fields.state else { return false }
             fields.state = .awaitingQueue
-            if let due = dueScope(fields) { return (true, due) }  // it expires instead
             // Armed under the lock, so that a canceller that takes the run over finds it armed.
             deadline.map(Engine.Deadlines.shared.arm)
-            return (true, nil)
+            return true
         }
         guard parked else {
             abandonHop()
             return halt()
         }
-        if let due { return expire(due) }
-        let handle = RunHandle(self)
         if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
 
@@ -721,125 +664,6 @@ nonisolated extension Engine.Run {
         driver.pointee.spill?.hopDeadline = nil
         proceed(.drive)
     }
-
-    /// `deadline` passed: a hop goes on, here on its queue; a scope's steps are cancelled.
-    final func deadlinePassed(_ deadline: Engine.Deadline) {
-        if deadline.queue == nil { expire(deadline) } else { queueArrived() }
-    }
-}
-
-// MARK: Scopes that a deadline ends
-
-nonisolated extension Engine.Run {
-    /// Enters a `timeout`'s scope, the steps pushed above `base` from now on, which are cancelled
-    /// if `time` comes before the scope's last step runs (`endScope`).
-    private final func beginScope(until time: DispatchTime, above base: Int32) {
-        // A deadline already passed (a timeout of zero or less) is not armed, as a timer would
-        // race work that settles at once: the scope is due, and expires when its steps first wait
-        // (`dueScope`), which is the meaning a clock's timer, set only once the work waits, has.
-        guard time > .now() else {
-            let due = Engine.Scope(
-                base: base, deadline: Engine.Deadline(time, for: nil, on: nil), state: .due)
-            return locked { $0.scopes.append(due) }
-        }
-        let deadline = Engine.Deadline(time, for: self, on: nil)
-        locked { fields in
-            fields.scopes.append(Engine.Scope(base: base, deadline: deadline))
-            Engine.Deadlines.shared.arm(deadline)  // under the lock: `expire` finds the scope
-        }
-    }
-
-    /// The last step of a scope: whether its deadline passed, after its steps were cancelled
-    /// (`unwound`) or as they ended (`expired`, the work's outcome in the slot), or not (`armed`).
-    @usableFromInline final func endScope() -> Engine.Scope.State {
-        let scope = locked { fields -> Engine.Scope in
-            let scope = fields.scopes.removeLast()
-            let stillExpired = fields.scopes.contains { $0.state == .expired }
-            if case .expired = scope.state, !stillExpired,
-                case .cancelledWhileDriving(_, _, scope: true) = fields.state
-            {
-                fields.state = .driving(thread: pthread_self())
-            }
-            return scope
-        }
-        Engine.Deadlines.shared.disarm(scope.deadline)
-        return scope.state
-    }
-
-    /// The deadline of the innermost scope that is due, for a run that is about to wait (under
-    /// the lock): its work did not settle at once, so the scope expires. (Innermost, as on a
-    /// clock, where the inner timeout's timer is set first and fires first: the scopes around it
-    /// then get its error at once, and let it win.)
-    private final func dueScope(_ fields: Engine.Fields) -> Engine.Deadline? {
-        fields.extras?.scopes.last { $0.state == .due }?.deadline
-    }
-
-    /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
-    /// the run goes on after them.
-    final func expire(_ deadline: Engine.Deadline) {
-        let handlers = locked { fields -> [@Sendable (any Engine.Reporter) -> Void]? in
-            guard let index = fields.scopes.firstIndex(where: { $0.deadline === deadline }),
-                fields.scopes[index].state == .armed || fields.scopes[index].state == .due
-            else { return nil }
-            fields.scopes[index].state = .expired
-            switch fields.state {
-            case .driving(let thread), .calling(let thread):
-                fields.state = .cancelledWhileDriving(
-                    thread: thread, handlersRunning: true, scope: true)
-            case .awaitingResolver, .awaitingQueue:
-                fields.state = .cancelledWhileWaiting(scope: true)
-            case .idle, .cancelledWhileDriving, .cancelledWhileWaiting, .ended, .cancelled:
-                return nil  // already stopping: the scope's steps end with the others
-            }
-            defer { fields.cancelHandlers = [] }
-            return fields.cancelHandlers
-        }
-        guard let handlers else { return }
-        callCancelHandlers(handlers)
-    }
-
-    /// Cancels the steps of the outermost scope whose deadline passed: pops them, running their
-    /// `ensure` steps (and starting their `ignoringCancel()` work), down to the scope's last
-    /// step; the scopes inside it end with them.
-    private final func unwind(_ plan: inout Plan) {
-        let (base, inner) = locked { fields -> (Int32, [Engine.Deadline]) in
-            // There is one: a scope's last step, which alone drops an expired scope, has not run.
-            let index = fields.scopes.firstIndex { $0.state == .expired } ?? 0
-            fields.scopes[index].state = .unwound
-            // Every expired scope is this one or inside it: a deadline that passed meanwhile asked
-            // for no more than this, so the run drives on (else its end would unwind again).
-            if case .cancelledWhileDriving(_, _, scope: true) = fields.state {
-                fields.state = .driving(thread: pthread_self())
-            }
-            let inner = fields.scopes[(index + 1)...].map(\.deadline)
-            fields.scopes.removeSubrange((index + 1)...)
-            return (fields.scopes[index].base, inner)
-        }
-        for deadline in inner { Engine.Deadlines.shared.disarm(deadline) }
-        while plan.count > base, let stage = plan.pop() { stop(stage.takeUnretainedValue()) }
-    }
-
-    /// A step that a cancelled run or scope does not take: an `ensure` step runs all the same,
-    /// and the work of an `ignoringCancel()` promise starts.
-    private final func stop(_ stage: Stage) {
-        // A `timeout`'s first stage holds its work's chain until the run enters it: the steps of
-        // a chain never entered are stopped here, first step first. (A list, not recursion, for
-        // timeouts nested deep.)
-        var ahead = [stage]
-        while let next = ahead.popLast() {
-            if let scope = next as? Engine.ScopeStage, let work = scope.work {
-                var chain = work
-                ahead.append(chain)
-                while let parent = chain.parent {
-                    ahead.append(parent)
-                    chain = parent
-                }
-                continue
-            }
-            if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
-            next.ignoring.map(startIgnored)
-        }
-    }
 }
 
 // MARK: Cancelling and ending
@@ -852,33 +676,21 @@ nonisolated extension Engine.Run {
             if let call, !isPending(call, fields) { return nil }
             switch fields.state {
             case .idle:
-                fields.state = .cancelledWhileDriving(
-                    thread: nil, handlersRunning: true, scope: false)
+                fields.state = .cancelledWhileDriving(thread: nil, handlersRunning: true)
             case .calling(let thread):
-                fields.state = .cancelledWhileDriving(
-                    thread: thread, handlersRunning: true, scope: false)
+                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: true)
             case .driving(let thread):
                 if call == nil, pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledByStep = true
                 }
-                fields.state = .cancelledWhileDriving(
-                    thread: thread, handlersRunning: true, scope: false)
+                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: true)
             case .awaitingResolver, .awaitingQueue:
-                fields.state = .cancelledWhileWaiting(scope: false)
-            case .cancelledWhileDriving(let thread?, _, _)
+                fields.state = .cancelledWhileWaiting
+            case .cancelledWhileDriving(let thread?, _)
             where call == nil && pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
-                // driving, even once a scope's deadline passed or another thread's cancel came.
+                // driving, even once another thread's cancel came.
                 self.driver.pointee.cancelledByStep = true
-                fields.state = fields.state.cancellingTheRun
-                return nil
-            case .cancelledWhileDriving(_, _, scope: true) where call == nil:
-                // A scope's cancelling, under way, becomes the run's (its handlers are called).
-                // Not for an operation of the scope that cancels as it hears of it.
-                fields.state = fields.state.cancellingTheRun
-                return nil
-            case .cancelledWhileWaiting(scope: true) where call == nil:
-                fields.state = .cancelledWhileWaiting(scope: false)
                 return nil
             case .ended(cancelledSince: false):
                 if call == nil { fields.state = .ended(cancelledSince: true) }
@@ -889,14 +701,26 @@ nonisolated extension Engine.Run {
             defer { fields.cancelHandlers = [] }
             return fields.cancelHandlers
         }
+        // A step that cancels stops the run it is part of before the next step, even when that
+        // run, inside the one it cancels, was cancelled already, by another thread.
+        if call == nil { Engine.Nesting.drivenRun?.stopIfCancelledHere() }
         guard let handlers else { return false }
         callCancelHandlers(handlers)
         return true
     }
 
-    /// Calls a cancelled run's (or scope's) handlers, then, once what they cancelled has ended too
-    /// (see `Nesting.cancelling`), ends the run if it waits, or ends the scope's steps and drives
-    /// on.
+    /// Stops the run before its next step, if it was cancelled while this thread drives it.
+    private final func stopIfCancelledHere() {
+        locked { fields in
+            guard case .cancelledWhileDriving(let thread?, _) = fields.state,
+                pthread_equal(thread, pthread_self()) != 0
+            else { return }
+            self.driver.pointee.cancelledByStep = true
+        }
+    }
+
+    /// Calls a cancelled run's handlers, then, once what they cancelled has ended too (see
+    /// `Nesting.cancelling`), ends the run if it waits.
     private final func callCancelHandlers(
         _ handlers: [@Sendable (any Engine.Reporter) -> Void]
     ) {
@@ -905,57 +729,38 @@ nonisolated extension Engine.Run {
     }
 
     private final func handlersReturned() {
-        let takesOver = locked { fields -> Bool? in
+        let ends = locked { fields -> Bool in
             switch fields.state {
-            case .cancelledWhileWaiting(let scope):
-                fields.state = scope ? .driving(thread: pthread_self()) : .cancelled
-                if scope { fields.calls += 1 }  // the call it gave up on no longer counts
-                return scope
-            case .cancelledWhileDriving(let thread, handlersRunning: true, let scope):
-                fields.state = .cancelledWhileDriving(
-                    thread: thread, handlersRunning: false, scope: scope)
-                return nil  // its driver ends it
+            case .cancelledWhileWaiting:
+                fields.state = .cancelled
+                return true
+            case .cancelledWhileDriving(let thread, handlersRunning: true):
+                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: false)
+                return false  // its driver ends it
             default:
-                return nil  // its driver got to the scope's end first
+                preconditionFailure("a cancel's handlers returned to a run \(fields.state)")
             }
         }
-        switch takesOver {
-        case true?:
-            abandonHop()
-            drive(unwinding: true)
-        case false?: endCancelled()
-        case nil: break
-        }
+        if ends { endCancelled() }
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless the canceller still calls
-    /// the handlers, in which case it leaves it for the canceller to end. A cancelled scope's
-    /// steps end, and the run goes on.
+    /// the handlers, in which case it leaves it for the canceller to end.
     private final func halt() {
         switch driver.pointee.startsWith.take() {  // cancelled before it started
         case .operation?: _ = slot.take(Engine.Operation.self)
         case .stage?: stop(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
         case nil: break
         }
-        let ends = locked { fields -> Bool? in
-            switch fields.state {
-            case .cancelledWhileDriving(_, handlersRunning: true, let scope):
-                fields.state = .cancelledWhileWaiting(scope: scope)
-                return nil
-            case .cancelledWhileDriving(_, handlersRunning: false, scope: true):
-                fields.state = .driving(thread: pthread_self())
-                fields.calls += 1  // the call it gave up on no longer counts
+        let ends = locked { fields -> Bool in
+            if case .cancelledWhileDriving(_, handlersRunning: true) = fields.state {
+                fields.state = .cancelledWhileWaiting
                 return false
-            default:
-                fields.state = .cancelled
-                return true
             }
+            fields.state = .cancelled
+            return true
         }
-        switch ends {
-        case true?: endCancelled()
-        case false?: proceed(.unwind)
-        case nil: break
-        }
+        if ends { endCancelled() }
     }
 
     /// Ends a cancelled run: lets go of what waited for a queue or a deadline, then runs the
@@ -963,11 +768,6 @@ nonisolated extension Engine.Run {
     private final func endCancelled() {
         abandonHop()
         let driver = self.driver
-        let scopes = locked { fields -> [Engine.Scope] in
-            defer { fields.scopes = [] }
-            return fields.scopes
-        }
-        for scope in scopes { Engine.Deadlines.shared.disarm(scope.deadline) }
         driver.pointee.resolver = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
@@ -993,6 +793,27 @@ nonisolated extension Engine.Run {
         driver.pointee.resolver = nil
         driver.pointee.plan.end(spill: &driver.pointee.spill)
         finish(slot)
+    }
+
+    /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
+    /// work of an `ignoringCancel()` promise starts.
+    private final func stop(_ stage: Stage) {
+        // A `timeout`'s first stage holds its work's chain, which the run never started: its
+        // steps are stopped here too, first step first. (A list, not recursion, for timeouts
+        // nested deep.)
+        var ahead = [stage]
+        while let next = ahead.popLast() {
+            if var chain = next.ahead {
+                ahead.append(chain)
+                while let parent = chain.parent {
+                    ahead.append(parent)
+                    chain = parent
+                }
+                continue
+            }
+            if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
+            next.ignoring.map(startIgnored)
+        }
     }
 
     /// Starts the work of an `ignoringCancel()` promise that this run reached cancelled (or

@@ -1,7 +1,7 @@
 // Engine/Timeline.swift: how a time operator waits on a clock you pass (Time.swift): a manual
 // clock's timeline, its time and the timers set on it, under a lock, which the clock moves
-// (ManualClock.swift) and the time operators set their timers on, with no task in between; or,
-// for another clock, a task that sleeps.
+// (ManualClock.swift) and the time operators set their timers on, with no task in between;
+// Dispatch's timers for the standard clocks; or, for another clock, a task that sleeps.
 
 import Dispatch
 
@@ -9,24 +9,37 @@ import Dispatch
 nonisolated extension Promise where Value == Void, Failure == Never {
     /// A guarantee that succeeds after `interval` on `clock`; cancelling its run cancels the wait.
     static func pause(_ interval: Duration, on clock: some Clock<Duration>) -> Guarantee<Void> {
-        if let manual = clock as? ManualClock {
-            return Guarantee { resolver in
-                let timeline = manual.timeline
-                let timer = timeline.newTimer()
-                timeline.schedule(timer, at: timeline.now.advanced(by: interval)) { _ in
-                    resolver.fulfill()
-                }
-                resolver.onCancel { _ in _ = timeline.cancel(timer) }
-            }
-        }
-        return Guarantee { resolver in
+        Guarantee { resolver in
             let deadline = clock.now.advanced(by: interval)
-            let task = Task {
-                try? await clock.sleep(until: deadline, tolerance: nil)
-                resolver.fulfill()  // ignored if the run was cancelled
-            }
-            resolver.onCancel { _ in task.cancel() }
+            let cancel = Engine.setAlarm(at: deadline, on: clock) { resolver.fulfill() }
+            resolver.onCancel { _ in cancel() }
         }
+    }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+nonisolated extension Engine {
+    /// Calls `fire` when `clock` reaches `deadline`, and returns what cancels it. A manual clock
+    /// keeps the timer, which fires as a test advances the clock; the standard clocks use
+    /// Dispatch's timers (`Deadlines`), which cost no task; another clock sleeps in a task.
+    static func setAlarm<C: Clock<Duration>>(
+        at deadline: C.Instant, on clock: C, _ fire: @escaping @Sendable () -> Void
+    ) -> @Sendable () -> Void {
+        if let manual = clock as? ManualClock, let deadline = deadline as? ManualClock.Instant {
+            let timeline = manual.timeline
+            let timer = timeline.newTimer()
+            timeline.schedule(timer, at: deadline) { _ in fire() }
+            return { _ = timeline.cancel(timer) }
+        }
+        if clock is ContinuousClock || clock is SuspendingClock {
+            let interval = Guarantee<Void>.nanoseconds(clock.now.duration(to: deadline))
+            return setAlarm(at: .now() + .nanoseconds(interval), fire)
+        }
+        let task = Task {
+            try? await clock.sleep(until: deadline, tolerance: nil)
+            fire()  // which a cancelled run ignores
+        }
+        return { task.cancel() }
     }
 }
 
