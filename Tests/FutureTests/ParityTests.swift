@@ -573,6 +573,25 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
         #expect(origins(of: AwaitedPending.self) == ["\(#fileID):\(line)"])
     }
 
+    @Test func aPendingPromiseNeverRunReportsNothingWhenItsResolverGoes() {
+        _ = reports  // listening from now on
+        struct NeverRun {}
+        var pair = Optional(Promise<NeverRun, TestError>.pending())
+        let promise = pair!.promise
+        pair = nil
+        #expect(origins(of: NeverRun.self) == [])
+        #expect(promise.run { _ in Issue.record("nothing can settle it") }.isCancelled)
+    }
+
+    @Test func aPendingPromiseWhoseRunsLeftReportsNothingWhenItsResolverGoes() {
+        _ = reports  // listening from now on
+        struct NoLongerAwaited {}
+        var pair = Optional(Promise<NoLongerAwaited, TestError>.pending())
+        pair!.promise.run { _ in Issue.record("it was cancelled") }.cancel()
+        pair = nil
+        #expect(origins(of: NoLongerAwaited.self) == [])
+    }
+
     @Test func aReportNamesTheLineOfAMemberOfEachCombination() {
         _ = reports  // listening from now on
         struct InWhen {}
