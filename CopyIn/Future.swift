@@ -164,6 +164,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @exclusivity(unchecked) @usableFromInline var call: Int
     #if DEBUG
         @exclusivity(unchecked) var origin: (file: StaticString, line: UInt)
+        /// Whether its release, if unresolved, is reported: `pending()`'s only while a run waits.
+        var reportsRelease: (@Sendable () -> Bool)?
     #endif
 
     @usableFromInline init(
@@ -189,6 +191,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
 
     deinit {
         #if DEBUG
+            if reportsRelease?() == false { return reporter.cancel(call) }
             let origin = "\(origin.file):\(origin.line)"
         #else
             let origin = "?"
@@ -318,13 +321,10 @@ nonisolated extension Resolver {
         _ value: sending Value?, _ error: (any Swift.Error)?,
         mapError transform: (any Swift.Error) -> Failure
     ) {
-        if let error {
-            reject(transform(error))
-        } else if let value {
-            fulfill(value)
-        } else {
-            reject(transform(PromiseError.missingValue))
+        guard let value, error == nil else {
+            return reject(transform(error ?? PromiseError.missingValue))
         }
+        fulfill(value)
     }
 
     /// Not for a promise with a typed error: a handler's error is `any Error`.
@@ -2057,7 +2057,8 @@ nonisolated extension Promise where Value: Sendable {
     /// Choose it for outcomes that arrive through a delegate or a notification, rather than an
     /// operation: `let (location, resolver) = Promise<Place, GPSError>.pending()`. Its runs wait
     /// for the resolver or get its outcome, as a shared promise's do; if the resolver goes unused,
-    /// they end by cancellation.
+    /// they end by cancellation. Debug builds report such a resolver if a run was waiting for it,
+    /// but not one of a promise made and never run.
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
@@ -4406,14 +4407,19 @@ nonisolated extension Engine {
         deinit { lock.free() }
 
         /// What `pending()` keeps, and the resolver it hands out: the resolver of an operation
-        /// that a run of its own calls at once, so that it reports as any resolver does.
+        /// that a run of its own calls at once, so that it reports as any resolver does, but only
+        /// while a run waits for it: a promise made and never run (or no longer) has lost nothing.
         static func pending(file: StaticString, line: UInt) -> (Shared, Resolver<Value, Failure>) {
             let shared = Shared(nil, cancelsWhenAbandoned: false)
             let operation = Promise(file: file, line: line) { shared.outside = $0 }
             Run.make(for: nil, completing: Callback<Value, Failure>.self).start(
                 operation, Callback { _, outcome in shared.settle(outcome, starter: 0) },
                 immediately: true)
-            return (shared, shared.outside.take()!)
+            let resolver = shared.outside.take()!
+            #if DEBUG
+                resolver.reportsRelease = { shared.lock.withLock { !shared.waiting.isEmpty } }
+            #endif
+            return (shared, resolver)
         }
 
         /// The operation of every run of the shared promise.

@@ -33,6 +33,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @exclusivity(unchecked) @usableFromInline var call: Int
     #if DEBUG
         @exclusivity(unchecked) var origin: (file: StaticString, line: UInt)
+        /// Whether its release, if unresolved, is reported: `pending()`'s only while a run waits.
+        var reportsRelease: (@Sendable () -> Bool)?
     #endif
 
     @usableFromInline init(
@@ -58,6 +60,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
 
     deinit {
         #if DEBUG
+            if reportsRelease?() == false { return reporter.cancel(call) }
             let origin = "\(origin.file):\(origin.line)"
         #else
             let origin = "?"
@@ -187,13 +190,10 @@ nonisolated extension Resolver {
         _ value: sending Value?, _ error: (any Swift.Error)?,
         mapError transform: (any Swift.Error) -> Failure
     ) {
-        if let error {
-            reject(transform(error))
-        } else if let value {
-            fulfill(value)
-        } else {
-            reject(transform(PromiseError.missingValue))
+        guard let value, error == nil else {
+            return reject(transform(error ?? PromiseError.missingValue))
         }
+        fulfill(value)
     }
 
     /// Not for a promise with a typed error: a handler's error is `any Error`.

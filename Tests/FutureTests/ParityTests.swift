@@ -524,6 +524,130 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
         #expect(reports.reports(madeAt: line).count == 500)
     }
 
+    /// Where the reports about promises of `Marker`, a type one test alone uses, say those
+    /// promises were made: each maker's test drops a resolver and expects its own line here.
+    func origins<Marker>(of _: Marker.Type) -> [String] {
+        reports.all.filter { $0.contains("<\(Marker.self)") }.map { report in
+            let words = report.split(separator: " ")
+            return words.firstIndex(of: "at").map { String(words[$0 + 1]) } ?? report
+        }
+    }
+
+    @Test func aReportNamesTheLineOfAnOperationsPromise() {
+        _ = reports  // listening from now on
+        struct MadeHere {}
+        let line = #line + 1
+        Promise<MadeHere, TestError> { _ in }.map { _ in 1 }.run { _ in }
+        #expect(origins(of: MadeHere.self) == ["\(#fileID):\(line)"])
+    }
+
+    @Test func aReportNamesTheLineOfASharedPromisesWork() {
+        _ = reports  // listening from now on
+        struct SharedHere {}
+        let line = #line + 1
+        let shared = Promise<SharedHere, TestError> { _ in }.share()
+        let handle = shared.run { _ in Issue.record("its work dropped its resolver") }
+        #expect(handle.isCancelled)
+        #expect(origins(of: SharedHere.self) == ["\(#fileID):\(line)"])
+    }
+
+    @Test func aSharedPromiseNobodyKeepsReportsNothingOfItsOwn() {
+        _ = reports  // listening from now on
+        struct KeptByNobody: Equatable {}
+        let outcomes = Delivery<Result<KeptByNobody, TestError>>()
+        Promise<KeptByNobody, TestError> { resolver in
+            DispatchQueue.global().async { resolver.fulfill(KeptByNobody()) }
+        }.share().run { outcomes.send($0) }
+        #expect(outcomes.wait() == .success(KeptByNobody()))
+        #expect(origins(of: KeptByNobody.self) == [])
+    }
+
+    @Test func aReportNamesTheLineOfAPendingPromiseAwaitedWhenItsResolverGoes() {
+        _ = reports  // listening from now on
+        struct AwaitedPending {}
+        let line = #line + 1
+        var pair = Optional(Promise<AwaitedPending, TestError>.pending())
+        let handle = pair!.promise.run { _ in Issue.record("nothing can settle it") }
+        pair = nil
+        #expect(handle.isCancelled)
+        #expect(origins(of: AwaitedPending.self) == ["\(#fileID):\(line)"])
+    }
+
+    @Test func aPendingPromiseNeverRunReportsNothingWhenItsResolverGoes() {
+        _ = reports  // listening from now on
+        struct NeverRun {}
+        var pair = Optional(Promise<NeverRun, TestError>.pending())
+        let promise = pair!.promise
+        pair = nil
+        #expect(origins(of: NeverRun.self) == [])
+        #expect(promise.run { _ in Issue.record("nothing can settle it") }.isCancelled)
+    }
+
+    @Test func aPendingPromiseWhoseRunsLeftReportsNothingWhenItsResolverGoes() {
+        _ = reports  // listening from now on
+        struct NoLongerAwaited {}
+        var pair = Optional(Promise<NoLongerAwaited, TestError>.pending())
+        pair!.promise.run { _ in Issue.record("it was cancelled") }.cancel()
+        pair = nil
+        #expect(origins(of: NoLongerAwaited.self) == [])
+    }
+
+    @Test func aReportNamesTheLineOfAMemberOfEachCombination() {
+        _ = reports  // listening from now on
+        struct InWhen {}
+        struct InTupleWhen {}
+        struct InKeyedWhen {}
+        struct InResolvedWhen {}
+        struct InAny {}
+        struct InTupleAny {}
+        struct InRace {}
+        struct InListedRace {}
+        struct InFulfilledRace {}
+        struct InThenMap {}
+        struct InTimeout {}
+        struct InIgnoringCancel {}
+        typealias P<Marker> = Promise<Marker, TestError>
+        let line = #line + 1
+        when(fulfilled: [P<InWhen> { _ in }]).run { _ in }
+        when(fulfilled: P<InTupleWhen> { _ in }, P<Int>(value: 1)).run { _ in }
+        when(fulfilled: ["key": P<InKeyedWhen> { _ in }]).run { _ in }
+        when(resolved: [P<InResolvedWhen> { _ in }], concurrently: 1).run()
+        any([P<InAny> { _ in }]).run { _ in }
+        any(P<InTupleAny> { _ in }, P<Int>(value: 1)).run { _ in }
+        race([P<InRace> { _ in }]).run { _ in }
+        race(P<InListedRace> { _ in }, P<InListedRace>(error: TestError("lost"))).run { _ in }
+        race(fulfilled: [P<InFulfilledRace> { _ in }]).run { _ in }
+        P<[Int]>(value: [1]).thenMap { _ in P<InThenMap> { _ in } }.run { _ in }
+        P<InTimeout> { _ in }.timeout(.seconds(60), orFailWith: TestError("slow")).run { _ in }
+        P<InIgnoringCancel> { _ in }.ignoringCancel().run { _ in }
+        let made = [
+            origins(of: InWhen.self), origins(of: InTupleWhen.self),
+            origins(of: InKeyedWhen.self), origins(of: InResolvedWhen.self),
+            origins(of: InAny.self), origins(of: InTupleAny.self), origins(of: InRace.self),
+            origins(of: InListedRace.self), origins(of: InFulfilledRace.self),
+            origins(of: InThenMap.self), origins(of: InTimeout.self),
+            origins(of: InIgnoringCancel.self),
+        ]
+        #expect(made == (line..<line + 12).map { ["\(#fileID):\($0)"] })
+    }
+
+    @Test func aReportNamesTheLineOfAPromiseFirstlyMakes() {
+        _ = reports  // listening from now on
+        struct MadeFirst {}
+        let line = #line + 1
+        firstly { Promise<MadeFirst, TestError> { _ in } }.run { _ in }
+        #expect(origins(of: MadeFirst.self) == ["\(#fileID):\(line)"])
+    }
+
+    @Test func aReportNamesTheLineOfAPromiseAwaitedInAsyncWork() async {
+        _ = reports  // listening from now on
+        struct AwaitedInTask {}
+        let line = #line + 1
+        let bridged = Guarantee { await Promise<AwaitedInTask, TestError> { _ in }.result == nil }
+        #expect(await bounded { await bridged.value } == true)
+        #expect(origins(of: AwaitedInTask.self) == ["\(#fileID):\(line)"])
+    }
+
     #if os(macOS) || os(Linux)
         @Test func theOldHandlerGoesOutsideTheLockSoWhatItHeldMayReport() async {
             await #expect(processExitsWith: .success) {

@@ -42,14 +42,19 @@ nonisolated extension Engine {
         deinit { lock.free() }
 
         /// What `pending()` keeps, and the resolver it hands out: the resolver of an operation
-        /// that a run of its own calls at once, so that it reports as any resolver does.
+        /// that a run of its own calls at once, so that it reports as any resolver does, but only
+        /// while a run waits for it: a promise made and never run (or no longer) has lost nothing.
         static func pending(file: StaticString, line: UInt) -> (Shared, Resolver<Value, Failure>) {
             let shared = Shared(nil, cancelsWhenAbandoned: false)
             let operation = Promise(file: file, line: line) { shared.outside = $0 }
             Run.make(for: nil, completing: Callback<Value, Failure>.self).start(
                 operation, Callback { _, outcome in shared.settle(outcome, starter: 0) },
                 immediately: true)
-            return (shared, shared.outside.take()!)
+            let resolver = shared.outside.take()!
+            #if DEBUG
+                resolver.reportsRelease = { shared.lock.withLock { !shared.waiting.isEmpty } }
+            #endif
+            return (shared, resolver)
         }
 
         /// The operation of every run of the shared promise.
