@@ -153,34 +153,24 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
 /// finish: its run is cancelled, and debug builds report where the promise was made. Hold it
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
-/// go of when the operation returns, unresolved. (Once resolved, a run may keep a resolver that
-/// nothing else refers to, even weakly, for its next operation.)
+/// go of when the operation returns, unresolved.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to.
     @usableFromInline let reporter: any Engine.Reporter
-    /// The number of the call it reports for. A run changes it as it gives the resolver, which
-    /// nobody else holds any more, to its next operation (see `Engine.Run.beginCall`): so it
-    /// needs no exclusivity checks, which would cost one at every report.
-    @exclusivity(unchecked) @usableFromInline var call: Int
+    /// The number of the call it reports for: each call has a resolver of its own.
+    @usableFromInline let call: Int
     #if DEBUG
-        @exclusivity(unchecked) var origin: (file: StaticString, line: UInt)
+        let origin: (file: StaticString, line: UInt)
     #endif
 
+    /// A resolver for call `call` of `operation` (`nil` for one a cancel handler is given).
     @usableFromInline init(
-        reporter: any Engine.Reporter, call: Int, file: StaticString = "", line: UInt = 0
+        reporter: any Engine.Reporter, call: Int, of operation: Engine.Operation? = nil
     ) {
         self.reporter = reporter
         self.call = call
         #if DEBUG
-            origin = (file, line)
-        #endif
-    }
-
-    /// Makes the resolver call `call`'s, of `operation`.
-    @usableFromInline func begin(_ call: Int, of operation: Engine.Operation) {
-        self.call = call
-        #if DEBUG
-            origin = operation.origin
+            origin = operation?.origin ?? ("a cancel handler", 0)
         #endif
     }
 
@@ -250,7 +240,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
         let call = call
         reporter.onCancel(call) {
-            handler(Resolver(reporter: $0, call: call, file: "a cancel handler", line: 0))
+            handler(Resolver(reporter: $0, call: call))
         }
     }
 }
@@ -2210,6 +2200,16 @@ nonisolated public enum PromiseDiagnostics {
 /// The engine's namespace: the types behind the API, which its files declare in extensions.
 @usableFromInline nonisolated enum Engine {}
 
+nonisolated extension Unmanaged {
+    /// Calls `body` with the object, neither retained nor released: the one way the engine reads
+    /// an unretained reference. Sound because each object so read is kept until `body` returns
+    /// by a strong reference that only the calling thread lets go of, and not while `body` runs:
+    /// a stage on a run's plan by its chain (a chain keeps its stages by `parent`), which the
+    /// plan keeps (`Plan.root`, `Spill.chains`) and only the driving thread changes, between
+    /// steps; a thread's `Nesting` by the thread itself, until it ends.
+    func borrowed<T>(_ body: (Instance) -> T) -> T { _withUnsafeGuaranteedRef(body) }
+}
+
 nonisolated extension Engine {
     /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
     @usableFromInline class Stage: @unchecked Sendable {
@@ -2498,13 +2498,11 @@ nonisolated extension Engine {
             _ last: Unmanaged<Stage>, leavingFirst: Bool = false
         ) -> Unmanaged<Stage> {
             var stage = last
-            let depth = Int32(stage._withUnsafeGuaranteedRef { $0.depth }) - (leavingFirst ? 1 : 0)
+            let depth = Int32(stage.borrowed { $0.depth }) - (leavingFirst ? 1 : 0)
             for index in count..<count + depth {
                 stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.
-                stage =
-                    stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) }
-                    ?? stage
+                stage = stage.borrowed { $0.parent.map(Unmanaged.passUnretained) } ?? stage
             }
             count += depth
             return stage
@@ -2735,7 +2733,7 @@ nonisolated extension Engine {
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
-        /// The latest call's resolver, while it may serve the next call too (see `beginCall`).
+        /// The latest call's resolver, kept through the call (see `perform`).
         @usableFromInline var resolver: AnyObject?
         var plan = Plan()
         /// What fewer runs need: entered chains, more room, a deadline.
@@ -2749,7 +2747,9 @@ nonisolated extension Engine {
             case operation, stage
         }
 
-        @usableFromInline init(completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork) {
+        @usableFromInline init(
+            completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork
+        ) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
             self.specialized = specialized
@@ -2889,7 +2889,9 @@ nonisolated extension Engine {
 
         deinit {
             withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
-            if driver.pointee.hasCompletion { _ = driver.pointee.specialized(self, .dropCompletion) }
+            if driver.pointee.hasCompletion {
+                _ = driver.pointee.specialized(self, .dropCompletion)
+            }
             driver.deinitialize(count: 1)
         }
     }
@@ -3039,7 +3041,7 @@ nonisolated extension Engine.Run {
             case .stage:
                 let first = slot.take(Unmanaged<Stage>.self)
                 stage = first
-                next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+                next = first.borrowed { $0.step($0, slot, self) }
             }
         } else if driver.pointee.cancelledByStep {
             // Cancelled by this thread while the drive waited for room on its stack (see
@@ -3054,7 +3056,7 @@ nonisolated extension Engine.Run {
             }
         } else if let first = plan.pop() {
             stage = first
-            next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            next = first.borrowed { $0.step($0, slot, self) }
         } else {
             swap(&plan, &driver.pointee.plan)
             return complete()
@@ -3072,7 +3074,7 @@ nonisolated extension Engine.Run {
             case .proceed:
                 if driver.pointee.cancelledByStep {
                     if let stage {
-                        stage._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+                        stage.borrowed { $0.output }.discard(from: slot)
                     } else {
                         _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
                     }
@@ -3105,7 +3107,7 @@ nonisolated extension Engine.Run {
             }
             guard let popped = plan.pop() else { break }
             stage = popped
-            next = popped._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            next = popped.borrowed { $0.step($0, slot, self) }
         }
         swap(&plan, &driver.pointee.plan)  // a move, so that its memory stays unshared for reuse
         complete()
@@ -3156,24 +3158,17 @@ nonisolated extension Engine.Run {
         _ operation: Engine.Operation, _: Value.Type, _: Failure.Type,
         ignored: (@Sendable (Run) -> Void)? = nil
     ) -> Next {
-        guard let (call, isUnique) = beginCall() else {
+        guard let call = beginCall() else {
             ignored.map(startIgnored)
             return .halt
         }
-        // The previous call's resolver serves this call if nothing else refers to it (see
-        // `isHeldOnlyHere`); else a new one replaces it, which lets go of it outside the lock.
-        let kept = isUnique ? driver.pointee.resolver.map { ObjectIdentifier(type(of: $0)) } : nil
-        if kept != ObjectIdentifier(Resolver<Value, Failure>.self) {
-            driver.pointee.resolver = Resolver<Value, Failure>(reporter: self, call: call)
-        }
-        // The run keeps the resolver through the call (only this thread changes what it keeps),
-        // so the call needs no reference of its own.
-        Unmanaged.passUnretained(driver.pointee.resolver.unsafelyUnwrapped)
-            ._withUnsafeGuaranteedRef { object in
-                let resolver = unsafeDowncast(object, to: Resolver<Value, Failure>.self)
-                resolver.begin(call, of: operation)
-                operation(resolver)
-            }
+        // A resolver of its own for each call: one that served an earlier call may still be held
+        // where no reference count shows it (an Objective-C weak reference), and report late. The
+        // run keeps it through the call, and lets go of it after the lock as the operation
+        // returns (see `operationReturned`).
+        let resolver = Resolver<Value, Failure>(reporter: self, call: call, of: operation)
+        driver.pointee.resolver = resolver
+        operation(resolver)
         return .called
     }
 
@@ -3188,30 +3183,14 @@ nonisolated extension Engine.Run {
         }
     }
 
-    /// Whether nothing but `resolver` refers to its object, which may then serve another call: no
-    /// other strong reference, and no `weak` or `unowned` one, which could become strong and
-    /// report for that call. (`isKnownUniquelyReferenced` counts strong references alone.) The
-    /// strong count is read again last, for a reference loaded from a weak one meanwhile.
-    @inlinable static func isHeldOnlyHere<Object: AnyObject>(_ resolver: inout Object?) -> Bool {
-        guard isKnownUniquelyReferenced(&resolver) else { return false }
-        // A live object with no weak or unowned reference counts 1 of each.
-        let onlyStrong = Unmanaged.passUnretained(resolver.unsafelyUnwrapped)
-            ._withUnsafeGuaranteedRef { _getWeakRetainCount($0) + _getUnownedRetainCount($0) == 2 }
-        return onlyStrong && isKnownUniquelyReferenced(&resolver)
-    }
-
-    /// Numbers a new call of an operation, unless the run is cancelled, and says whether the
-    /// resolver the run keeps, if any, has no other holder. That is read under the lock, so that
-    /// the calls its last holder made into the run, which read its number, took the lock before
-    /// it let go.
-    @usableFromInline final func beginCall() -> (Int, isUnique: Bool)? {
-        let driver = self.driver
-        return locked { fields -> (Int, isUnique: Bool)? in
+    /// Numbers a new call of an operation, unless the run is cancelled.
+    @usableFromInline final func beginCall() -> Int? {
+        locked { fields -> Int? in
             guard case .driving(let thread) = fields.state else { return nil }
             fields.state = .calling(thread: thread)
             fields.calls += 1
             fields.resolved = false
-            return (fields.calls, Run.isHeldOnlyHere(&driver.pointee.resolver))
+            return fields.calls
         }
     }
 
@@ -3348,7 +3327,7 @@ nonisolated extension Engine.Run {
         driver.pointee.hopped = false
         driver.pointee.spill?.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
         let hop = driver.pointee.plan.pop()!
-        hop._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+        hop.borrowed { $0.output }.discard(from: slot)
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
@@ -3997,7 +3976,7 @@ nonisolated extension Engine {
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
             if let current = pthread_getspecific(key) {
-                return Unmanaged<Nesting>.fromOpaque(current)._withUnsafeGuaranteedRef(body)
+                return Unmanaged<Nesting>.fromOpaque(current).borrowed(body)
             }
             let nesting = Nesting()
             pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())
@@ -4283,7 +4262,7 @@ nonisolated extension Engine {
 
         /// What the launch loop starts next.
         @usableFromInline enum Launch {
-            case call(Int, Operation, reusing: Bool)
+            case call(Int, Operation)
             case run(Int, Run, Stage)
         }
 
@@ -4296,10 +4275,6 @@ nonisolated extension Engine {
             var lane: (run: Run, member: Int)?
             let ended = Callback<Member, Failure> { [self] run, outcome in end(run.member, outcome)
             }
-            // The resolver of the last member called, which serves the next if nobody else
-            // holds it and its member ended (read under the lock, as a run does: `beginCall`).
-            var spare: Resolver<Member, Failure>?
-            var dropsSpare = false
             // A member is in `running` from the moment it is claimed, before it starts, so that
             // `stop()` reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
@@ -4312,15 +4287,12 @@ nonisolated extension Engine {
                 // The lane goes on only if its member ended with an outcome: else it goes on
                 // elsewhere, or was cancelled.
                 if let member = lane?.member, tally.outcomes[member] == nil { lane = nil }
-                let reusing =
-                    spare != nil && running[spare!.call] == nil && Run.isHeldOnlyHere(&spare)
-                dropsSpare = spare != nil && !reusing
                 started += 1
                 let index = started - 1
                 switch members[index].body {
                 case .operation(let operation):
                     running[index] = .called
-                    return .call(index, operation, reusing: reusing)
+                    return .call(index, operation)
                 case .chain(let last):
                     let run =
                         lane?.run
@@ -4330,12 +4302,11 @@ nonisolated extension Engine {
                     return .run(index, run, last)
                 }
             }) {
-                if dropsSpare { spare = nil }  // outside the lock: its deinit may take it
                 switch launch {
-                case .call(let index, let operation, let reusing):
-                    if !reusing { spare = Resolver(reporter: self, call: index) }
-                    spare!.begin(index, of: operation)
-                    operation(spare!)
+                case .call(let index, let operation):
+                    // A resolver of its own, as a run gives each call (see `Run.perform`), let go
+                    // of as the operation returns: unresolved, it ends its member at once.
+                    operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 case .run(let index, let run, let last):
                     lane = (run, index)
                     run.member = index

@@ -39,6 +39,16 @@ import Dispatch
 /// The engine's namespace: the types behind the API, which its files declare in extensions.
 @usableFromInline nonisolated enum Engine {}
 
+nonisolated extension Unmanaged {
+    /// Calls `body` with the object, neither retained nor released: the one way the engine reads
+    /// an unretained reference. Sound because each object so read is kept until `body` returns
+    /// by a strong reference that only the calling thread lets go of, and not while `body` runs:
+    /// a stage on a run's plan by its chain (a chain keeps its stages by `parent`), which the
+    /// plan keeps (`Plan.root`, `Spill.chains`) and only the driving thread changes, between
+    /// steps; a thread's `Nesting` by the thread itself, until it ends.
+    func borrowed<T>(_ body: (Instance) -> T) -> T { _withUnsafeGuaranteedRef(body) }
+}
+
 nonisolated extension Engine {
     /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
     @usableFromInline class Stage: @unchecked Sendable {
@@ -327,13 +337,11 @@ nonisolated extension Engine {
             _ last: Unmanaged<Stage>, leavingFirst: Bool = false
         ) -> Unmanaged<Stage> {
             var stage = last
-            let depth = Int32(stage._withUnsafeGuaranteedRef { $0.depth }) - (leavingFirst ? 1 : 0)
+            let depth = Int32(stage.borrowed { $0.depth }) - (leavingFirst ? 1 : 0)
             for index in count..<count + depth {
                 stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.
-                stage =
-                    stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) }
-                    ?? stage
+                stage = stage.borrowed { $0.parent.map(Unmanaged.passUnretained) } ?? stage
             }
             count += depth
             return stage

@@ -66,7 +66,7 @@ nonisolated extension Engine {
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
             if let current = pthread_getspecific(key) {
-                return Unmanaged<Nesting>.fromOpaque(current)._withUnsafeGuaranteedRef(body)
+                return Unmanaged<Nesting>.fromOpaque(current).borrowed(body)
             }
             let nesting = Nesting()
             pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())

@@ -94,7 +94,7 @@ nonisolated extension Engine {
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
-        /// The latest call's resolver, while it may serve the next call too (see `beginCall`).
+        /// The latest call's resolver, kept through the call (see `perform`).
         @usableFromInline var resolver: AnyObject?
         var plan = Plan()
         /// What fewer runs need: entered chains, more room, a deadline.
@@ -108,7 +108,9 @@ nonisolated extension Engine {
             case operation, stage
         }
 
-        @usableFromInline init(completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork) {
+        @usableFromInline init(
+            completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork
+        ) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
             self.specialized = specialized
@@ -248,7 +250,9 @@ nonisolated extension Engine {
 
         deinit {
             withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
-            if driver.pointee.hasCompletion { _ = driver.pointee.specialized(self, .dropCompletion) }
+            if driver.pointee.hasCompletion {
+                _ = driver.pointee.specialized(self, .dropCompletion)
+            }
             driver.deinitialize(count: 1)
         }
     }
@@ -398,7 +402,7 @@ nonisolated extension Engine.Run {
             case .stage:
                 let first = slot.take(Unmanaged<Stage>.self)
                 stage = first
-                next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+                next = first.borrowed { $0.step($0, slot, self) }
             }
         } else if driver.pointee.cancelledByStep {
             // Cancelled by this thread while the drive waited for room on its stack (see
@@ -413,7 +417,7 @@ nonisolated extension Engine.Run {
             }
         } else if let first = plan.pop() {
             stage = first
-            next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            next = first.borrowed { $0.step($0, slot, self) }
         } else {
             swap(&plan, &driver.pointee.plan)
             return complete()
@@ -431,7 +435,7 @@ nonisolated extension Engine.Run {
             case .proceed:
                 if driver.pointee.cancelledByStep {
                     if let stage {
-                        stage._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+                        stage.borrowed { $0.output }.discard(from: slot)
                     } else {
                         _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
                     }
@@ -464,7 +468,7 @@ nonisolated extension Engine.Run {
             }
             guard let popped = plan.pop() else { break }
             stage = popped
-            next = popped._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            next = popped.borrowed { $0.step($0, slot, self) }
         }
         swap(&plan, &driver.pointee.plan)  // a move, so that its memory stays unshared for reuse
         complete()
@@ -515,24 +519,17 @@ nonisolated extension Engine.Run {
         _ operation: Engine.Operation, _: Value.Type, _: Failure.Type,
         ignored: (@Sendable (Run) -> Void)? = nil
     ) -> Next {
-        guard let (call, isUnique) = beginCall() else {
+        guard let call = beginCall() else {
             ignored.map(startIgnored)
             return .halt
         }
-        // The previous call's resolver serves this call if nothing else refers to it (see
-        // `isHeldOnlyHere`); else a new one replaces it, which lets go of it outside the lock.
-        let kept = isUnique ? driver.pointee.resolver.map { ObjectIdentifier(type(of: $0)) } : nil
-        if kept != ObjectIdentifier(Resolver<Value, Failure>.self) {
-            driver.pointee.resolver = Resolver<Value, Failure>(reporter: self, call: call)
-        }
-        // The run keeps the resolver through the call (only this thread changes what it keeps),
-        // so the call needs no reference of its own.
-        Unmanaged.passUnretained(driver.pointee.resolver.unsafelyUnwrapped)
-            ._withUnsafeGuaranteedRef { object in
-                let resolver = unsafeDowncast(object, to: Resolver<Value, Failure>.self)
-                resolver.begin(call, of: operation)
-                operation(resolver)
-            }
+        // A resolver of its own for each call: one that served an earlier call may still be held
+        // where no reference count shows it (an Objective-C weak reference), and report late. The
+        // run keeps it through the call, and lets go of it after the lock as the operation
+        // returns (see `operationReturned`).
+        let resolver = Resolver<Value, Failure>(reporter: self, call: call, of: operation)
+        driver.pointee.resolver = resolver
+        operation(resolver)
         return .called
     }
 
@@ -547,30 +544,14 @@ nonisolated extension Engine.Run {
         }
     }
 
-    /// Whether nothing but `resolver` refers to its object, which may then serve another call: no
-    /// other strong reference, and no `weak` or `unowned` one, which could become strong and
-    /// report for that call. (`isKnownUniquelyReferenced` counts strong references alone.) The
-    /// strong count is read again last, for a reference loaded from a weak one meanwhile.
-    @inlinable static func isHeldOnlyHere<Object: AnyObject>(_ resolver: inout Object?) -> Bool {
-        guard isKnownUniquelyReferenced(&resolver) else { return false }
-        // A live object with no weak or unowned reference counts 1 of each.
-        let onlyStrong = Unmanaged.passUnretained(resolver.unsafelyUnwrapped)
-            ._withUnsafeGuaranteedRef { _getWeakRetainCount($0) + _getUnownedRetainCount($0) == 2 }
-        return onlyStrong && isKnownUniquelyReferenced(&resolver)
-    }
-
-    /// Numbers a new call of an operation, unless the run is cancelled, and says whether the
-    /// resolver the run keeps, if any, has no other holder. That is read under the lock, so that
-    /// the calls its last holder made into the run, which read its number, took the lock before
-    /// it let go.
-    @usableFromInline final func beginCall() -> (Int, isUnique: Bool)? {
-        let driver = self.driver
-        return locked { fields -> (Int, isUnique: Bool)? in
+    /// Numbers a new call of an operation, unless the run is cancelled.
+    @usableFromInline final func beginCall() -> Int? {
+        locked { fields -> Int? in
             guard case .driving(let thread) = fields.state else { return nil }
             fields.state = .calling(thread: thread)
             fields.calls += 1
             fields.resolved = false
-            return (fields.calls, Run.isHeldOnlyHere(&driver.pointee.resolver))
+            return fields.calls
         }
     }
 
@@ -707,7 +688,7 @@ nonisolated extension Engine.Run {
         driver.pointee.hopped = false
         driver.pointee.spill?.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
         let hop = driver.pointee.plan.pop()!
-        hop._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+        hop.borrowed { $0.output }.discard(from: slot)
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
