@@ -2216,6 +2216,9 @@ nonisolated extension Engine {
         /// Runs the step: it takes its input from the slot and leaves its output there.
         @usableFromInline typealias Step = @Sendable (Stage, Slot, Run) -> Next
 
+        /// Set as the stage is made, and written again only by a deinit, once nothing else refers
+        /// to the stage: no access can overlap a write, so it skips exclusivity checks, which
+        /// would cost one at every stage a plan pushes.
         @exclusivity(unchecked) @usableFromInline var parent: Stage?
         @usableFromInline let step: Step
         @usableFromInline let depth: Int
@@ -2289,7 +2292,8 @@ nonisolated extension Engine {
         @unchecked Sendable
     {
         @usableFromInline typealias Next = @Sendable (Input) -> Promise<Value, Failure>
-        /// A `var` only for `deinit`.
+        /// A `var` only for `deinit`, the one write, once nothing else refers to the stage: so
+        /// it skips exclusivity checks.
         @exclusivity(unchecked) @usableFromInline var next: Next?
 
         @inlinable init(_ next: @escaping Next, after parent: Stage?, _ step: @escaping Step) {
@@ -2359,7 +2363,8 @@ nonisolated extension Engine {
     /// The first stage of a chain made from an operation, once a step is added to it: a promise
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
-        /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`).
+        /// A `var` only for `deinit`, which releases it as a level of releases (see `Nesting`):
+        /// the one write, once nothing else refers to the stage, so it skips exclusivity checks.
         @exclusivity(unchecked) @usableFromInline var operation: Operation?
         @usableFromInline let ignored: (@Sendable (Run) -> Void)?
 
@@ -2388,7 +2393,8 @@ nonisolated extension Engine {
     /// (`Next.scope`). It keeps that chain, and releases it as a level of releases, as a
     /// `Source` releases its operation: so timeouts nested ten thousand deep are released flat.
     @usableFromInline final class ScopeStage: Stage, @unchecked Sendable {
-        /// A `var` only for `deinit`.
+        /// A `var` only for `deinit`, the one write, once nothing else refers to the stage: so
+        /// it skips exclusivity checks.
         @exclusivity(unchecked) @usableFromInline var work: Stage?
         @usableFromInline let nanoseconds: Int
 
@@ -2427,24 +2433,65 @@ nonisolated extension Engine {
     }
 
     /// Where a step finds its input and leaves its output: raw memory sized for the largest outcome
-    /// in the chain, so passing a value along costs no allocation and no cast.
+    /// in the chain, so passing a value along costs no allocation and no cast. In debug builds it
+    /// checks the type it holds, so that a `take` of another type than the `put` traps rather
+    /// than reading memory as what it is not; a release build pays nothing.
     @usableFromInline struct Slot {
         @usableFromInline let memory: UnsafeMutableRawPointer
+        #if DEBUG
+            /// The type the slot holds: its owner's, which outlives this copy of the slot.
+            @usableFromInline let holds: SlotHolds
 
-        @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
+            @inlinable init(memory: UnsafeMutableRawPointer, holds: SlotHolds = SlotHolds()) {
+                self.memory = memory
+                self.holds = holds
+            }
+        #else
+            @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
+        #endif
 
         @inlinable func put<Output>(_ output: Output) {
             assert(Int(bitPattern: memory) % MemoryLayout<Output>.alignment == 0, "misaligned slot")
+            #if DEBUG
+                holds.put(Output.self)
+            #endif
             memory.initializeMemory(as: Output.self, to: output)
         }
 
         /// Moves the value out; `sending`, as what a slot holds has no other owner (an operation's
         /// outcome comes `sending`, a constant is `Sendable`, a step's output is its own).
         @inlinable func take<Input>(_: Input.Type = Input.self) -> sending Input {
+            #if DEBUG
+                holds.take(Input.self)
+            #endif
             nonisolated(unsafe) let input = memory.assumingMemoryBound(to: Input.self).move()
             return input
         }
     }
+
+    #if DEBUG
+        /// The type of what a slot holds, if it holds anything: debug builds check it.
+        @usableFromInline final class SlotHolds {
+            @usableFromInline var type: Any.Type?
+
+            @usableFromInline init() {}
+
+            @usableFromInline func put<Output>(_: Output.Type) {
+                if let type {
+                    preconditionFailure("slot: a put of \(Output.self) where \(type) waits")
+                }
+                type = Output.self
+            }
+
+            @usableFromInline func take<Input>(_: Input.Type) {
+                guard let type, type == Input.self else {
+                    let held = type.map { "\($0)" } ?? "nothing"
+                    preconditionFailure("slot: a take of \(Input.self) where \(held) waits")
+                }
+                self.type = nil
+            }
+        }
+    #endif
 
     /// The steps a run has still to take, the next on top: in the run's tail, or once the chains
     /// that steps enter need more room, in its `Spill`. A run that ends by entering a chain leaves
@@ -2466,7 +2513,7 @@ nonisolated extension Engine {
         mutating func start(
             _ chain: consuming Stage, in room: Room, spill: inout Spill?
         ) -> Unmanaged<Stage> {
-            let memory = spill?.stages ?? (room.start, Int32(room.capacity))
+            let memory = spill?.owned.stages ?? (room.start, Int32(room.capacity))
             stages = memory.0
             capacity = memory.1
             count = 0
@@ -2484,10 +2531,10 @@ nonisolated extension Engine {
             if !isKept {
                 let kept = Spill.make(&spill)
                 // Chains whose stages have all run are released here, not as their last step runs.
-                while let entered = kept.chains.last, entered.base >= count {
-                    kept.chains.removeLast()
+                while let entered = kept.owned.chains.last, entered.base >= count {
+                    kept.owned.chains.removeLast()
                 }
-                kept.chains.append((consume chain, count))
+                kept.owned.chains.append((consume chain, count))
             }
             push(last)
         }
@@ -2538,7 +2585,7 @@ nonisolated extension Engine {
         mutating func end(spill: inout Spill?) {
             root = nil
             count = 0
-            spill?.chains = []
+            spill?.owned.chains = []
         }
     }
 
@@ -2550,21 +2597,24 @@ nonisolated extension Engine {
 
     /// What a run needs beyond its tail: the chains its steps entered, which it keeps until their
     /// stages have run, and, once its tail is too small, the memory of its stack or its slot.
-    /// The driving thread's, which needs no exclusivity checks (they would cost more than the
-    /// work).
     final class Spill {
-        @exclusivity(unchecked) var chains: [(last: Stage, base: Int32)] = []
-        /// The run a user started, for a run Future started inside it (a combination's member, a
-        /// shared or ignoring run): its tokens' ties are that run's.
-        @exclusivity(unchecked) var user: Run?
-        /// Which member of a combination the run runs (see `Join`).
-        @exclusivity(unchecked) var member = 0
-        /// The deadline of the queue the run waits for, if it has one.
-        @exclusivity(unchecked) var hopDeadline: Deadline?
-        @exclusivity(unchecked) private(set) var stages:
-            (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
-        @exclusivity(unchecked) private(set) var slot:
-            (memory: UnsafeMutableRawPointer, size: Int, alignment: Int)?
+        /// The driving thread's, as the `Driver` that keeps the spill is, handed on with it under
+        /// the run's lock (`user`, set as the run is made, is only read after): no two threads
+        /// reach it at once, so it skips exclusivity checks (they would cost more than the work).
+        @exclusivity(unchecked) var owned = Owned()
+
+        struct Owned {
+            var chains: [(last: Stage, base: Int32)] = []
+            /// The run a user started, for a run Future started inside it (a combination's
+            /// member, a shared or ignoring run): its tokens' ties are that run's.
+            var user: Run?
+            /// Which member of a combination the run runs (see `Join`).
+            var member = 0
+            /// The deadline of the queue the run waits for, if it has one.
+            var hopDeadline: Deadline?
+            fileprivate(set) var stages: (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
+            fileprivate(set) var slot: (memory: UnsafeMutableRawPointer, size: Int, alignment: Int)?
+        }
 
         static func make(_ spill: inout Spill?) -> Spill {
             if let spill { return spill }
@@ -2579,20 +2629,20 @@ nonisolated extension Engine {
         ) -> Room {
             let memory = UnsafeMutablePointer<Unmanaged<Stage>>.allocate(capacity: capacity)
             if let old { memory.moveInitialize(from: old, count: count) }
-            stages.map { $0.0.deallocate() }
-            stages = (memory, Int32(capacity))
+            owned.stages.map { $0.0.deallocate() }
+            owned.stages = (memory, Int32(capacity))
             return Room(start: memory, capacity: capacity)
         }
 
         /// Memory for a slot of `size` bytes, aligned to `alignment` (the slot is empty).
         func growSlot(size: Int, alignment: Int) {
-            slot.map { $0.memory.deallocate() }
-            slot = (.allocate(byteCount: size, alignment: alignment), size, alignment)
+            owned.slot.map { $0.memory.deallocate() }
+            owned.slot = (.allocate(byteCount: size, alignment: alignment), size, alignment)
         }
 
         deinit {
-            stages.map { $0.0.deallocate() }
-            slot.map { $0.memory.deallocate() }
+            owned.stages.map { $0.0.deallocate() }
+            owned.slot.map { $0.memory.deallocate() }
         }
     }
 }
@@ -2696,19 +2746,19 @@ nonisolated extension Engine {
 
         /// The pending call's cancel handlers.
         var cancelHandlers: [@Sendable (any Reporter) -> Void] {
-            get { extras?.cancelHandlers ?? [] }
+            get { extras?.guarded.cancelHandlers ?? [] }
             set {
                 guard extras != nil || !newValue.isEmpty else { return }
-                Extras.make(&self).cancelHandlers = newValue
+                Extras.make(&self).guarded.cancelHandlers = newValue
             }
         }
 
         /// The scopes of `timeout` steps the run is inside, innermost last.
         var scopes: [Scope] {
-            get { extras?.scopes ?? [] }
+            get { extras?.guarded.scopes ?? [] }
             set {
                 guard extras != nil || !newValue.isEmpty else { return }
-                Extras.make(&self).scopes = newValue
+                Extras.make(&self).guarded.scopes = newValue
             }
         }
     }
@@ -2740,6 +2790,10 @@ nonisolated extension Engine {
         var spill: Spill?
         /// What the run does with the types of its outcome and its completion (see `Specialized`).
         let specialized: SpecializedWork
+        #if DEBUG
+            /// The type the slot holds, which debug builds check (see `Slot`).
+            @usableFromInline let slotHolds = SlotHolds()
+        #endif
 
         /// What a run starts with: the operation of a promise made from one alone, or the first
         /// stage of its chain, which its plan does not hold (see `Plan.start`).
@@ -2756,15 +2810,20 @@ nonisolated extension Engine {
         }
     }
 
-    /// The run's state that fewer runs need. Guarded by the run's lock, which is why it needs no
-    /// exclusivity checks.
+    /// The run's state that fewer runs need, out of line so that a run stays small.
     final class Extras {
-        @exclusivity(unchecked) var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
-        @exclusivity(unchecked) var scopes: [Scope] = []
-        /// The generation of each token the steps of a user's run tied to, as of the first tie.
-        @exclusivity(unchecked) var ties: [Tie] = []
-        /// The first call of the chain now running: a combination's lane may have run others.
-        @exclusivity(unchecked) var firstCallOfChain = 1
+        /// Read and changed only under the run's lock, which orders every access: so they skip
+        /// exclusivity checks, which would cost one at every use.
+        @exclusivity(unchecked) var guarded = Guarded()
+
+        struct Guarded {
+            var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
+            var scopes: [Scope] = []
+            /// The generation of each token the steps of a user's run tied to, as of the first tie.
+            var ties: [Tie] = []
+            /// The first call of the chain now running: a combination's lane may have run others.
+            var firstCallOfChain = 1
+        }
 
         /// The run's extras, made now if it has none (under the lock).
         static func make(_ fields: inout Fields) -> Extras {
@@ -2930,7 +2989,7 @@ nonisolated extension Engine.Run {
     @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
         driver.initialize(to: consume owned)
-        if let outer { Engine.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
+        if let outer { Engine.Spill.make(&driver.pointee.spill).owned.user = outer.user ?? outer }
     }
 
     /// The words a run's tail needs before its completion.
@@ -2957,12 +3016,12 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it.
-    final var user: Run? { driver.pointee.spill?.user }
+    final var user: Run? { driver.pointee.spill?.owned.user }
 
     /// Which member of a combination the run runs, for a run made inside the combination's.
     @usableFromInline final var member: Int {
-        get { driver.pointee.spill!.member }
-        set { driver.pointee.spill!.member = newValue }
+        get { driver.pointee.spill!.owned.member }
+        set { driver.pointee.spill!.owned.member = newValue }
     }
 
     /// Where the completion is in the tail: after what the driving thread owns.
@@ -2972,8 +3031,14 @@ nonisolated extension Engine.Run {
 
     /// The slot: in the tail, unless a chain needed a larger one.
     @usableFromInline final var slot: Slot {
-        if let spilled = driver.pointee.spill?.slot { return Slot(memory: spilled.memory) }
-        return Slot(memory: tail + 8 * Int(driver.pointee.completionWords))
+        let memory =
+            driver.pointee.spill?.owned.slot?.memory
+            ?? tail + 8 * Int(driver.pointee.completionWords)
+        #if DEBUG
+            return Slot(memory: memory, holds: driver.pointee.slotHolds)
+        #else
+            return Slot(memory: memory)
+        #endif
     }
 
     /// The stages' room in the tail.
@@ -2992,7 +3057,7 @@ nonisolated extension Engine.Run {
     @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
         let cancelled = locked { fields -> Bool in
             if fields.calls > 0 {  // a combination's lane, running another member
-                Engine.Extras.make(&fields).firstCallOfChain = fields.calls + 1
+                Engine.Extras.make(&fields).guarded.firstCallOfChain = fields.calls + 1
             }
             switch fields.state {
             case .ended(cancelledSince: true):
@@ -3140,8 +3205,8 @@ nonisolated extension Engine.Run {
     /// aligned to 8 bytes, a `UInt128` or a SIMD vector needs 16.
     @usableFromInline final func fitSlot(size needed: Int, alignment needs: Int) {
         let driver = self.driver
-        let size = driver.pointee.spill?.slot?.size ?? 8 * Int(driver.pointee.slotWords)
-        let alignment = driver.pointee.spill?.slot?.alignment ?? 8
+        let size = driver.pointee.spill?.owned.slot?.size ?? 8 * Int(driver.pointee.slotWords)
+        let alignment = driver.pointee.spill?.owned.slot?.alignment ?? 8
         guard needed > size || needs > alignment else { return }
         Engine.Spill.make(&driver.pointee.spill).growSlot(
             size: max(needed, size), alignment: max(needs, alignment))
@@ -3234,8 +3299,8 @@ nonisolated extension Engine.Run {
             write(slot)
             fields.resolved = true
             let unneeded = fields.extras.map { extras in
-                defer { extras.cancelHandlers = [] }
-                return extras.cancelHandlers
+                defer { extras.guarded.cancelHandlers = [] }
+                return extras.guarded.cancelHandlers
             }
             switch fields.state {
             case .calling(let thread):
@@ -3274,7 +3339,7 @@ nonisolated extension Engine.Run {
     /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
     @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isStopping && call >= ($0.extras?.firstCallOfChain ?? 1) }
+        locked { $0.state.isStopping && call >= ($0.extras?.guarded.firstCallOfChain ?? 1) }
     }
 
     /// Call `call` ended its run as cancelled.
@@ -3302,7 +3367,7 @@ nonisolated extension Engine.Run {
         let deadline = time.map { Engine.Deadline($0, for: self, on: queue) }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
-        if let deadline { Engine.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
+        if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         let (parked, due) = locked { fields -> (Bool, Engine.Deadline?) in
             guard case .driving = fields.state else { return (false, nil) }
             fields.state = .awaitingQueue
@@ -3325,7 +3390,7 @@ nonisolated extension Engine.Run {
         let driver = self.driver
         guard driver.pointee.hopped else { return }
         driver.pointee.hopped = false
-        driver.pointee.spill?.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
+        driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
         let hop = driver.pointee.plan.pop()!
         hop.borrowed { $0.output }.discard(from: slot)
     }
@@ -3338,7 +3403,7 @@ nonisolated extension Engine.Run {
             return true
         }
         guard arrived else { return }
-        driver.pointee.spill?.hopDeadline = nil
+        driver.pointee.spill?.owned.hopDeadline = nil
         proceed(.drive)
     }
 
@@ -3391,7 +3456,7 @@ nonisolated extension Engine.Run {
     /// clock, where the inner timeout's timer is set first and fires first: the scopes around it
     /// then get its error at once, and let it win.)
     private final func dueScope(_ fields: Engine.Fields) -> Engine.Deadline? {
-        fields.extras?.scopes.last { $0.state == .due }?.deadline
+        fields.extras?.guarded.scopes.last { $0.state == .due }?.deadline
     }
 
     /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
@@ -3638,9 +3703,10 @@ nonisolated extension Engine.Run {
         // holds: so it is never a token's last reference, let go of inside the lock.
         return user.locked { fields in
             let extras = Engine.Extras.make(&fields)
-            let tied = extras.ties.first { $0.identity == identity && $0.token === token }
+            let tied = extras.guarded.ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
-            extras.ties.append(Engine.Tie(token: token, identity: identity, generation: current))
+            let tie = Engine.Tie(token: token, identity: identity, generation: current)
+            extras.guarded.ties.append(tie)
             return current
         }
     }
@@ -3949,14 +4015,13 @@ nonisolated extension Engine {
             return key
         }()
 
-        // One thread uses these. The counters change only in the methods below, which are never
-        // inlined, so that an optimizer cannot assume that a level's work, between two of them,
-        // leaves them alone; and they skip exclusivity checks. The rest keep their checks: they
-        // change around a release, which may run any deinit, and with the checks off the optimizer
-        // assumed that a release cannot touch them (seen in Swift 6.3.1 release builds: a double
-        // free of `held`).
-        @exclusivity(unchecked) private var runs = 0
-        @exclusivity(unchecked) private var releases = 0
+        // One thread uses these. The counters of levels change only in the methods below, which
+        // are never inlined, so that an optimizer cannot assume that a level's work, between two
+        // of them, leaves them alone; and they skip exclusivity checks, as that thread alone can
+        // reach them. The rest keep their checks: they change around a release, which may run any
+        // deinit, and with the checks off the optimizer assumed that a release cannot touch them
+        // (seen in Swift 6.3.1 release builds: a double free of `held`).
+        @exclusivity(unchecked) private var levels = (runs: 0, releases: 0)
         private var isDraining = false
         private var isReleasing = false
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
@@ -4031,8 +4096,8 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func enterRun() -> Bool {
-            guard runs < Nesting.limit else { return false }
-            runs += 1
+            guard levels.runs < Nesting.limit else { return false }
+            levels.runs += 1
             return true
         }
 
@@ -4042,8 +4107,8 @@ nonisolated extension Engine {
 
         /// The bottom level resumes the runs that waited, unless it already does, further down.
         @inline(never) private func leaveRun() {
-            runs -= 1
-            guard runs == 0, !isDraining else { return }
+            levels.runs -= 1
+            guard levels.runs == 0, !isDraining else { return }
             isDraining = true
             while !waiting.isEmpty {
                 var batch: [(Run, Run.Resumption)] = []
@@ -4074,8 +4139,8 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func setRuns(_ value: Int) -> Int {
-            defer { runs = value }
-            return runs
+            defer { levels.runs = value }
+            return levels.runs
         }
 
         /// Lets go of what a deinit keeps (`clear`), which may hold promises, as one more level of
@@ -4092,16 +4157,16 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func enterRelease() -> Bool {
-            releases += 1
-            return releases <= Nesting.limit
+            levels.releases += 1
+            return levels.releases <= Nesting.limit
         }
 
         @inline(never) private func hold(_ value: Any) { held.append(value) }
 
         /// The bottom level releases what the levels above kept, unless it already does.
         @inline(never) private func leaveRelease() {
-            releases -= 1
-            guard releases == 0, !isReleasing else { return }
+            levels.releases -= 1
+            guard levels.releases == 0, !isReleasing else { return }
             isReleasing = true
             while !held.isEmpty {
                 var batch: [Any] = []

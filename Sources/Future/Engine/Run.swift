@@ -57,19 +57,19 @@ nonisolated extension Engine {
 
         /// The pending call's cancel handlers.
         var cancelHandlers: [@Sendable (any Reporter) -> Void] {
-            get { extras?.cancelHandlers ?? [] }
+            get { extras?.guarded.cancelHandlers ?? [] }
             set {
                 guard extras != nil || !newValue.isEmpty else { return }
-                Extras.make(&self).cancelHandlers = newValue
+                Extras.make(&self).guarded.cancelHandlers = newValue
             }
         }
 
         /// The scopes of `timeout` steps the run is inside, innermost last.
         var scopes: [Scope] {
-            get { extras?.scopes ?? [] }
+            get { extras?.guarded.scopes ?? [] }
             set {
                 guard extras != nil || !newValue.isEmpty else { return }
-                Extras.make(&self).scopes = newValue
+                Extras.make(&self).guarded.scopes = newValue
             }
         }
     }
@@ -101,6 +101,10 @@ nonisolated extension Engine {
         var spill: Spill?
         /// What the run does with the types of its outcome and its completion (see `Specialized`).
         let specialized: SpecializedWork
+        #if DEBUG
+            /// The type the slot holds, which debug builds check (see `Slot`).
+            @usableFromInline let slotHolds = SlotHolds()
+        #endif
 
         /// What a run starts with: the operation of a promise made from one alone, or the first
         /// stage of its chain, which its plan does not hold (see `Plan.start`).
@@ -117,15 +121,20 @@ nonisolated extension Engine {
         }
     }
 
-    /// The run's state that fewer runs need. Guarded by the run's lock, which is why it needs no
-    /// exclusivity checks.
+    /// The run's state that fewer runs need, out of line so that a run stays small.
     final class Extras {
-        @exclusivity(unchecked) var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
-        @exclusivity(unchecked) var scopes: [Scope] = []
-        /// The generation of each token the steps of a user's run tied to, as of the first tie.
-        @exclusivity(unchecked) var ties: [Tie] = []
-        /// The first call of the chain now running: a combination's lane may have run others.
-        @exclusivity(unchecked) var firstCallOfChain = 1
+        /// Read and changed only under the run's lock, which orders every access: so they skip
+        /// exclusivity checks, which would cost one at every use.
+        @exclusivity(unchecked) var guarded = Guarded()
+
+        struct Guarded {
+            var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
+            var scopes: [Scope] = []
+            /// The generation of each token the steps of a user's run tied to, as of the first tie.
+            var ties: [Tie] = []
+            /// The first call of the chain now running: a combination's lane may have run others.
+            var firstCallOfChain = 1
+        }
 
         /// The run's extras, made now if it has none (under the lock).
         static func make(_ fields: inout Fields) -> Extras {
@@ -291,7 +300,7 @@ nonisolated extension Engine.Run {
     @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
         driver.initialize(to: consume owned)
-        if let outer { Engine.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
+        if let outer { Engine.Spill.make(&driver.pointee.spill).owned.user = outer.user ?? outer }
     }
 
     /// The words a run's tail needs before its completion.
@@ -318,12 +327,12 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it.
-    final var user: Run? { driver.pointee.spill?.user }
+    final var user: Run? { driver.pointee.spill?.owned.user }
 
     /// Which member of a combination the run runs, for a run made inside the combination's.
     @usableFromInline final var member: Int {
-        get { driver.pointee.spill!.member }
-        set { driver.pointee.spill!.member = newValue }
+        get { driver.pointee.spill!.owned.member }
+        set { driver.pointee.spill!.owned.member = newValue }
     }
 
     /// Where the completion is in the tail: after what the driving thread owns.
@@ -333,8 +342,14 @@ nonisolated extension Engine.Run {
 
     /// The slot: in the tail, unless a chain needed a larger one.
     @usableFromInline final var slot: Slot {
-        if let spilled = driver.pointee.spill?.slot { return Slot(memory: spilled.memory) }
-        return Slot(memory: tail + 8 * Int(driver.pointee.completionWords))
+        let memory =
+            driver.pointee.spill?.owned.slot?.memory
+            ?? tail + 8 * Int(driver.pointee.completionWords)
+        #if DEBUG
+            return Slot(memory: memory, holds: driver.pointee.slotHolds)
+        #else
+            return Slot(memory: memory)
+        #endif
     }
 
     /// The stages' room in the tail.
@@ -353,7 +368,7 @@ nonisolated extension Engine.Run {
     @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
         let cancelled = locked { fields -> Bool in
             if fields.calls > 0 {  // a combination's lane, running another member
-                Engine.Extras.make(&fields).firstCallOfChain = fields.calls + 1
+                Engine.Extras.make(&fields).guarded.firstCallOfChain = fields.calls + 1
             }
             switch fields.state {
             case .ended(cancelledSince: true):
@@ -501,8 +516,8 @@ nonisolated extension Engine.Run {
     /// aligned to 8 bytes, a `UInt128` or a SIMD vector needs 16.
     @usableFromInline final func fitSlot(size needed: Int, alignment needs: Int) {
         let driver = self.driver
-        let size = driver.pointee.spill?.slot?.size ?? 8 * Int(driver.pointee.slotWords)
-        let alignment = driver.pointee.spill?.slot?.alignment ?? 8
+        let size = driver.pointee.spill?.owned.slot?.size ?? 8 * Int(driver.pointee.slotWords)
+        let alignment = driver.pointee.spill?.owned.slot?.alignment ?? 8
         guard needed > size || needs > alignment else { return }
         Engine.Spill.make(&driver.pointee.spill).growSlot(
             size: max(needed, size), alignment: max(needs, alignment))
@@ -595,8 +610,8 @@ nonisolated extension Engine.Run {
             write(slot)
             fields.resolved = true
             let unneeded = fields.extras.map { extras in
-                defer { extras.cancelHandlers = [] }
-                return extras.cancelHandlers
+                defer { extras.guarded.cancelHandlers = [] }
+                return extras.guarded.cancelHandlers
             }
             switch fields.state {
             case .calling(let thread):
@@ -635,7 +650,7 @@ nonisolated extension Engine.Run {
     /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
     @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isStopping && call >= ($0.extras?.firstCallOfChain ?? 1) }
+        locked { $0.state.isStopping && call >= ($0.extras?.guarded.firstCallOfChain ?? 1) }
     }
 
     /// Call `call` ended its run as cancelled.
@@ -663,7 +678,7 @@ nonisolated extension Engine.Run {
         let deadline = time.map { Engine.Deadline($0, for: self, on: queue) }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
-        if let deadline { Engine.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
+        if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         let (parked, due) = locked { fields -> (Bool, Engine.Deadline?) in
             guard case .driving = fields.state else { return (false, nil) }
             fields.state = .awaitingQueue
@@ -686,7 +701,7 @@ nonisolated extension Engine.Run {
         let driver = self.driver
         guard driver.pointee.hopped else { return }
         driver.pointee.hopped = false
-        driver.pointee.spill?.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
+        driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
         let hop = driver.pointee.plan.pop()!
         hop.borrowed { $0.output }.discard(from: slot)
     }
@@ -699,7 +714,7 @@ nonisolated extension Engine.Run {
             return true
         }
         guard arrived else { return }
-        driver.pointee.spill?.hopDeadline = nil
+        driver.pointee.spill?.owned.hopDeadline = nil
         proceed(.drive)
     }
 
@@ -752,7 +767,7 @@ nonisolated extension Engine.Run {
     /// clock, where the inner timeout's timer is set first and fires first: the scopes around it
     /// then get its error at once, and let it win.)
     private final func dueScope(_ fields: Engine.Fields) -> Engine.Deadline? {
-        fields.extras?.scopes.last { $0.state == .due }?.deadline
+        fields.extras?.guarded.scopes.last { $0.state == .due }?.deadline
     }
 
     /// A scope's deadline passed: its steps are cancelled, as `cancel(call:)` cancels a run, and
@@ -999,9 +1014,10 @@ nonisolated extension Engine.Run {
         // holds: so it is never a token's last reference, let go of inside the lock.
         return user.locked { fields in
             let extras = Engine.Extras.make(&fields)
-            let tied = extras.ties.first { $0.identity == identity && $0.token === token }
+            let tied = extras.guarded.ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
-            extras.ties.append(Engine.Tie(token: token, identity: identity, generation: current))
+            let tie = Engine.Tie(token: token, identity: identity, generation: current)
+            extras.guarded.ties.append(tie)
             return current
         }
     }
