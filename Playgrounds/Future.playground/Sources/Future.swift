@@ -3229,8 +3229,8 @@ nonisolated extension Engine.Run {
         }
         // A resolver of its own for each call: one that served an earlier call may still be held
         // where no reference count shows it (an Objective-C weak reference), and report late. The
-        // run keeps it through the call, and lets go of it after the lock as the operation
-        // returns (see `operationReturned`).
+        // run keeps it through the call, and lets go of it after a lock: as the operation returns
+        // unresolved (see `operationReturned`), else at the next call or as the run ends.
         let resolver = Resolver<Value, Failure>(reporter: self, call: call, of: operation)
         driver.pointee.resolver = resolver
         operation(resolver)
