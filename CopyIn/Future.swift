@@ -2438,22 +2438,16 @@ nonisolated extension Engine {
     /// than reading memory as what it is not; a release build pays nothing.
     @usableFromInline struct Slot {
         @usableFromInline let memory: UnsafeMutableRawPointer
-        #if DEBUG
-            /// The type the slot holds: its owner's, which outlives this copy of the slot.
-            @usableFromInline let holds: SlotHolds
+        /// The type the slot holds: its owner's (a run's), which outlives this copy of the slot.
+        @usableFromInline var holds: SlotHolds = SlotHolds()
 
-            @inlinable init(memory: UnsafeMutableRawPointer, holds: SlotHolds = SlotHolds()) {
-                self.memory = memory
-                self.holds = holds
-            }
-        #else
-            @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
-        #endif
+        @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
 
         @inlinable func put<Output>(_ output: Output) {
             assert(Int(bitPattern: memory) % MemoryLayout<Output>.alignment == 0, "misaligned slot")
             #if DEBUG
-                holds.put(Output.self)
+                precondition(holds.type == nil, "put of \(Output.self) in a slot of \(holds.type!)")
+                holds.type = Output.self
             #endif
             memory.initializeMemory(as: Output.self, to: output)
         }
@@ -2462,7 +2456,9 @@ nonisolated extension Engine {
         /// outcome comes `sending`, a constant is `Sendable`, a step's output is its own).
         @inlinable func take<Input>(_: Input.Type = Input.self) -> sending Input {
             #if DEBUG
-                holds.take(Input.self)
+                let held = { holds.type.map { "a slot of \($0)" } ?? "an empty slot" }
+                precondition(holds.type == Input.self, "take of \(Input.self) from \(held())")
+                holds.type = nil
             #endif
             nonisolated(unsafe) let input = memory.assumingMemoryBound(to: Input.self).move()
             return input
@@ -2470,27 +2466,14 @@ nonisolated extension Engine {
     }
 
     #if DEBUG
-        /// The type of what a slot holds, if it holds anything: debug builds check it.
+        /// The type of what a slot holds, if it holds anything, which debug builds check.
         @usableFromInline final class SlotHolds {
             @usableFromInline var type: Any.Type?
-
             @usableFromInline init() {}
-
-            @usableFromInline func put<Output>(_: Output.Type) {
-                if let type {
-                    preconditionFailure("slot: a put of \(Output.self) where \(type) waits")
-                }
-                type = Output.self
-            }
-
-            @usableFromInline func take<Input>(_: Input.Type) {
-                guard let type, type == Input.self else {
-                    let held = type.map { "\($0)" } ?? "nothing"
-                    preconditionFailure("slot: a take of \(Input.self) where \(held) waits")
-                }
-                self.type = nil
-            }
         }
+    #else
+        /// Nothing, in a release build, which checks no slot.
+        @usableFromInline typealias SlotHolds = Void
     #endif
 
     /// The steps a run has still to take, the next on top: in the run's tail, or once the chains
@@ -2790,10 +2773,8 @@ nonisolated extension Engine {
         var spill: Spill?
         /// What the run does with the types of its outcome and its completion (see `Specialized`).
         let specialized: SpecializedWork
-        #if DEBUG
-            /// The type the slot holds, which debug builds check (see `Slot`).
-            @usableFromInline let slotHolds = SlotHolds()
-        #endif
+        /// The type the slot holds, which debug builds check (see `Slot`).
+        @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
         /// What a run starts with: the operation of a promise made from one alone, or the first
         /// stage of its chain, which its plan does not hold (see `Plan.start`).
@@ -2801,9 +2782,7 @@ nonisolated extension Engine {
             case operation, stage
         }
 
-        @usableFromInline init(
-            completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork
-        ) {
+        @usableFromInline init(completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
             self.specialized = specialized
@@ -2948,9 +2927,7 @@ nonisolated extension Engine {
 
         deinit {
             withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
-            if driver.pointee.hasCompletion {
-                _ = driver.pointee.specialized(self, .dropCompletion)
-            }
+            if driver.pointee.hasCompletion { _ = driver.pointee.specialized(self, .dropCompletion) }
             driver.deinitialize(count: 1)
         }
     }
@@ -3031,14 +3008,10 @@ nonisolated extension Engine.Run {
 
     /// The slot: in the tail, unless a chain needed a larger one.
     @usableFromInline final var slot: Slot {
-        let memory =
-            driver.pointee.spill?.owned.slot?.memory
-            ?? tail + 8 * Int(driver.pointee.completionWords)
-        #if DEBUG
-            return Slot(memory: memory, holds: driver.pointee.slotHolds)
-        #else
-            return Slot(memory: memory)
-        #endif
+        let spilled = driver.pointee.spill?.owned.slot?.memory
+        var slot = Slot(memory: spilled ?? tail + 8 * Int(driver.pointee.completionWords))
+        slot.holds = driver.pointee.slotHolds
+        return slot
     }
 
     /// The stages' room in the tail.

@@ -36,13 +36,17 @@ import Testing
                 }
             }
             let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
-            #expect(message.contains("slot: a take of String where Int waits"))
+            #expect(message.contains("take of String from a slot of Int"))
         }
 
         @Test func aTakeOfAnEmptySlotTraps() async {
-            await #expect(processExitsWith: .failure) {
+            let result = await #expect(
+                processExitsWith: .failure, observing: [\.standardErrorContent]
+            ) {
                 Slots.withSlot { _ = $0.take(Int.self) }
             }
+            let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+            #expect(message.contains("take of Int from an empty slot"))
         }
 
         @Test func aPutIntoASlotThatHoldsAValueTraps() async {
@@ -55,7 +59,7 @@ import Testing
                 }
             }
             let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
-            #expect(message.contains("slot: a put of String where Int waits"))
+            #expect(message.contains("put of String in a slot of Int"))
         }
     #endif
 }

@@ -101,10 +101,8 @@ nonisolated extension Engine {
         var spill: Spill?
         /// What the run does with the types of its outcome and its completion (see `Specialized`).
         let specialized: SpecializedWork
-        #if DEBUG
-            /// The type the slot holds, which debug builds check (see `Slot`).
-            @usableFromInline let slotHolds = SlotHolds()
-        #endif
+        /// The type the slot holds, which debug builds check (see `Slot`).
+        @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
         /// What a run starts with: the operation of a promise made from one alone, or the first
         /// stage of its chain, which its plan does not hold (see `Plan.start`).
@@ -112,9 +110,7 @@ nonisolated extension Engine {
             case operation, stage
         }
 
-        @usableFromInline init(
-            completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork
-        ) {
+        @usableFromInline init(completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
             self.specialized = specialized
@@ -259,9 +255,7 @@ nonisolated extension Engine {
 
         deinit {
             withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
-            if driver.pointee.hasCompletion {
-                _ = driver.pointee.specialized(self, .dropCompletion)
-            }
+            if driver.pointee.hasCompletion { _ = driver.pointee.specialized(self, .dropCompletion) }
             driver.deinitialize(count: 1)
         }
     }
@@ -342,14 +336,10 @@ nonisolated extension Engine.Run {
 
     /// The slot: in the tail, unless a chain needed a larger one.
     @usableFromInline final var slot: Slot {
-        let memory =
-            driver.pointee.spill?.owned.slot?.memory
-            ?? tail + 8 * Int(driver.pointee.completionWords)
-        #if DEBUG
-            return Slot(memory: memory, holds: driver.pointee.slotHolds)
-        #else
-            return Slot(memory: memory)
-        #endif
+        let spilled = driver.pointee.spill?.owned.slot?.memory
+        var slot = Slot(memory: spilled ?? tail + 8 * Int(driver.pointee.completionWords))
+        slot.holds = driver.pointee.slotHolds
+        return slot
     }
 
     /// The stages' room in the tail.
