@@ -44,7 +44,7 @@ nonisolated extension Unmanaged {
     /// an unretained reference. Sound because each object so read is kept until `body` returns
     /// by a strong reference that only the calling thread lets go of, and not while `body` runs:
     /// a stage on a run's plan by its chain (a chain keeps its stages by `parent`), which the
-    /// plan keeps (`Plan.root`, `Spill.chains`) and only the driving thread changes, between
+    /// plan keeps (`Plan.root`, the `Spill`'s chains) and only the driving thread changes, between
     /// steps; a thread's `Nesting` by the thread itself, until it ends.
     func borrowed<T>(_ body: (Instance) -> T) -> T { _withUnsafeGuaranteedRef(body) }
 }
