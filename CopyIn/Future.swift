@@ -153,36 +153,26 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
 /// finish: its run is cancelled, and debug builds report where the promise was made. Hold it
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
-/// go of when the operation returns, unresolved. (Once resolved, a run may keep a resolver that
-/// nothing else refers to, even weakly, for its next operation.)
+/// go of when the operation returns, unresolved.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to.
     @usableFromInline let reporter: any Engine.Reporter
-    /// The number of the call it reports for. A run changes it as it gives the resolver, which
-    /// nobody else holds any more, to its next operation (see `Engine.Run.beginCall`): so it
-    /// needs no exclusivity checks, which would cost one at every report.
-    @exclusivity(unchecked) @usableFromInline var call: Int
+    /// The number of the call it reports for: each call has a resolver of its own.
+    @usableFromInline let call: Int
     #if DEBUG
-        @exclusivity(unchecked) var origin: (file: StaticString, line: UInt)
+        let origin: (file: StaticString, line: UInt)
         /// Whether its release, if unresolved, is reported: `pending()`'s only while a run waits.
         var reportsRelease: (@Sendable () -> Bool)?
     #endif
 
+    /// A resolver for call `call` of `operation` (`nil` for one a cancel handler is given).
     @usableFromInline init(
-        reporter: any Engine.Reporter, call: Int, file: StaticString = "", line: UInt = 0
+        reporter: any Engine.Reporter, call: Int, of operation: Engine.Operation? = nil
     ) {
         self.reporter = reporter
         self.call = call
         #if DEBUG
-            origin = (file, line)
-        #endif
-    }
-
-    /// Makes the resolver call `call`'s, of `operation`.
-    @usableFromInline func begin(_ call: Int, of operation: Engine.Operation) {
-        self.call = call
-        #if DEBUG
-            origin = operation.origin
+            origin = operation?.origin ?? ("a cancel handler", 0)
         #endif
     }
 
@@ -253,7 +243,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
         let call = call
         reporter.onCancel(call) {
-            handler(Resolver(reporter: $0, call: call, file: "a cancel handler", line: 0))
+            handler(Resolver(reporter: $0, call: call))
         }
     }
 }
@@ -2200,12 +2190,25 @@ nonisolated public enum PromiseDiagnostics {
 /// The engine's namespace: the types behind the API, which its files declare in extensions.
 @usableFromInline nonisolated enum Engine {}
 
+nonisolated extension Unmanaged {
+    /// Calls `body` with the object, neither retained nor released: the one way the engine reads
+    /// an unretained reference. Sound because each object so read is kept until `body` returns
+    /// by a strong reference that only the calling thread lets go of, and not while `body` runs:
+    /// a stage on a run's plan by its chain (a chain keeps its stages by `parent`), which the
+    /// plan keeps (`Plan.root`, the `Spill`'s chains) and only the driving thread changes, between
+    /// steps; a thread's `Nesting` by the thread itself, until it ends.
+    func borrowed<T>(_ body: (Instance) -> T) -> T { _withUnsafeGuaranteedRef(body) }
+}
+
 nonisolated extension Engine {
     /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
     @usableFromInline class Stage: @unchecked Sendable {
         /// Runs the step: it takes its input from the slot and leaves its output there.
         @usableFromInline typealias Step = @Sendable (Stage, Slot, Run) -> Next
 
+        /// Set as the stage is made, and written again only by a deinit, once nothing else refers
+        /// to the stage: no access can overlap a write, so it skips exclusivity checks, which
+        /// would cost one at every stage a plan pushes.
         @exclusivity(unchecked) @usableFromInline var parent: Stage?
         @usableFromInline let step: Step
         @usableFromInline let depth: Int
@@ -2281,7 +2284,8 @@ nonisolated extension Engine {
         @unchecked Sendable
     {
         @usableFromInline typealias Next = @Sendable (Input) -> Promise<Value, Failure>
-        /// A `var` only for `deinit`.
+        /// A `var` only for `deinit`, the one write, once nothing else refers to the stage: so
+        /// it skips exclusivity checks.
         @exclusivity(unchecked) @usableFromInline var next: Next?
 
         @inlinable init(_ next: @escaping Next, after parent: Stage?, _ step: @escaping Step) {
@@ -2351,7 +2355,8 @@ nonisolated extension Engine {
     /// The first stage of a chain made from an operation, once a step is added to it: a promise
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
-        /// `var`s only for `deinit`, which releases them as a level of releases (see `Nesting`).
+        /// `var`s only for `deinit`, which releases them as a level of releases (see `Nesting`):
+        /// the one write, once nothing else refers to the stage, so they skip exclusivity checks.
         @exclusivity(unchecked) @usableFromInline var operation: Operation?
         @exclusivity(unchecked) @usableFromInline var work: Stage?
         @usableFromInline let ignored: (@Sendable (Run) -> Void)?
@@ -2409,24 +2414,48 @@ nonisolated extension Engine {
     }
 
     /// Where a step finds its input and leaves its output: raw memory sized for the largest outcome
-    /// in the chain, so passing a value along costs no allocation and no cast.
+    /// in the chain, so passing a value along costs no allocation and no cast. In debug builds it
+    /// checks the type it holds, so that a `take` of another type than the `put` traps rather
+    /// than reading memory as what it is not; a release build pays nothing.
     @usableFromInline struct Slot {
         @usableFromInline let memory: UnsafeMutableRawPointer
+        /// The type the slot holds: its owner's (a run's), which outlives this copy of the slot.
+        @usableFromInline var holds: SlotHolds = SlotHolds()
 
         @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
 
         @inlinable func put<Output>(_ output: Output) {
             assert(Int(bitPattern: memory) % MemoryLayout<Output>.alignment == 0, "misaligned slot")
+            #if DEBUG
+                precondition(holds.type == nil, "put of \(Output.self) in a slot of \(holds.type!)")
+                holds.type = Output.self
+            #endif
             memory.initializeMemory(as: Output.self, to: output)
         }
 
         /// Moves the value out; `sending`, as what a slot holds has no other owner (an operation's
         /// outcome comes `sending`, a constant is `Sendable`, a step's output is its own).
         @inlinable func take<Input>(_: Input.Type = Input.self) -> sending Input {
+            #if DEBUG
+                let held = { holds.type.map { "a slot of \($0)" } ?? "an empty slot" }
+                precondition(holds.type == Input.self, "take of \(Input.self) from \(held())")
+                holds.type = nil
+            #endif
             nonisolated(unsafe) let input = memory.assumingMemoryBound(to: Input.self).move()
             return input
         }
     }
+
+    #if DEBUG
+        /// The type of what a slot holds, if it holds anything, which debug builds check.
+        @usableFromInline final class SlotHolds {
+            @usableFromInline var type: Any.Type?
+            @usableFromInline init() {}
+        }
+    #else
+        /// Nothing, in a release build, which checks no slot.
+        @usableFromInline typealias SlotHolds = Void
+    #endif
 
     /// The steps a run has still to take, the next on top: in the run's tail, or once the chains
     /// that steps enter need more room, in its `Spill`. A run that ends by entering a chain leaves
@@ -2448,7 +2477,7 @@ nonisolated extension Engine {
         mutating func start(
             _ chain: consuming Stage, in room: Room, spill: inout Spill?
         ) -> Unmanaged<Stage> {
-            let memory = spill?.stages ?? (room.start, Int32(room.capacity))
+            let memory = spill?.owned.stages ?? (room.start, Int32(room.capacity))
             stages = memory.0
             capacity = memory.1
             count = 0
@@ -2464,10 +2493,10 @@ nonisolated extension Engine {
             let last = Unmanaged.passUnretained(chain)
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
-            while let entered = kept.chains.last, entered.base >= count {
-                kept.chains.removeLast()
+            while let entered = kept.owned.chains.last, entered.base >= count {
+                kept.owned.chains.removeLast()
             }
-            kept.chains.append((consume chain, count))
+            kept.owned.chains.append((consume chain, count))
             push(last)
         }
 
@@ -2477,13 +2506,11 @@ nonisolated extension Engine {
             _ last: Unmanaged<Stage>, leavingFirst: Bool = false
         ) -> Unmanaged<Stage> {
             var stage = last
-            let depth = Int32(stage._withUnsafeGuaranteedRef { $0.depth }) - (leavingFirst ? 1 : 0)
+            let depth = Int32(stage.borrowed { $0.depth }) - (leavingFirst ? 1 : 0)
             for index in count..<count + depth {
                 stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.
-                stage =
-                    stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) }
-                    ?? stage
+                stage = stage.borrowed { $0.parent.map(Unmanaged.passUnretained) } ?? stage
             }
             count += depth
             return stage
@@ -2519,7 +2546,7 @@ nonisolated extension Engine {
         mutating func end(spill: inout Spill?) {
             root = nil
             count = 0
-            spill?.chains = []
+            spill?.owned.chains = []
         }
     }
 
@@ -2531,21 +2558,24 @@ nonisolated extension Engine {
 
     /// What a run needs beyond its tail: the chains its steps entered, which it keeps until their
     /// stages have run, and, once its tail is too small, the memory of its stack or its slot.
-    /// The driving thread's, which needs no exclusivity checks (they would cost more than the
-    /// work).
     final class Spill {
-        @exclusivity(unchecked) var chains: [(last: Stage, base: Int32)] = []
-        /// The run a user started, for a run Future started inside it (a combination's member, a
-        /// shared or ignoring run): its tokens' ties are that run's.
-        @exclusivity(unchecked) var user: Run?
-        /// Which member of a combination the run runs (see `Join`).
-        @exclusivity(unchecked) var member = 0
-        /// The deadline of the queue the run waits for, if it has one.
-        @exclusivity(unchecked) var hopDeadline: Deadline?
-        @exclusivity(unchecked) private(set) var stages:
-            (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
-        @exclusivity(unchecked) private(set) var slot:
-            (memory: UnsafeMutableRawPointer, size: Int, alignment: Int)?
+        /// The driving thread's, as the `Driver` that keeps the spill is, handed on with it under
+        /// the run's lock (`user`, set as the run is made, is only read after): no two threads
+        /// reach it at once, so it skips exclusivity checks (they would cost more than the work).
+        @exclusivity(unchecked) var owned = Owned()
+
+        struct Owned {
+            var chains: [(last: Stage, base: Int32)] = []
+            /// The run a user started, for a run Future started inside it (a combination's
+            /// member, a shared or ignoring run): its tokens' ties are that run's.
+            var user: Run?
+            /// Which member of a combination the run runs (see `Join`).
+            var member = 0
+            /// The deadline of the queue the run waits for, if it has one.
+            var hopDeadline: Deadline?
+            fileprivate(set) var stages: (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
+            fileprivate(set) var slot: (memory: UnsafeMutableRawPointer, size: Int, alignment: Int)?
+        }
 
         static func make(_ spill: inout Spill?) -> Spill {
             if let spill { return spill }
@@ -2560,20 +2590,20 @@ nonisolated extension Engine {
         ) -> Room {
             let memory = UnsafeMutablePointer<Unmanaged<Stage>>.allocate(capacity: capacity)
             if let old { memory.moveInitialize(from: old, count: count) }
-            stages.map { $0.0.deallocate() }
-            stages = (memory, Int32(capacity))
+            owned.stages.map { $0.0.deallocate() }
+            owned.stages = (memory, Int32(capacity))
             return Room(start: memory, capacity: capacity)
         }
 
         /// Memory for a slot of `size` bytes, aligned to `alignment` (the slot is empty).
         func growSlot(size: Int, alignment: Int) {
-            slot.map { $0.memory.deallocate() }
-            slot = (.allocate(byteCount: size, alignment: alignment), size, alignment)
+            owned.slot.map { $0.memory.deallocate() }
+            owned.slot = (.allocate(byteCount: size, alignment: alignment), size, alignment)
         }
 
         deinit {
-            stages.map { $0.0.deallocate() }
-            slot.map { $0.memory.deallocate() }
+            owned.stages.map { $0.0.deallocate() }
+            owned.slot.map { $0.memory.deallocate() }
         }
     }
 }
@@ -2678,10 +2708,10 @@ nonisolated extension Engine {
 
         /// The pending call's cancel handlers.
         var cancelHandlers: [@Sendable (any Reporter) -> Void] {
-            get { extras?.cancelHandlers ?? [] }
+            get { extras?.guarded.cancelHandlers ?? [] }
             set {
                 guard extras != nil || !newValue.isEmpty else { return }
-                Extras.make(&self).cancelHandlers = newValue
+                Extras.make(&self).guarded.cancelHandlers = newValue
             }
         }
 
@@ -2707,13 +2737,15 @@ nonisolated extension Engine {
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
-        /// The latest call's resolver, while it may serve the next call too (see `beginCall`).
+        /// The latest call's resolver, kept through the call (see `perform`).
         @usableFromInline var resolver: AnyObject?
         var plan = Plan()
         /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
         /// What the run does with the types of its outcome and its completion (see `Specialized`).
         let specialized: SpecializedWork
+        /// The type the slot holds, which debug builds check (see `Slot`).
+        @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
         /// What a run starts with: the operation of a promise made from one alone, or the first
         /// stage of its chain, which its plan does not hold (see `Plan.start`).
@@ -2730,14 +2762,19 @@ nonisolated extension Engine {
         }
     }
 
-    /// The run's state that fewer runs need. Guarded by the run's lock, which is why it needs no
-    /// exclusivity checks.
+    /// The run's state that fewer runs need, out of line so that a run stays small.
     final class Extras {
-        @exclusivity(unchecked) var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
-        /// The generation of each token the steps of a user's run tied to, as of the first tie.
-        @exclusivity(unchecked) var ties: [Tie] = []
-        /// The first call of the chain now running: a combination's lane may have run others.
-        @exclusivity(unchecked) var firstCallOfChain = 1
+        /// Read and changed only under the run's lock, which orders every access: so they skip
+        /// exclusivity checks, which would cost one at every use.
+        @exclusivity(unchecked) var guarded = Guarded()
+
+        struct Guarded {
+            var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
+            /// The generation of each token the steps of a user's run tied to, as of the first tie.
+            var ties: [Tie] = []
+            /// The first call of the chain now running: a combination's lane may have run others.
+            var firstCallOfChain = 1
+        }
 
         /// The run's extras, made now if it has none (under the lock).
         static func make(_ fields: inout Fields) -> Extras {
@@ -2862,7 +2899,7 @@ nonisolated extension Engine.Run {
     @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
         driver.initialize(to: consume owned)
-        if let outer { Engine.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
+        if let outer { Engine.Spill.make(&driver.pointee.spill).owned.user = outer.user ?? outer }
     }
 
     /// The words a run's tail needs before its completion.
@@ -2889,12 +2926,12 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it.
-    final var user: Run? { driver.pointee.spill?.user }
+    final var user: Run? { driver.pointee.spill?.owned.user }
 
     /// Which member of a combination the run runs, for a run made inside the combination's.
     @usableFromInline final var member: Int {
-        get { driver.pointee.spill!.member }
-        set { driver.pointee.spill!.member = newValue }
+        get { driver.pointee.spill!.owned.member }
+        set { driver.pointee.spill!.owned.member = newValue }
     }
 
     /// Where the completion is in the tail: after what the driving thread owns.
@@ -2904,8 +2941,10 @@ nonisolated extension Engine.Run {
 
     /// The slot: in the tail, unless a chain needed a larger one.
     @usableFromInline final var slot: Slot {
-        if let spilled = driver.pointee.spill?.slot { return Slot(memory: spilled.memory) }
-        return Slot(memory: tail + 8 * Int(driver.pointee.completionWords))
+        let spilled = driver.pointee.spill?.owned.slot?.memory
+        var slot = Slot(memory: spilled ?? tail + 8 * Int(driver.pointee.completionWords))
+        slot.holds = driver.pointee.slotHolds
+        return slot
     }
 
     /// The stages' room in the tail.
@@ -2924,7 +2963,7 @@ nonisolated extension Engine.Run {
     @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
         let cancelled = locked { fields -> Bool in
             if fields.calls > 0 {  // a combination's lane, running another member
-                Engine.Extras.make(&fields).firstCallOfChain = fields.calls + 1
+                Engine.Extras.make(&fields).guarded.firstCallOfChain = fields.calls + 1
             }
             switch fields.state {
             case .ended(cancelledSince: true):
@@ -2975,7 +3014,7 @@ nonisolated extension Engine.Run {
             case .stage:
                 let first = slot.take(Unmanaged<Stage>.self)
                 stage = first
-                next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+                next = first.borrowed { $0.step($0, slot, self) }
             }
         } else if driver.pointee.cancelledByStep {
             // Cancelled by this thread while the drive waited for room on its stack (see
@@ -2990,7 +3029,7 @@ nonisolated extension Engine.Run {
             }
         } else if let first = plan.pop() {
             stage = first
-            next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            next = first.borrowed { $0.step($0, slot, self) }
         } else {
             swap(&plan, &driver.pointee.plan)
             return complete()
@@ -3008,7 +3047,7 @@ nonisolated extension Engine.Run {
             case .proceed:
                 if driver.pointee.cancelledByStep {
                     if let stage {
-                        stage._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+                        stage.borrowed { $0.output }.discard(from: slot)
                     } else {
                         _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
                     }
@@ -3037,7 +3076,7 @@ nonisolated extension Engine.Run {
             }
             guard let popped = plan.pop() else { break }
             stage = popped
-            next = popped._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            next = popped.borrowed { $0.step($0, slot, self) }
         }
         swap(&plan, &driver.pointee.plan)  // a move, so that its memory stays unshared for reuse
         complete()
@@ -3067,8 +3106,8 @@ nonisolated extension Engine.Run {
     /// aligned to 8 bytes, a `UInt128` or a SIMD vector needs 16.
     @usableFromInline final func fitSlot(size needed: Int, alignment needs: Int) {
         let driver = self.driver
-        let size = driver.pointee.spill?.slot?.size ?? 8 * Int(driver.pointee.slotWords)
-        let alignment = driver.pointee.spill?.slot?.alignment ?? 8
+        let size = driver.pointee.spill?.owned.slot?.size ?? 8 * Int(driver.pointee.slotWords)
+        let alignment = driver.pointee.spill?.owned.slot?.alignment ?? 8
         guard needed > size || needs > alignment else { return }
         Engine.Spill.make(&driver.pointee.spill).growSlot(
             size: max(needed, size), alignment: max(needs, alignment))
@@ -3085,24 +3124,17 @@ nonisolated extension Engine.Run {
         _ operation: Engine.Operation, _: Value.Type, _: Failure.Type,
         ignored: (@Sendable (Run) -> Void)? = nil
     ) -> Next {
-        guard let (call, isUnique) = beginCall() else {
+        guard let call = beginCall() else {
             ignored.map(startIgnored)
             return .halt
         }
-        // The previous call's resolver serves this call if nothing else refers to it (see
-        // `isHeldOnlyHere`); else a new one replaces it, which lets go of it outside the lock.
-        let kept = isUnique ? driver.pointee.resolver.map { ObjectIdentifier(type(of: $0)) } : nil
-        if kept != ObjectIdentifier(Resolver<Value, Failure>.self) {
-            driver.pointee.resolver = Resolver<Value, Failure>(reporter: self, call: call)
-        }
-        // The run keeps the resolver through the call (only this thread changes what it keeps),
-        // so the call needs no reference of its own.
-        Unmanaged.passUnretained(driver.pointee.resolver.unsafelyUnwrapped)
-            ._withUnsafeGuaranteedRef { object in
-                let resolver = unsafeDowncast(object, to: Resolver<Value, Failure>.self)
-                resolver.begin(call, of: operation)
-                operation(resolver)
-            }
+        // A resolver of its own for each call: one that served an earlier call may still be held
+        // where no reference count shows it (an Objective-C weak reference), and report late. The
+        // run keeps it through the call, and lets go of it after a lock: as the operation returns
+        // unresolved (see `operationReturned`), else at the next call or as the run ends.
+        let resolver = Resolver<Value, Failure>(reporter: self, call: call, of: operation)
+        driver.pointee.resolver = resolver
+        operation(resolver)
         return .called
     }
 
@@ -3117,30 +3149,14 @@ nonisolated extension Engine.Run {
         }
     }
 
-    /// Whether nothing but `resolver` refers to its object, which may then serve another call: no
-    /// other strong reference, and no `weak` or `unowned` one, which could become strong and
-    /// report for that call. (`isKnownUniquelyReferenced` counts strong references alone.) The
-    /// strong count is read again last, for a reference loaded from a weak one meanwhile.
-    @inlinable static func isHeldOnlyHere<Object: AnyObject>(_ resolver: inout Object?) -> Bool {
-        guard isKnownUniquelyReferenced(&resolver) else { return false }
-        // A live object with no weak or unowned reference counts 1 of each.
-        let onlyStrong = Unmanaged.passUnretained(resolver.unsafelyUnwrapped)
-            ._withUnsafeGuaranteedRef { _getWeakRetainCount($0) + _getUnownedRetainCount($0) == 2 }
-        return onlyStrong && isKnownUniquelyReferenced(&resolver)
-    }
-
-    /// Numbers a new call of an operation, unless the run is cancelled, and says whether the
-    /// resolver the run keeps, if any, has no other holder. That is read under the lock, so that
-    /// the calls its last holder made into the run, which read its number, took the lock before
-    /// it let go.
-    @usableFromInline final func beginCall() -> (Int, isUnique: Bool)? {
-        let driver = self.driver
-        return locked { fields -> (Int, isUnique: Bool)? in
+    /// Numbers a new call of an operation, unless the run is cancelled.
+    @usableFromInline final func beginCall() -> Int? {
+        locked { fields -> Int? in
             guard case .driving(let thread) = fields.state else { return nil }
             fields.state = .calling(thread: thread)
             fields.calls += 1
             fields.resolved = false
-            return (fields.calls, Run.isHeldOnlyHere(&driver.pointee.resolver))
+            return fields.calls
         }
     }
 
@@ -3179,8 +3195,8 @@ nonisolated extension Engine.Run {
             write(slot)
             fields.resolved = true
             let unneeded = fields.extras.map { extras in
-                defer { extras.cancelHandlers = [] }
-                return extras.cancelHandlers
+                defer { extras.guarded.cancelHandlers = [] }
+                return extras.guarded.cancelHandlers
             }
             switch fields.state {
             case .calling(let thread):
@@ -3219,7 +3235,7 @@ nonisolated extension Engine.Run {
     /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
     @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isCancelled && call >= ($0.extras?.firstCallOfChain ?? 1) }
+        locked { $0.state.isCancelled && call >= ($0.extras?.guarded.firstCallOfChain ?? 1) }
     }
 
     /// Call `call` ended its run as cancelled.
@@ -3248,7 +3264,7 @@ nonisolated extension Engine.Run {
         let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
-        if let deadline { Engine.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
+        if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         let parked = locked { fields -> Bool in
             guard case .driving = fields.state else { return false }
             fields.state = .awaitingQueue
@@ -3268,9 +3284,9 @@ nonisolated extension Engine.Run {
         let driver = self.driver
         guard driver.pointee.hopped else { return }
         driver.pointee.hopped = false
-        driver.pointee.spill?.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
+        driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
         let hop = driver.pointee.plan.pop()!
-        hop._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+        hop.borrowed { $0.output }.discard(from: slot)
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
@@ -3281,7 +3297,7 @@ nonisolated extension Engine.Run {
             return true
         }
         guard arrived else { return }
-        driver.pointee.spill?.hopDeadline = nil
+        driver.pointee.spill?.owned.hopDeadline = nil
         proceed(.drive)
     }
 }
@@ -3459,9 +3475,10 @@ nonisolated extension Engine.Run {
         // holds: so it is never a token's last reference, let go of inside the lock.
         return user.locked { fields in
             let extras = Engine.Extras.make(&fields)
-            let tied = extras.ties.first { $0.identity == identity && $0.token === token }
+            let tied = extras.guarded.ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
-            extras.ties.append(Engine.Tie(token: token, identity: identity, generation: current))
+            let tie = Engine.Tie(token: token, identity: identity, generation: current)
+            extras.guarded.ties.append(tie)
             return current
         }
     }
@@ -3782,14 +3799,13 @@ nonisolated extension Engine {
             return key
         }()
 
-        // One thread uses these. The counters change only in the methods below, which are never
-        // inlined, so that an optimizer cannot assume that a level's work, between two of them,
-        // leaves them alone; and they skip exclusivity checks. The rest keep their checks: they
-        // change around a release, which may run any deinit, and with the checks off the optimizer
-        // assumed that a release cannot touch them (seen in Swift 6.3.1 release builds: a double
-        // free of `held`).
-        @exclusivity(unchecked) private var runs = 0
-        @exclusivity(unchecked) private var releases = 0
+        // One thread uses these. The counters of levels change only in the methods below, which
+        // are never inlined, so that an optimizer cannot assume that a level's work, between two
+        // of them, leaves them alone; and they skip exclusivity checks, as that thread alone can
+        // reach them. The rest keep their checks: they change around a release, which may run any
+        // deinit, and with the checks off the optimizer assumed that a release cannot touch them
+        // (seen in Swift 6.3.1 release builds: a double free of `held`).
+        @exclusivity(unchecked) private var levels = (runs: 0, releases: 0)
         private var isDraining = false
         private var isReleasing = false
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
@@ -3812,7 +3828,7 @@ nonisolated extension Engine {
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
             if let current = pthread_getspecific(key) {
-                return Unmanaged<Nesting>.fromOpaque(current)._withUnsafeGuaranteedRef(body)
+                return Unmanaged<Nesting>.fromOpaque(current).borrowed(body)
             }
             let nesting = Nesting()
             pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())
@@ -3872,8 +3888,8 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func enterRun() -> Bool {
-            guard runs < Nesting.limit else { return false }
-            runs += 1
+            guard levels.runs < Nesting.limit else { return false }
+            levels.runs += 1
             return true
         }
 
@@ -3893,8 +3909,8 @@ nonisolated extension Engine {
 
         /// The bottom level resumes the runs that waited, unless it already does, further down.
         @inline(never) private func leaveRun() {
-            runs -= 1
-            guard runs == 0, !isDraining else { return }
+            levels.runs -= 1
+            guard levels.runs == 0, !isDraining else { return }
             isDraining = true
             while !waiting.isEmpty {
                 var batch: [() -> Void] = []
@@ -3925,8 +3941,8 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func setRuns(_ value: Int) -> Int {
-            defer { runs = value }
-            return runs
+            defer { levels.runs = value }
+            return levels.runs
         }
 
         /// Lets go of what a deinit keeps (`clear`), which may hold promises, as one more level of
@@ -3943,16 +3959,16 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func enterRelease() -> Bool {
-            releases += 1
-            return releases <= Nesting.limit
+            levels.releases += 1
+            return levels.releases <= Nesting.limit
         }
 
         @inline(never) private func hold(_ value: Any) { held.append(value) }
 
         /// The bottom level releases what the levels above kept, unless it already does.
         @inline(never) private func leaveRelease() {
-            releases -= 1
-            guard releases == 0, !isReleasing else { return }
+            levels.releases -= 1
+            guard levels.releases == 0, !isReleasing else { return }
             isReleasing = true
             while !held.isEmpty {
                 var batch: [Any] = []
@@ -4152,7 +4168,7 @@ nonisolated extension Engine {
 
         /// What the launch loop starts next.
         @usableFromInline enum Launch {
-            case call(Int, Operation, reusing: Bool)
+            case call(Int, Operation)
             case run(Int, Run, Stage)
         }
 
@@ -4165,10 +4181,6 @@ nonisolated extension Engine {
             var lane: (run: Run, member: Int)?
             let ended = Callback<Member, Failure> { [self] run, outcome in end(run.member, outcome)
             }
-            // The resolver of the last member called, which serves the next if nobody else
-            // holds it and its member ended (read under the lock, as a run does: `beginCall`).
-            var spare: Resolver<Member, Failure>?
-            var dropsSpare = false
             // A member is in `running` from the moment it is claimed, before it starts, so that
             // `stop()` reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
@@ -4181,15 +4193,12 @@ nonisolated extension Engine {
                 // The lane goes on only if its member ended with an outcome: else it goes on
                 // elsewhere, or was cancelled.
                 if let member = lane?.member, tally.outcomes[member] == nil { lane = nil }
-                let reusing =
-                    spare != nil && running[spare!.call] == nil && Run.isHeldOnlyHere(&spare)
-                dropsSpare = spare != nil && !reusing
                 started += 1
                 let index = started - 1
                 switch members[index].body {
                 case .operation(let operation):
                     running[index] = .called
-                    return .call(index, operation, reusing: reusing)
+                    return .call(index, operation)
                 case .chain(let last):
                     let run =
                         lane?.run
@@ -4199,12 +4208,11 @@ nonisolated extension Engine {
                     return .run(index, run, last)
                 }
             }) {
-                if dropsSpare { spare = nil }  // outside the lock: its deinit may take it
                 switch launch {
-                case .call(let index, let operation, let reusing):
-                    if !reusing { spare = Resolver(reporter: self, call: index) }
-                    spare!.begin(index, of: operation)
-                    operation(spare!)
+                case .call(let index, let operation):
+                    // A resolver of its own, as a run gives each call (see `Run.perform`), let go
+                    // of as the operation returns: unresolved, it ends its member at once.
+                    operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 case .run(let index, let run, let last):
                     lane = (run, index)
                     run.member = index

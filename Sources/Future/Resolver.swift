@@ -22,36 +22,26 @@
 /// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
 /// finish: its run is cancelled, and debug builds report where the promise was made. Hold it
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
-/// go of when the operation returns, unresolved. (Once resolved, a run may keep a resolver that
-/// nothing else refers to, even weakly, for its next operation.)
+/// go of when the operation returns, unresolved.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to.
     @usableFromInline let reporter: any Engine.Reporter
-    /// The number of the call it reports for. A run changes it as it gives the resolver, which
-    /// nobody else holds any more, to its next operation (see `Engine.Run.beginCall`): so it
-    /// needs no exclusivity checks, which would cost one at every report.
-    @exclusivity(unchecked) @usableFromInline var call: Int
+    /// The number of the call it reports for: each call has a resolver of its own.
+    @usableFromInline let call: Int
     #if DEBUG
-        @exclusivity(unchecked) var origin: (file: StaticString, line: UInt)
+        let origin: (file: StaticString, line: UInt)
         /// Whether its release, if unresolved, is reported: `pending()`'s only while a run waits.
         var reportsRelease: (@Sendable () -> Bool)?
     #endif
 
+    /// A resolver for call `call` of `operation` (`nil` for one a cancel handler is given).
     @usableFromInline init(
-        reporter: any Engine.Reporter, call: Int, file: StaticString = "", line: UInt = 0
+        reporter: any Engine.Reporter, call: Int, of operation: Engine.Operation? = nil
     ) {
         self.reporter = reporter
         self.call = call
         #if DEBUG
-            origin = (file, line)
-        #endif
-    }
-
-    /// Makes the resolver call `call`'s, of `operation`.
-    @usableFromInline func begin(_ call: Int, of operation: Engine.Operation) {
-        self.call = call
-        #if DEBUG
-            origin = operation.origin
+            origin = operation?.origin ?? ("a cancel handler", 0)
         #endif
     }
 
@@ -122,7 +112,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
         let call = call
         reporter.onCancel(call) {
-            handler(Resolver(reporter: $0, call: call, file: "a cancel handler", line: 0))
+            handler(Resolver(reporter: $0, call: call))
         }
     }
 }

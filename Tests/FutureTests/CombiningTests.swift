@@ -330,6 +330,24 @@ extension WhenFulfilled {
         #expect(allCancelled.isCancelled)
     }
 
+    /// A member's resolver let go of unresolved ends the member as its operation returns: a
+    /// `when` that it ends, cancelled, calls no operation after it.
+    @Test func aMemberThatLetsGoOfItsResolverEndsAWhenBeforeTheNextMemberStarts() {
+        _ = reports  // listening from now on
+        let line = #line + 1
+        let dropping = Promise<Int, TestError> { _ in }
+        let called = Counter()
+        let next = Promise<Int, TestError> { resolver in
+            called.increment()
+            resolver.fulfill(1)
+        }
+        let handle = when(fulfilled: [dropping, next])
+            .run { _ in Issue.record("cancelled: no completion") }
+        #expect(handle.isCancelled)
+        #expect(called.value == 0)
+        #expect(reports.reports(madeAt: line).count == 1)
+    }
+
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
     @Test
     func aMemberThatCancelsItsOwnRunHearsItsCancelHandler() {

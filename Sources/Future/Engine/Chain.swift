@@ -38,12 +38,25 @@ import Dispatch
 /// The engine's namespace: the types behind the API, which its files declare in extensions.
 @usableFromInline nonisolated enum Engine {}
 
+nonisolated extension Unmanaged {
+    /// Calls `body` with the object, neither retained nor released: the one way the engine reads
+    /// an unretained reference. Sound because each object so read is kept until `body` returns
+    /// by a strong reference that only the calling thread lets go of, and not while `body` runs:
+    /// a stage on a run's plan by its chain (a chain keeps its stages by `parent`), which the
+    /// plan keeps (`Plan.root`, the `Spill`'s chains) and only the driving thread changes, between
+    /// steps; a thread's `Nesting` by the thread itself, until it ends.
+    func borrowed<T>(_ body: (Instance) -> T) -> T { _withUnsafeGuaranteedRef(body) }
+}
+
 nonisolated extension Engine {
     /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
     @usableFromInline class Stage: @unchecked Sendable {
         /// Runs the step: it takes its input from the slot and leaves its output there.
         @usableFromInline typealias Step = @Sendable (Stage, Slot, Run) -> Next
 
+        /// Set as the stage is made, and written again only by a deinit, once nothing else refers
+        /// to the stage: no access can overlap a write, so it skips exclusivity checks, which
+        /// would cost one at every stage a plan pushes.
         @exclusivity(unchecked) @usableFromInline var parent: Stage?
         @usableFromInline let step: Step
         @usableFromInline let depth: Int
@@ -119,7 +132,8 @@ nonisolated extension Engine {
         @unchecked Sendable
     {
         @usableFromInline typealias Next = @Sendable (Input) -> Promise<Value, Failure>
-        /// A `var` only for `deinit`.
+        /// A `var` only for `deinit`, the one write, once nothing else refers to the stage: so
+        /// it skips exclusivity checks.
         @exclusivity(unchecked) @usableFromInline var next: Next?
 
         @inlinable init(_ next: @escaping Next, after parent: Stage?, _ step: @escaping Step) {
@@ -189,7 +203,8 @@ nonisolated extension Engine {
     /// The first stage of a chain made from an operation, once a step is added to it: a promise
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
-        /// `var`s only for `deinit`, which releases them as a level of releases (see `Nesting`).
+        /// `var`s only for `deinit`, which releases them as a level of releases (see `Nesting`):
+        /// the one write, once nothing else refers to the stage, so they skip exclusivity checks.
         @exclusivity(unchecked) @usableFromInline var operation: Operation?
         @exclusivity(unchecked) @usableFromInline var work: Stage?
         @usableFromInline let ignored: (@Sendable (Run) -> Void)?
@@ -247,24 +262,48 @@ nonisolated extension Engine {
     }
 
     /// Where a step finds its input and leaves its output: raw memory sized for the largest outcome
-    /// in the chain, so passing a value along costs no allocation and no cast.
+    /// in the chain, so passing a value along costs no allocation and no cast. In debug builds it
+    /// checks the type it holds, so that a `take` of another type than the `put` traps rather
+    /// than reading memory as what it is not; a release build pays nothing.
     @usableFromInline struct Slot {
         @usableFromInline let memory: UnsafeMutableRawPointer
+        /// The type the slot holds: its owner's (a run's), which outlives this copy of the slot.
+        @usableFromInline var holds: SlotHolds = SlotHolds()
 
         @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
 
         @inlinable func put<Output>(_ output: Output) {
             assert(Int(bitPattern: memory) % MemoryLayout<Output>.alignment == 0, "misaligned slot")
+            #if DEBUG
+                precondition(holds.type == nil, "put of \(Output.self) in a slot of \(holds.type!)")
+                holds.type = Output.self
+            #endif
             memory.initializeMemory(as: Output.self, to: output)
         }
 
         /// Moves the value out; `sending`, as what a slot holds has no other owner (an operation's
         /// outcome comes `sending`, a constant is `Sendable`, a step's output is its own).
         @inlinable func take<Input>(_: Input.Type = Input.self) -> sending Input {
+            #if DEBUG
+                let held = { holds.type.map { "a slot of \($0)" } ?? "an empty slot" }
+                precondition(holds.type == Input.self, "take of \(Input.self) from \(held())")
+                holds.type = nil
+            #endif
             nonisolated(unsafe) let input = memory.assumingMemoryBound(to: Input.self).move()
             return input
         }
     }
+
+    #if DEBUG
+        /// The type of what a slot holds, if it holds anything, which debug builds check.
+        @usableFromInline final class SlotHolds {
+            @usableFromInline var type: Any.Type?
+            @usableFromInline init() {}
+        }
+    #else
+        /// Nothing, in a release build, which checks no slot.
+        @usableFromInline typealias SlotHolds = Void
+    #endif
 
     /// The steps a run has still to take, the next on top: in the run's tail, or once the chains
     /// that steps enter need more room, in its `Spill`. A run that ends by entering a chain leaves
@@ -286,7 +325,7 @@ nonisolated extension Engine {
         mutating func start(
             _ chain: consuming Stage, in room: Room, spill: inout Spill?
         ) -> Unmanaged<Stage> {
-            let memory = spill?.stages ?? (room.start, Int32(room.capacity))
+            let memory = spill?.owned.stages ?? (room.start, Int32(room.capacity))
             stages = memory.0
             capacity = memory.1
             count = 0
@@ -302,10 +341,10 @@ nonisolated extension Engine {
             let last = Unmanaged.passUnretained(chain)
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
-            while let entered = kept.chains.last, entered.base >= count {
-                kept.chains.removeLast()
+            while let entered = kept.owned.chains.last, entered.base >= count {
+                kept.owned.chains.removeLast()
             }
-            kept.chains.append((consume chain, count))
+            kept.owned.chains.append((consume chain, count))
             push(last)
         }
 
@@ -315,13 +354,11 @@ nonisolated extension Engine {
             _ last: Unmanaged<Stage>, leavingFirst: Bool = false
         ) -> Unmanaged<Stage> {
             var stage = last
-            let depth = Int32(stage._withUnsafeGuaranteedRef { $0.depth }) - (leavingFirst ? 1 : 0)
+            let depth = Int32(stage.borrowed { $0.depth }) - (leavingFirst ? 1 : 0)
             for index in count..<count + depth {
                 stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.
-                stage =
-                    stage._withUnsafeGuaranteedRef { $0.parent.map(Unmanaged.passUnretained) }
-                    ?? stage
+                stage = stage.borrowed { $0.parent.map(Unmanaged.passUnretained) } ?? stage
             }
             count += depth
             return stage
@@ -357,7 +394,7 @@ nonisolated extension Engine {
         mutating func end(spill: inout Spill?) {
             root = nil
             count = 0
-            spill?.chains = []
+            spill?.owned.chains = []
         }
     }
 
@@ -369,21 +406,24 @@ nonisolated extension Engine {
 
     /// What a run needs beyond its tail: the chains its steps entered, which it keeps until their
     /// stages have run, and, once its tail is too small, the memory of its stack or its slot.
-    /// The driving thread's, which needs no exclusivity checks (they would cost more than the
-    /// work).
     final class Spill {
-        @exclusivity(unchecked) var chains: [(last: Stage, base: Int32)] = []
-        /// The run a user started, for a run Future started inside it (a combination's member, a
-        /// shared or ignoring run): its tokens' ties are that run's.
-        @exclusivity(unchecked) var user: Run?
-        /// Which member of a combination the run runs (see `Join`).
-        @exclusivity(unchecked) var member = 0
-        /// The deadline of the queue the run waits for, if it has one.
-        @exclusivity(unchecked) var hopDeadline: Deadline?
-        @exclusivity(unchecked) private(set) var stages:
-            (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
-        @exclusivity(unchecked) private(set) var slot:
-            (memory: UnsafeMutableRawPointer, size: Int, alignment: Int)?
+        /// The driving thread's, as the `Driver` that keeps the spill is, handed on with it under
+        /// the run's lock (`user`, set as the run is made, is only read after): no two threads
+        /// reach it at once, so it skips exclusivity checks (they would cost more than the work).
+        @exclusivity(unchecked) var owned = Owned()
+
+        struct Owned {
+            var chains: [(last: Stage, base: Int32)] = []
+            /// The run a user started, for a run Future started inside it (a combination's
+            /// member, a shared or ignoring run): its tokens' ties are that run's.
+            var user: Run?
+            /// Which member of a combination the run runs (see `Join`).
+            var member = 0
+            /// The deadline of the queue the run waits for, if it has one.
+            var hopDeadline: Deadline?
+            fileprivate(set) var stages: (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
+            fileprivate(set) var slot: (memory: UnsafeMutableRawPointer, size: Int, alignment: Int)?
+        }
 
         static func make(_ spill: inout Spill?) -> Spill {
             if let spill { return spill }
@@ -398,20 +438,20 @@ nonisolated extension Engine {
         ) -> Room {
             let memory = UnsafeMutablePointer<Unmanaged<Stage>>.allocate(capacity: capacity)
             if let old { memory.moveInitialize(from: old, count: count) }
-            stages.map { $0.0.deallocate() }
-            stages = (memory, Int32(capacity))
+            owned.stages.map { $0.0.deallocate() }
+            owned.stages = (memory, Int32(capacity))
             return Room(start: memory, capacity: capacity)
         }
 
         /// Memory for a slot of `size` bytes, aligned to `alignment` (the slot is empty).
         func growSlot(size: Int, alignment: Int) {
-            slot.map { $0.memory.deallocate() }
-            slot = (.allocate(byteCount: size, alignment: alignment), size, alignment)
+            owned.slot.map { $0.memory.deallocate() }
+            owned.slot = (.allocate(byteCount: size, alignment: alignment), size, alignment)
         }
 
         deinit {
-            stages.map { $0.0.deallocate() }
-            slot.map { $0.memory.deallocate() }
+            owned.stages.map { $0.0.deallocate() }
+            owned.slot.map { $0.memory.deallocate() }
         }
     }
 }

@@ -184,7 +184,7 @@ nonisolated extension Engine {
 
         /// What the launch loop starts next.
         @usableFromInline enum Launch {
-            case call(Int, Operation, reusing: Bool)
+            case call(Int, Operation)
             case run(Int, Run, Stage)
         }
 
@@ -197,10 +197,6 @@ nonisolated extension Engine {
             var lane: (run: Run, member: Int)?
             let ended = Callback<Member, Failure> { [self] run, outcome in end(run.member, outcome)
             }
-            // The resolver of the last member called, which serves the next if nobody else
-            // holds it and its member ended (read under the lock, as a run does: `beginCall`).
-            var spare: Resolver<Member, Failure>?
-            var dropsSpare = false
             // A member is in `running` from the moment it is claimed, before it starts, so that
             // `stop()` reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
@@ -213,15 +209,12 @@ nonisolated extension Engine {
                 // The lane goes on only if its member ended with an outcome: else it goes on
                 // elsewhere, or was cancelled.
                 if let member = lane?.member, tally.outcomes[member] == nil { lane = nil }
-                let reusing =
-                    spare != nil && running[spare!.call] == nil && Run.isHeldOnlyHere(&spare)
-                dropsSpare = spare != nil && !reusing
                 started += 1
                 let index = started - 1
                 switch members[index].body {
                 case .operation(let operation):
                     running[index] = .called
-                    return .call(index, operation, reusing: reusing)
+                    return .call(index, operation)
                 case .chain(let last):
                     let run =
                         lane?.run
@@ -231,12 +224,11 @@ nonisolated extension Engine {
                     return .run(index, run, last)
                 }
             }) {
-                if dropsSpare { spare = nil }  // outside the lock: its deinit may take it
                 switch launch {
-                case .call(let index, let operation, let reusing):
-                    if !reusing { spare = Resolver(reporter: self, call: index) }
-                    spare!.begin(index, of: operation)
-                    operation(spare!)
+                case .call(let index, let operation):
+                    // A resolver of its own, as a run gives each call (see `Run.perform`), let go
+                    // of as the operation returns: unresolved, it ends its member at once.
+                    operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 case .run(let index, let run, let last):
                     lane = (run, index)
                     run.member = index

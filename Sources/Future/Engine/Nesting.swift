@@ -39,14 +39,13 @@ nonisolated extension Engine {
             return key
         }()
 
-        // One thread uses these. The counters change only in the methods below, which are never
-        // inlined, so that an optimizer cannot assume that a level's work, between two of them,
-        // leaves them alone; and they skip exclusivity checks. The rest keep their checks: they
-        // change around a release, which may run any deinit, and with the checks off the optimizer
-        // assumed that a release cannot touch them (seen in Swift 6.3.1 release builds: a double
-        // free of `held`).
-        @exclusivity(unchecked) private var runs = 0
-        @exclusivity(unchecked) private var releases = 0
+        // One thread uses these. The counters of levels change only in the methods below, which
+        // are never inlined, so that an optimizer cannot assume that a level's work, between two
+        // of them, leaves them alone; and they skip exclusivity checks, as that thread alone can
+        // reach them. The rest keep their checks: they change around a release, which may run any
+        // deinit, and with the checks off the optimizer assumed that a release cannot touch them
+        // (seen in Swift 6.3.1 release builds: a double free of `held`).
+        @exclusivity(unchecked) private var levels = (runs: 0, releases: 0)
         private var isDraining = false
         private var isReleasing = false
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
@@ -69,7 +68,7 @@ nonisolated extension Engine {
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
             if let current = pthread_getspecific(key) {
-                return Unmanaged<Nesting>.fromOpaque(current)._withUnsafeGuaranteedRef(body)
+                return Unmanaged<Nesting>.fromOpaque(current).borrowed(body)
             }
             let nesting = Nesting()
             pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())
@@ -129,8 +128,8 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func enterRun() -> Bool {
-            guard runs < Nesting.limit else { return false }
-            runs += 1
+            guard levels.runs < Nesting.limit else { return false }
+            levels.runs += 1
             return true
         }
 
@@ -150,8 +149,8 @@ nonisolated extension Engine {
 
         /// The bottom level resumes the runs that waited, unless it already does, further down.
         @inline(never) private func leaveRun() {
-            runs -= 1
-            guard runs == 0, !isDraining else { return }
+            levels.runs -= 1
+            guard levels.runs == 0, !isDraining else { return }
             isDraining = true
             while !waiting.isEmpty {
                 var batch: [() -> Void] = []
@@ -182,8 +181,8 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func setRuns(_ value: Int) -> Int {
-            defer { runs = value }
-            return runs
+            defer { levels.runs = value }
+            return levels.runs
         }
 
         /// Lets go of what a deinit keeps (`clear`), which may hold promises, as one more level of
@@ -200,16 +199,16 @@ nonisolated extension Engine {
         }
 
         @inline(never) private func enterRelease() -> Bool {
-            releases += 1
-            return releases <= Nesting.limit
+            levels.releases += 1
+            return levels.releases <= Nesting.limit
         }
 
         @inline(never) private func hold(_ value: Any) { held.append(value) }
 
         /// The bottom level releases what the levels above kept, unless it already does.
         @inline(never) private func leaveRelease() {
-            releases -= 1
-            guard releases == 0, !isReleasing else { return }
+            levels.releases -= 1
+            guard levels.releases == 0, !isReleasing else { return }
             isReleasing = true
             while !held.isEmpty {
                 var batch: [Any] = []

@@ -58,10 +58,10 @@ nonisolated extension Engine {
 
         /// The pending call's cancel handlers.
         var cancelHandlers: [@Sendable (any Reporter) -> Void] {
-            get { extras?.cancelHandlers ?? [] }
+            get { extras?.guarded.cancelHandlers ?? [] }
             set {
                 guard extras != nil || !newValue.isEmpty else { return }
-                Extras.make(&self).cancelHandlers = newValue
+                Extras.make(&self).guarded.cancelHandlers = newValue
             }
         }
 
@@ -87,13 +87,15 @@ nonisolated extension Engine {
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
-        /// The latest call's resolver, while it may serve the next call too (see `beginCall`).
+        /// The latest call's resolver, kept through the call (see `perform`).
         @usableFromInline var resolver: AnyObject?
         var plan = Plan()
         /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
         /// What the run does with the types of its outcome and its completion (see `Specialized`).
         let specialized: SpecializedWork
+        /// The type the slot holds, which debug builds check (see `Slot`).
+        @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
         /// What a run starts with: the operation of a promise made from one alone, or the first
         /// stage of its chain, which its plan does not hold (see `Plan.start`).
@@ -110,14 +112,19 @@ nonisolated extension Engine {
         }
     }
 
-    /// The run's state that fewer runs need. Guarded by the run's lock, which is why it needs no
-    /// exclusivity checks.
+    /// The run's state that fewer runs need, out of line so that a run stays small.
     final class Extras {
-        @exclusivity(unchecked) var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
-        /// The generation of each token the steps of a user's run tied to, as of the first tie.
-        @exclusivity(unchecked) var ties: [Tie] = []
-        /// The first call of the chain now running: a combination's lane may have run others.
-        @exclusivity(unchecked) var firstCallOfChain = 1
+        /// Read and changed only under the run's lock, which orders every access: so they skip
+        /// exclusivity checks, which would cost one at every use.
+        @exclusivity(unchecked) var guarded = Guarded()
+
+        struct Guarded {
+            var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
+            /// The generation of each token the steps of a user's run tied to, as of the first tie.
+            var ties: [Tie] = []
+            /// The first call of the chain now running: a combination's lane may have run others.
+            var firstCallOfChain = 1
+        }
 
         /// The run's extras, made now if it has none (under the lock).
         static func make(_ fields: inout Fields) -> Extras {
@@ -242,7 +249,7 @@ nonisolated extension Engine.Run {
     @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
         driver.initialize(to: consume owned)
-        if let outer { Engine.Spill.make(&driver.pointee.spill).user = outer.user ?? outer }
+        if let outer { Engine.Spill.make(&driver.pointee.spill).owned.user = outer.user ?? outer }
     }
 
     /// The words a run's tail needs before its completion.
@@ -269,12 +276,12 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it.
-    final var user: Run? { driver.pointee.spill?.user }
+    final var user: Run? { driver.pointee.spill?.owned.user }
 
     /// Which member of a combination the run runs, for a run made inside the combination's.
     @usableFromInline final var member: Int {
-        get { driver.pointee.spill!.member }
-        set { driver.pointee.spill!.member = newValue }
+        get { driver.pointee.spill!.owned.member }
+        set { driver.pointee.spill!.owned.member = newValue }
     }
 
     /// Where the completion is in the tail: after what the driving thread owns.
@@ -284,8 +291,10 @@ nonisolated extension Engine.Run {
 
     /// The slot: in the tail, unless a chain needed a larger one.
     @usableFromInline final var slot: Slot {
-        if let spilled = driver.pointee.spill?.slot { return Slot(memory: spilled.memory) }
-        return Slot(memory: tail + 8 * Int(driver.pointee.completionWords))
+        let spilled = driver.pointee.spill?.owned.slot?.memory
+        var slot = Slot(memory: spilled ?? tail + 8 * Int(driver.pointee.completionWords))
+        slot.holds = driver.pointee.slotHolds
+        return slot
     }
 
     /// The stages' room in the tail.
@@ -304,7 +313,7 @@ nonisolated extension Engine.Run {
     @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
         let cancelled = locked { fields -> Bool in
             if fields.calls > 0 {  // a combination's lane, running another member
-                Engine.Extras.make(&fields).firstCallOfChain = fields.calls + 1
+                Engine.Extras.make(&fields).guarded.firstCallOfChain = fields.calls + 1
             }
             switch fields.state {
             case .ended(cancelledSince: true):
@@ -355,7 +364,7 @@ nonisolated extension Engine.Run {
             case .stage:
                 let first = slot.take(Unmanaged<Stage>.self)
                 stage = first
-                next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+                next = first.borrowed { $0.step($0, slot, self) }
             }
         } else if driver.pointee.cancelledByStep {
             // Cancelled by this thread while the drive waited for room on its stack (see
@@ -370,7 +379,7 @@ nonisolated extension Engine.Run {
             }
         } else if let first = plan.pop() {
             stage = first
-            next = first._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            next = first.borrowed { $0.step($0, slot, self) }
         } else {
             swap(&plan, &driver.pointee.plan)
             return complete()
@@ -388,7 +397,7 @@ nonisolated extension Engine.Run {
             case .proceed:
                 if driver.pointee.cancelledByStep {
                     if let stage {
-                        stage._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+                        stage.borrowed { $0.output }.discard(from: slot)
                     } else {
                         _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
                     }
@@ -417,7 +426,7 @@ nonisolated extension Engine.Run {
             }
             guard let popped = plan.pop() else { break }
             stage = popped
-            next = popped._withUnsafeGuaranteedRef { $0.step($0, slot, self) }
+            next = popped.borrowed { $0.step($0, slot, self) }
         }
         swap(&plan, &driver.pointee.plan)  // a move, so that its memory stays unshared for reuse
         complete()
@@ -447,8 +456,8 @@ nonisolated extension Engine.Run {
     /// aligned to 8 bytes, a `UInt128` or a SIMD vector needs 16.
     @usableFromInline final func fitSlot(size needed: Int, alignment needs: Int) {
         let driver = self.driver
-        let size = driver.pointee.spill?.slot?.size ?? 8 * Int(driver.pointee.slotWords)
-        let alignment = driver.pointee.spill?.slot?.alignment ?? 8
+        let size = driver.pointee.spill?.owned.slot?.size ?? 8 * Int(driver.pointee.slotWords)
+        let alignment = driver.pointee.spill?.owned.slot?.alignment ?? 8
         guard needed > size || needs > alignment else { return }
         Engine.Spill.make(&driver.pointee.spill).growSlot(
             size: max(needed, size), alignment: max(needs, alignment))
@@ -465,24 +474,17 @@ nonisolated extension Engine.Run {
         _ operation: Engine.Operation, _: Value.Type, _: Failure.Type,
         ignored: (@Sendable (Run) -> Void)? = nil
     ) -> Next {
-        guard let (call, isUnique) = beginCall() else {
+        guard let call = beginCall() else {
             ignored.map(startIgnored)
             return .halt
         }
-        // The previous call's resolver serves this call if nothing else refers to it (see
-        // `isHeldOnlyHere`); else a new one replaces it, which lets go of it outside the lock.
-        let kept = isUnique ? driver.pointee.resolver.map { ObjectIdentifier(type(of: $0)) } : nil
-        if kept != ObjectIdentifier(Resolver<Value, Failure>.self) {
-            driver.pointee.resolver = Resolver<Value, Failure>(reporter: self, call: call)
-        }
-        // The run keeps the resolver through the call (only this thread changes what it keeps),
-        // so the call needs no reference of its own.
-        Unmanaged.passUnretained(driver.pointee.resolver.unsafelyUnwrapped)
-            ._withUnsafeGuaranteedRef { object in
-                let resolver = unsafeDowncast(object, to: Resolver<Value, Failure>.self)
-                resolver.begin(call, of: operation)
-                operation(resolver)
-            }
+        // A resolver of its own for each call: one that served an earlier call may still be held
+        // where no reference count shows it (an Objective-C weak reference), and report late. The
+        // run keeps it through the call, and lets go of it after a lock: as the operation returns
+        // unresolved (see `operationReturned`), else at the next call or as the run ends.
+        let resolver = Resolver<Value, Failure>(reporter: self, call: call, of: operation)
+        driver.pointee.resolver = resolver
+        operation(resolver)
         return .called
     }
 
@@ -497,30 +499,14 @@ nonisolated extension Engine.Run {
         }
     }
 
-    /// Whether nothing but `resolver` refers to its object, which may then serve another call: no
-    /// other strong reference, and no `weak` or `unowned` one, which could become strong and
-    /// report for that call. (`isKnownUniquelyReferenced` counts strong references alone.) The
-    /// strong count is read again last, for a reference loaded from a weak one meanwhile.
-    @inlinable static func isHeldOnlyHere<Object: AnyObject>(_ resolver: inout Object?) -> Bool {
-        guard isKnownUniquelyReferenced(&resolver) else { return false }
-        // A live object with no weak or unowned reference counts 1 of each.
-        let onlyStrong = Unmanaged.passUnretained(resolver.unsafelyUnwrapped)
-            ._withUnsafeGuaranteedRef { _getWeakRetainCount($0) + _getUnownedRetainCount($0) == 2 }
-        return onlyStrong && isKnownUniquelyReferenced(&resolver)
-    }
-
-    /// Numbers a new call of an operation, unless the run is cancelled, and says whether the
-    /// resolver the run keeps, if any, has no other holder. That is read under the lock, so that
-    /// the calls its last holder made into the run, which read its number, took the lock before
-    /// it let go.
-    @usableFromInline final func beginCall() -> (Int, isUnique: Bool)? {
-        let driver = self.driver
-        return locked { fields -> (Int, isUnique: Bool)? in
+    /// Numbers a new call of an operation, unless the run is cancelled.
+    @usableFromInline final func beginCall() -> Int? {
+        locked { fields -> Int? in
             guard case .driving(let thread) = fields.state else { return nil }
             fields.state = .calling(thread: thread)
             fields.calls += 1
             fields.resolved = false
-            return (fields.calls, Run.isHeldOnlyHere(&driver.pointee.resolver))
+            return fields.calls
         }
     }
 
@@ -559,8 +545,8 @@ nonisolated extension Engine.Run {
             write(slot)
             fields.resolved = true
             let unneeded = fields.extras.map { extras in
-                defer { extras.cancelHandlers = [] }
-                return extras.cancelHandlers
+                defer { extras.guarded.cancelHandlers = [] }
+                return extras.guarded.cancelHandlers
             }
             switch fields.state {
             case .calling(let thread):
@@ -599,7 +585,7 @@ nonisolated extension Engine.Run {
     /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
     @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isCancelled && call >= ($0.extras?.firstCallOfChain ?? 1) }
+        locked { $0.state.isCancelled && call >= ($0.extras?.guarded.firstCallOfChain ?? 1) }
     }
 
     /// Call `call` ended its run as cancelled.
@@ -628,7 +614,7 @@ nonisolated extension Engine.Run {
         let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
-        if let deadline { Engine.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
+        if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         let parked = locked { fields -> Bool in
             guard case .driving = fields.state else { return false }
             fields.state = .awaitingQueue
@@ -648,9 +634,9 @@ nonisolated extension Engine.Run {
         let driver = self.driver
         guard driver.pointee.hopped else { return }
         driver.pointee.hopped = false
-        driver.pointee.spill?.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
+        driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
         let hop = driver.pointee.plan.pop()!
-        hop._withUnsafeGuaranteedRef { $0.output }.discard(from: slot)
+        hop.borrowed { $0.output }.discard(from: slot)
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
@@ -661,7 +647,7 @@ nonisolated extension Engine.Run {
             return true
         }
         guard arrived else { return }
-        driver.pointee.spill?.hopDeadline = nil
+        driver.pointee.spill?.owned.hopDeadline = nil
         proceed(.drive)
     }
 }
@@ -839,9 +825,10 @@ nonisolated extension Engine.Run {
         // holds: so it is never a token's last reference, let go of inside the lock.
         return user.locked { fields in
             let extras = Engine.Extras.make(&fields)
-            let tied = extras.ties.first { $0.identity == identity && $0.token === token }
+            let tied = extras.guarded.ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
-            extras.ties.append(Engine.Tie(token: token, identity: identity, generation: current))
+            let tie = Engine.Tie(token: token, identity: identity, generation: current)
+            extras.guarded.ties.append(tie)
             return current
         }
     }

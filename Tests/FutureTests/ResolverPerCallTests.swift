@@ -3,11 +3,10 @@ import Testing
 
 @testable import Future
 
-/// A run, and a combination, reuse a resolver for their next operation once nobody else holds
-/// it. A resolver that work on another thread still holds `weak` is held: it must not serve the
-/// next operation, or its late report would count for that operation. (In the TSan run: the
-/// suite's name holds "Concurrency".)
-@Suite struct ResolverReuseConcurrency {
+/// A run, and a combination, give each operation a resolver of its own: a late report through
+/// the resolver of an earlier operation, which work on another thread still holds `weak`, counts
+/// for nothing. (In the TSan run: the suite's name holds "Concurrency".)
+@Suite struct ResolverPerCallConcurrency {
     /// An operation that resolves at once and reports again, late, through a weak reference: once
     /// the next operation has started, and before it resolves.
     static func reportingLate(
