@@ -1037,33 +1037,51 @@ nonisolated extension Promise {
         }
     }
 
-    /// Runs `body` on `queue` when the chain gets here, as ``ensure(_:)`` does, and goes on at once.
+    /// Runs `body` on `queue` when the chain gets here, as ``ensure(_:)`` does; the steps after it
+    /// start once `body` has returned.
     ///
-    /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as a spinner on the main
-    /// queue: `fetchFeed().ensure(on: .main) { spinner.stop() }.catch(report).run()`. The steps
-    /// after it go on where the chain was, without waiting for `body`: unlike
-    /// `.on(queue).ensure { … }`, it moves nothing onto `queue`, so a later `queue.sync` cannot
-    /// deadlock on it.
+    /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as state that the
+    /// queue guards: `syncContacts().ensure(on: store) { syncing = false }.map { store.sync { … } }`.
+    /// After `body`, the chain goes back to the queue it was on, if a hop took it there (with
+    /// ``on(_:)``, or a step on the main actor), else on to a global queue: never on `queue`,
+    /// whose `sync` a later step may call. Every move is queued, never a `sync`, so a chain that
+    /// is on `queue` already goes on too.
+    ///
+    /// A run cancelled before `body` has run queues it on `queue`, once the cancel handlers have
+    /// returned; the run's end does not wait for it.
     ///
     /// (Disfavored, so that `.main` means the main actor, as for ``done(on:tiedTo:_:)``; pass
     /// `DispatchQueue.main` to run a closure that is not the main actor's there.)
-    @inlinable @_disfavoredOverload public func ensure(
+    @_disfavoredOverload public func ensure(
         on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void
     ) -> Promise {
-        ensure { queue.async(execute: body) }
+        // The queue to go back to travels with the outcome, in the slot: a run's own.
+        typealias Carried = Swift.Result<(outcome: Outcome, back: DispatchQueue?), Never>
+        let there: Guarantee<(outcome: Outcome, back: DispatchQueue?)> = appending(queue) {
+            stage, slot, run in
+            slot.put(Carried.success((slot.take(Outcome.self), run.queue)))
+            return .hop(Node<DispatchQueue>.payload(of: stage), nil)
+        }
+        let cancelled: @Sendable () -> Void = { queue.async(execute: body) }
+        return there.appending(cancelled, isEnsure: true) { _, slot, _ in
+            body()
+            let carried = slot.take(Carried.self).get()
+            slot.put(carried.outcome)
+            return .hop(carried.back ?? .global(), nil)
+        }
     }
 
-    /// Runs `body` on the main actor when the chain gets here, as ``ensure(_:)`` does, and goes on
-    /// at once.
+    /// Runs `body` on the main actor when the chain gets here, as ``ensure(_:)`` does; the steps
+    /// after it start once `body` has returned.
     ///
     /// PromiseKit's `ensure(on: .main)`, for cleanup of main-actor state, such as a spinner of
-    /// the user interface: `fetchFeed().ensure(on: .main) { spinner.stop() }`. As with
-    /// ``ensure(on:_:)-(_,()->Void)``, the steps after it do not wait for `body`, and stay
-    /// where the chain was.
+    /// the user interface: `fetchFeed().ensure(on: .main) { spinner.stop() }`. The chain goes on
+    /// as after ``ensure(on:_:)-(_,()->Void)`` with the main queue: back to the queue it was on,
+    /// if a hop took it there, else on to a global queue.
     public func ensure(
         on _: MainActorContext, _ body: @escaping @MainActor @Sendable () -> Void
     ) -> Promise {
-        ensure { DispatchQueue.main.async { Guarantee<Void>.asMainActor(body) } }
+        ensure(on: DispatchQueue.main) { Guarantee<Void>.asMainActor(body) }
     }
 
     /// PromiseKit's last step after `catch`, which Future calls ``ensure(_:)``.
@@ -2728,6 +2746,10 @@ nonisolated extension Engine {
         /// Whether the run waits for a queue: the step that hopped is back on top of the plan,
         /// its output in the slot, to pop again when the queue carries the run on.
         var hopped = false
+        /// The queue the run last hopped to, while the run is on it: until a thread other than
+        /// the queue's carries the run on (for `ensure(on:)`, which goes back to it). Weak, so
+        /// that a run that ended keeps no queue alive.
+        weak var queue: DispatchQueue?
         /// Whether the operation being called resolved on the driving thread (see `resolve`).
         var resolvedHere = false
         /// Whether the tail holds a completion, still to be called or let go of.
@@ -3027,6 +3049,7 @@ nonisolated extension Engine.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
+        if !driver.pointee.hopped { driver.pointee.queue = nil }  // another thread carries it on
         if unwinding {
             next = .unwind
         } else if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
@@ -3323,6 +3346,7 @@ nonisolated extension Engine.Run {
         let deadline = time.map { Engine.Deadline($0, for: self, on: queue) }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
+        driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
         let (parked, due) = locked { fields -> (Bool, Engine.Deadline?) in
             guard case .driving = fields.state else { return (false, nil) }
@@ -3340,6 +3364,9 @@ nonisolated extension Engine.Run {
         let handle = RunHandle(self)
         if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
+
+    /// The queue the run is on, if a hop took it there (see `Driver.queue`): for a step to read.
+    final var queue: DispatchQueue? { driver.pointee.queue }
 
     /// Lets go of the hop a run no longer waits for: its deadline, and the output it held.
     private final func abandonHop() {

@@ -87,6 +87,10 @@ nonisolated extension Engine {
         /// Whether the run waits for a queue: the step that hopped is back on top of the plan,
         /// its output in the slot, to pop again when the queue carries the run on.
         var hopped = false
+        /// The queue the run last hopped to, while the run is on it: until a thread other than
+        /// the queue's carries the run on (for `ensure(on:)`, which goes back to it). Weak, so
+        /// that a run that ended keeps no queue alive.
+        weak var queue: DispatchQueue?
         /// Whether the operation being called resolved on the driving thread (see `resolve`).
         var resolvedHere = false
         /// Whether the tail holds a completion, still to be called or let go of.
@@ -386,6 +390,7 @@ nonisolated extension Engine.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
+        if !driver.pointee.hopped { driver.pointee.queue = nil }  // another thread carries it on
         if unwinding {
             next = .unwind
         } else if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
@@ -682,6 +687,7 @@ nonisolated extension Engine.Run {
         let deadline = time.map { Engine.Deadline($0, for: self, on: queue) }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
+        driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).hopDeadline = deadline }
         let (parked, due) = locked { fields -> (Bool, Engine.Deadline?) in
             guard case .driving = fields.state else { return (false, nil) }
@@ -699,6 +705,9 @@ nonisolated extension Engine.Run {
         let handle = RunHandle(self)
         if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
+
+    /// The queue the run is on, if a hop took it there (see `Driver.queue`): for a step to read.
+    final var queue: DispatchQueue? { driver.pointee.queue }
 
     /// Lets go of the hop a run no longer waits for: its deadline, and the output it held.
     private final func abandonHop() {
