@@ -935,7 +935,8 @@ nonisolated extension Promise where Failure == Never {
 // MARK: - HandlingErrors
 
 // HandlingErrors.swift: steps that see the error, `mapError`, `recover`, `catch`, and the
-// cleanup `ensure`. Builds on `appending` and `mapOutcome` (Engine/Chain.swift).
+// cleanups `ensure` and `ensure(on:)`. Builds on `appending` and `mapOutcome` (Engine/Chain.swift),
+// and for `ensure(on:)` on the hop and the queue a run is on (Engine/Run.swift).
 
 nonisolated extension Promise {
     /// Transforms the error when the promise fails.
@@ -1041,7 +1042,7 @@ nonisolated extension Promise {
     /// start once `body` has returned.
     ///
     /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as state that the
-    /// queue guards: `syncContacts().ensure(on: store) { syncing = false }.map { store.sync { … } }`.
+    /// queue guards: `fetchUser(id).ensure(on: queue) { spinner.stop() }.catch(report).run()`.
     /// After `body`, the chain goes back to the queue it was on, if a hop took it there (with
     /// ``on(_:)``, or a step on the main actor), else on to a global queue: never on `queue`,
     /// whose `sync` a later step may call. Every move is queued, never a `sync`, so a chain that
@@ -1055,19 +1056,18 @@ nonisolated extension Promise {
     @_disfavoredOverload public func ensure(
         on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void
     ) -> Promise {
-        // The queue to go back to travels with the outcome, in the slot: a run's own.
-        typealias Carried = Swift.Result<(outcome: Outcome, back: DispatchQueue?), Never>
-        let there: Guarantee<(outcome: Outcome, back: DispatchQueue?)> = appending(queue) {
-            stage, slot, run in
+        // The queue to go back to travels with the outcome, in the slot: every run has its own.
+        typealias Carried = Swift.Result<(Outcome, DispatchQueue?), Never>
+        let there: Guarantee<(Outcome, DispatchQueue?)> = appending(queue) { _, slot, run in
             slot.put(Carried.success((slot.take(Outcome.self), run.queue)))
-            return .hop(Node<DispatchQueue>.payload(of: stage), nil)
+            return .hop(queue, nil)
         }
         let cancelled: @Sendable () -> Void = { queue.async(execute: body) }
         return there.appending(cancelled, isEnsure: true) { _, slot, _ in
             body()
-            let carried = slot.take(Carried.self).get()
-            slot.put(carried.outcome)
-            return .hop(carried.back ?? .global(), nil)
+            let (outcome, back) = slot.take(Carried.self).get()
+            slot.put(outcome)
+            return .hop(back ?? .global(), nil)
         }
     }
 
