@@ -125,7 +125,7 @@ nonisolated extension Promise {
         // The queue to go back to travels with the outcome, in the slot: every run has its own.
         typealias Carried = Swift.Result<(Outcome, DispatchQueue?), Never>
         let there: Guarantee<(Outcome, DispatchQueue?)> = appending(queue) { _, slot, run in
-            slot.put(Carried.success((slot.take(Outcome.self), run.queue)))
+            slot.put(Carried.success((slot.take(Outcome.self), run.driver.pointee.queue)))
             return .hop(queue, nil)
         }
         let cancelled: @Sendable () -> Void = { queue.async(execute: body) }

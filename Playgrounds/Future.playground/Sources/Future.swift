@@ -1059,7 +1059,7 @@ nonisolated extension Promise {
         // The queue to go back to travels with the outcome, in the slot: every run has its own.
         typealias Carried = Swift.Result<(Outcome, DispatchQueue?), Never>
         let there: Guarantee<(Outcome, DispatchQueue?)> = appending(queue) { _, slot, run in
-            slot.put(Carried.success((slot.take(Outcome.self), run.queue)))
+            slot.put(Carried.success((slot.take(Outcome.self), run.driver.pointee.queue)))
             return .hop(queue, nil)
         }
         let cancelled: @Sendable () -> Void = { queue.async(execute: body) }
@@ -2747,9 +2747,9 @@ nonisolated extension Engine {
         /// its output in the slot, to pop again when the queue carries the run on.
         var hopped = false
         /// The queue the run last hopped to, while the run is on it: until a thread other than
-        /// the queue's carries the run on (for `ensure(on:)`, which goes back to it). Weak, so
-        /// that a run that ended keeps no queue alive.
-        weak var queue: DispatchQueue?
+        /// the queue's carries the run on, or the run ends. For a step to read: `ensure(on:)`
+        /// goes back to it.
+        var queue: DispatchQueue?
         /// Whether the operation being called resolved on the driving thread (see `resolve`).
         var resolvedHere = false
         /// Whether the tail holds a completion, still to be called or let go of.
@@ -3365,9 +3365,6 @@ nonisolated extension Engine.Run {
         if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
 
-    /// The queue the run is on, if a hop took it there (see `Driver.queue`): for a step to read.
-    final var queue: DispatchQueue? { driver.pointee.queue }
-
     /// Lets go of the hop a run no longer waits for: its deadline, and the output it held.
     private final func abandonHop() {
         let driver = self.driver
@@ -3637,6 +3634,7 @@ nonisolated extension Engine.Run {
         }
         for scope in scopes { Engine.Deadlines.shared.disarm(scope.deadline) }
         driver.pointee.resolver = nil
+        driver.pointee.queue = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
         while let stage = rest.pop() { stop(stage.takeUnretainedValue()) }
@@ -3659,6 +3657,7 @@ nonisolated extension Engine.Run {
         }
         let driver = self.driver
         driver.pointee.resolver = nil
+        driver.pointee.queue = nil
         driver.pointee.plan.end(spill: &driver.pointee.spill)
         finish(slot)
     }
