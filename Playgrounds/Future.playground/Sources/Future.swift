@@ -1041,8 +1041,8 @@ nonisolated extension Promise {
     /// Runs `body` on `queue` when the chain gets here, as ``ensure(_:)`` does; the steps after it
     /// start once `body` has returned.
     ///
-    /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as state that the
-    /// queue guards: `fetchUser(id).ensure(on: queue) { spinner.stop() }.catch(report).run()`.
+    /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as state the queue
+    /// guards: `fetchUser(id).ensure(on: queue) { spinner.stop() }.catch(report).run()`.
     /// After `body`, the chain goes back to the queue it was on, if a hop took it there (with
     /// ``on(_:)``, or a step on the main actor), else on to a global queue: never on `queue`,
     /// whose `sync` a later step may call. Every move is queued, never a `sync`, so a chain that
