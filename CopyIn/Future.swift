@@ -2747,8 +2747,8 @@ nonisolated extension Engine {
         /// its output in the slot, to pop again when the queue carries the run on.
         var hopped = false
         /// The queue the run last hopped to, while the run is on it: until a thread other than
-        /// the queue's carries the run on, or the run ends. For a step to read: `ensure(on:)`
-        /// goes back to it.
+        /// the queue's carries the run on, or the run ends. For a step to read: the cleanup of
+        /// an ensure(on:) goes back to it.
         var queue: DispatchQueue?
         /// Whether the operation being called resolved on the driving thread (see `resolve`).
         var resolvedHere = false
