@@ -925,7 +925,8 @@ nonisolated extension Promise where Failure == Never {
 // MARK: - HandlingErrors
 
 // HandlingErrors.swift: steps that see the error, `mapError`, `recover`, `catch`, and the
-// cleanup `ensure`. Builds on `appending` and `mapOutcome` (Engine/Chain.swift).
+// cleanups `ensure` and `ensure(on:)`. Builds on `appending` and `mapOutcome` (Engine/Chain.swift),
+// and for `ensure(on:)` on the hop and the queue a run is on (Engine/Run.swift).
 
 nonisolated extension Promise {
     /// Transforms the error when the promise fails.
@@ -1027,33 +1028,50 @@ nonisolated extension Promise {
         }
     }
 
-    /// Runs `body` on `queue` when the chain gets here, as ``ensure(_:)`` does, and goes on at once.
+    /// Runs `body` on `queue` when the chain gets here, as ``ensure(_:)`` does; the steps after it
+    /// start once `body` has returned.
     ///
-    /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as a spinner on the main
-    /// queue: `fetchFeed().ensure(on: .main) { spinner.stop() }.catch(report).run()`. The steps
-    /// after it go on where the chain was, without waiting for `body`: unlike
-    /// `.on(queue).ensure { … }`, it moves nothing onto `queue`, so a later `queue.sync` cannot
-    /// deadlock on it.
+    /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as state the queue
+    /// guards: `fetchUser(id).ensure(on: queue) { spinner.stop() }.catch(report).run()`.
+    /// After `body`, the chain goes back to the queue it was on, if a hop took it there (with
+    /// ``on(_:)``, or a step on the main actor), else on to a global queue: never on `queue`,
+    /// whose `sync` a later step may call. Every move is queued, never a `sync`, so a chain that
+    /// is on `queue` already goes on too.
+    ///
+    /// A run cancelled before `body` has run queues it on `queue`, once the cancel handlers have
+    /// returned; the run's end does not wait for it.
     ///
     /// (Disfavored, so that `.main` means the main actor, as for ``done(on:tiedTo:_:)``; pass
     /// `DispatchQueue.main` to run a closure that is not the main actor's there.)
-    @inlinable @_disfavoredOverload public func ensure(
+    @_disfavoredOverload public func ensure(
         on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void
     ) -> Promise {
-        ensure { queue.async(execute: body) }
+        // The queue to go back to travels with the outcome, in the slot: every run has its own.
+        typealias Carried = Swift.Result<(Outcome, DispatchQueue?), Never>
+        let there: Guarantee<(Outcome, DispatchQueue?)> = appending(queue) { _, slot, run in
+            slot.put(Carried.success((slot.take(Outcome.self), run.driver.pointee.queue)))
+            return .hop(queue, nil)
+        }
+        let cancelled: @Sendable () -> Void = { queue.async(execute: body) }
+        return there.appending(cancelled, isEnsure: true) { _, slot, _ in
+            body()
+            let (outcome, back) = slot.take(Carried.self).get()
+            slot.put(outcome)
+            return .hop(back ?? .global(), nil)
+        }
     }
 
-    /// Runs `body` on the main actor when the chain gets here, as ``ensure(_:)`` does, and goes on
-    /// at once.
+    /// Runs `body` on the main actor when the chain gets here, as ``ensure(_:)`` does; the steps
+    /// after it start once `body` has returned.
     ///
     /// PromiseKit's `ensure(on: .main)`, for cleanup of main-actor state, such as a spinner of
-    /// the user interface: `fetchFeed().ensure(on: .main) { spinner.stop() }`. As with
-    /// ``ensure(on:_:)-(_,()->Void)``, the steps after it do not wait for `body`, and stay
-    /// where the chain was.
+    /// the user interface: `fetchFeed().ensure(on: .main) { spinner.stop() }`. The chain goes on
+    /// as after ``ensure(on:_:)-(_,()->Void)`` with the main queue: back to the queue it was on,
+    /// if a hop took it there, else on to a global queue.
     public func ensure(
         on _: MainActorContext, _ body: @escaping @MainActor @Sendable () -> Void
     ) -> Promise {
-        ensure { DispatchQueue.main.async { Guarantee<Void>.asMainActor(body) } }
+        ensure(on: DispatchQueue.main) { Guarantee<Void>.asMainActor(body) }
     }
 
     /// PromiseKit's last step after `catch`, which Future calls ``ensure(_:)``.
@@ -2730,6 +2748,10 @@ nonisolated extension Engine {
         /// Whether the run waits for a queue: the step that hopped is back on top of the plan,
         /// its output in the slot, to pop again when the queue carries the run on.
         var hopped = false
+        /// The queue the run last hopped to, while the run is on it: until a thread other than
+        /// the queue's carries the run on, or the run ends. For a step to read: the cleanup of
+        /// an ensure(on:) goes back to it.
+        var queue: DispatchQueue?
         /// Whether the operation being called resolved on the driving thread (see `resolve`).
         var resolvedHere = false
         /// Whether the tail holds a completion, still to be called or let go of.
@@ -3004,6 +3026,7 @@ nonisolated extension Engine.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
+        if !driver.pointee.hopped { driver.pointee.queue = nil }  // another thread carries it on
         if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
             driver.pointee.hopped = false
             stage = plan.pop()
@@ -3264,6 +3287,7 @@ nonisolated extension Engine.Run {
         let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
+        driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         let parked = locked { fields -> Bool in
             guard case .driving = fields.state else { return false }
@@ -3405,6 +3429,7 @@ nonisolated extension Engine.Run {
         abandonHop()
         let driver = self.driver
         driver.pointee.resolver = nil
+        driver.pointee.queue = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
         while let stage = rest.pop() { stop(stage.takeUnretainedValue()) }
@@ -3427,6 +3452,7 @@ nonisolated extension Engine.Run {
         }
         let driver = self.driver
         driver.pointee.resolver = nil
+        driver.pointee.queue = nil
         driver.pointee.plan.end(spill: &driver.pointee.spill)
         finish(slot)
     }

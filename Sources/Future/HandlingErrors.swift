@@ -1,5 +1,6 @@
 // HandlingErrors.swift: steps that see the error, `mapError`, `recover`, `catch`, and the
-// cleanup `ensure`. Builds on `appending` and `mapOutcome` (Engine/Chain.swift).
+// cleanups `ensure` and `ensure(on:)`. Builds on `appending` and `mapOutcome` (Engine/Chain.swift),
+// and for `ensure(on:)` on the hop and the queue a run is on (Engine/Run.swift).
 
 import Dispatch
 
@@ -103,33 +104,50 @@ nonisolated extension Promise {
         }
     }
 
-    /// Runs `body` on `queue` when the chain gets here, as ``ensure(_:)`` does, and goes on at once.
+    /// Runs `body` on `queue` when the chain gets here, as ``ensure(_:)`` does; the steps after it
+    /// start once `body` has returned.
     ///
-    /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as a spinner on the main
-    /// queue: `fetchFeed().ensure(on: .main) { spinner.stop() }.catch(report).run()`. The steps
-    /// after it go on where the chain was, without waiting for `body`: unlike
-    /// `.on(queue).ensure { … }`, it moves nothing onto `queue`, so a later `queue.sync` cannot
-    /// deadlock on it.
+    /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as state the queue
+    /// guards: `fetchUser(id).ensure(on: queue) { spinner.stop() }.catch(report).run()`.
+    /// After `body`, the chain goes back to the queue it was on, if a hop took it there (with
+    /// ``on(_:)``, or a step on the main actor), else on to a global queue: never on `queue`,
+    /// whose `sync` a later step may call. Every move is queued, never a `sync`, so a chain that
+    /// is on `queue` already goes on too.
+    ///
+    /// A run cancelled before `body` has run queues it on `queue`, once the cancel handlers have
+    /// returned; the run's end does not wait for it.
     ///
     /// (Disfavored, so that `.main` means the main actor, as for ``done(on:tiedTo:_:)``; pass
     /// `DispatchQueue.main` to run a closure that is not the main actor's there.)
-    @inlinable @_disfavoredOverload public func ensure(
+    @_disfavoredOverload public func ensure(
         on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void
     ) -> Promise {
-        ensure { queue.async(execute: body) }
+        // The queue to go back to travels with the outcome, in the slot: every run has its own.
+        typealias Carried = Swift.Result<(Outcome, DispatchQueue?), Never>
+        let there: Guarantee<(Outcome, DispatchQueue?)> = appending(queue) { _, slot, run in
+            slot.put(Carried.success((slot.take(Outcome.self), run.driver.pointee.queue)))
+            return .hop(queue, nil)
+        }
+        let cancelled: @Sendable () -> Void = { queue.async(execute: body) }
+        return there.appending(cancelled, isEnsure: true) { _, slot, _ in
+            body()
+            let (outcome, back) = slot.take(Carried.self).get()
+            slot.put(outcome)
+            return .hop(back ?? .global(), nil)
+        }
     }
 
-    /// Runs `body` on the main actor when the chain gets here, as ``ensure(_:)`` does, and goes on
-    /// at once.
+    /// Runs `body` on the main actor when the chain gets here, as ``ensure(_:)`` does; the steps
+    /// after it start once `body` has returned.
     ///
     /// PromiseKit's `ensure(on: .main)`, for cleanup of main-actor state, such as a spinner of
-    /// the user interface: `fetchFeed().ensure(on: .main) { spinner.stop() }`. As with
-    /// ``ensure(on:_:)-(_,()->Void)``, the steps after it do not wait for `body`, and stay
-    /// where the chain was.
+    /// the user interface: `fetchFeed().ensure(on: .main) { spinner.stop() }`. The chain goes on
+    /// as after ``ensure(on:_:)-(_,()->Void)`` with the main queue: back to the queue it was on,
+    /// if a hop took it there, else on to a global queue.
     public func ensure(
         on _: MainActorContext, _ body: @escaping @MainActor @Sendable () -> Void
     ) -> Promise {
-        ensure { DispatchQueue.main.async { Guarantee<Void>.asMainActor(body) } }
+        ensure(on: DispatchQueue.main) { Guarantee<Void>.asMainActor(body) }
     }
 
     /// PromiseKit's last step after `catch`, which Future calls ``ensure(_:)``.

@@ -100,7 +100,7 @@ private final class TokenStore: @unchecked Sendable {
         #expect(server.requests.value == 2)
     }
 
-    @Test func ensureOnAQueueLeavesTheChainWhereItWasSoAQueueSyncAfterItGoesOn() async throws {
+    @Test func ensureOnAQueueCleansUpBeforeTheNextStepWhichMaySyncOnTheQueue() async throws {
         let store = DispatchQueue(label: "contacts")
         let syncing = Counter()
         syncing.increment()
@@ -109,7 +109,7 @@ private final class TokenStore: @unchecked Sendable {
             .map { count in store.sync { (count, syncing.value) } }
         let (count, stillSyncing) = try #require(await synced.value)
         #expect(count == 3)
-        #expect(stillSyncing == 0)  // the cleanup queued before the `sync` ran first
+        #expect(stillSyncing == 0)  // the cleanup returned before the step started
     }
 
     @Test func aPendingPromiseWaitsForItsResolverMadeAtOnce() async {

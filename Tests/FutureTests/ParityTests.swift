@@ -709,6 +709,106 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
         withExtendedLifetime(resolver) {}
     }
 
+    /// PromiseKit's order: a chain awaited past `ensure(on:)` finds its cleanup done.
+    @Test func ensureOnAQueueIsDoneOnceTheChainIsAwaited() async {
+        let cleanedUp = Counter()
+        let value = await Guarantee(value: 1)
+            .ensure(on: DispatchQueue(label: "cleanup")) { cleanedUp.increment() }
+            .value
+        #expect(value == 1)
+        #expect(cleanedUp.value == 1)
+    }
+
+    /// The step after `ensure(on:)` starts once the cleanup has returned, also when the queue is
+    /// busy as the chain gets there.
+    @Test func theStepAfterEnsureOnAQueueStartsOnceTheCleanupHasReturned() {
+        let queue = DispatchQueue(label: "cleanup")
+        let busy = DispatchSemaphore(value: 0)
+        queue.async { busy.wait() }  // a cleanup that nothing waits for is still queued behind it
+        let log = Log()
+        let finished = Delivery<Void>()
+        Guarantee(value: 1)
+            .ensure(on: queue) { log.record("cleanup") }
+            .map { _ in log.record("next step") }
+            .run(some: { finished.send(()) })
+        busy.signal()
+        #expect(finished.wait() != nil)
+        #expect(log.all == ["cleanup", "next step"])
+    }
+
+    /// After the cleanup, the chain goes back to the queue it was on.
+    @Test func ensureOnAQueueGoesBackToTheQueueTheChainWasOn() {
+        let key = DispatchSpecificKey<String>()
+        let work = DispatchQueue(label: "work")
+        work.setSpecific(key: key, value: "work")
+        let cleanup = DispatchQueue(label: "cleanup")
+        cleanup.setSpecific(key: key, value: "cleanup")
+        let places = Log()
+        let finished = Delivery<Void>()
+        Guarantee(value: 1)
+            .on(work)
+            .ensure(on: cleanup) { places.record(DispatchQueue.getSpecific(key: key) ?? "none") }
+            .map { _ in places.record(DispatchQueue.getSpecific(key: key) ?? "none") }
+            .run(some: { finished.send(()) })
+        #expect(finished.wait() != nil)
+        #expect(places.all == ["cleanup", "work"])
+    }
+
+    /// A chain on the cleanup's queue already does not wait for itself: the cleanup and the way
+    /// back are each queued, never a `sync`.
+    @Test func ensureOnTheQueueTheChainIsOnGoesOn() {
+        let queue = DispatchQueue(label: "store")
+        let log = Log()
+        let finished = Delivery<Void>()
+        Guarantee(value: 1)
+            .on(queue)
+            .ensure(on: queue) { log.record("cleanup") }
+            .map { _ in log.record("next step") }
+            .run(some: { finished.send(()) })
+        #expect(finished.wait() != nil)
+        #expect(log.all == ["cleanup", "next step"])
+    }
+
+    /// A cancelled run still cleans up, on the queue, once; the step after it never starts.
+    @Test func aCancelledRunStillCleansUpOnTheQueue() {
+        let key = DispatchSpecificKey<Int>()
+        let queue = DispatchQueue(label: "cleanup")
+        queue.setSpecific(key: key, value: 1)
+        let cleanedUp = Delivery<Bool>()
+        let nextSteps = Counter()
+        let (never, resolver) = Guarantee<Int>.pending()
+        let handle =
+            never
+            .ensure(on: queue) { cleanedUp.send(DispatchQueue.getSpecific(key: key) == 1) }
+            .map { _ in nextSteps.increment() }
+            .run()
+        handle.cancel()
+        #expect(cleanedUp.wait() == true)
+        queue.sync {}  // behind a second cleanup, were there one
+        #expect(cleanedUp.all == [true])
+        #expect(nextSteps.value == 0)
+        withExtendedLifetime(resolver) {}
+    }
+
+    /// A run cancelled while it waits for the cleanup's queue cleans up once, there, and takes
+    /// no step after it.
+    @Test func aRunCancelledWhileItWaitsForTheCleanupsQueueCleansUpOnce() {
+        let queue = DispatchQueue(label: "cleanup")
+        let busy = DispatchSemaphore(value: 0)
+        queue.async { busy.wait() }
+        let cleanups = Counter()
+        let nextSteps = Counter()
+        let handle = Guarantee(value: 1)
+            .ensure(on: queue) { cleanups.increment() }
+            .map { _ in nextSteps.increment() }
+            .run()
+        handle.cancel()
+        busy.signal()
+        queue.sync {}  // behind the cleanup, queued as the run was cancelled
+        #expect(cleanups.value == 1)
+        #expect(nextSteps.value == 0)
+    }
+
     /// PromiseKit's meaning: the cleanup runs on the queue; the chain does not move there.
     @Test func ensureOnAQueueRunsTheCleanupThereAndMovesNothing() {
         let key = DispatchSpecificKey<Int>()

@@ -80,6 +80,10 @@ nonisolated extension Engine {
         /// Whether the run waits for a queue: the step that hopped is back on top of the plan,
         /// its output in the slot, to pop again when the queue carries the run on.
         var hopped = false
+        /// The queue the run last hopped to, while the run is on it: until a thread other than
+        /// the queue's carries the run on, or the run ends. For a step to read: the cleanup of
+        /// an ensure(on:) goes back to it.
+        var queue: DispatchQueue?
         /// Whether the operation being called resolved on the driving thread (see `resolve`).
         var resolvedHere = false
         /// Whether the tail holds a completion, still to be called or let go of.
@@ -354,6 +358,7 @@ nonisolated extension Engine.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
+        if !driver.pointee.hopped { driver.pointee.queue = nil }  // another thread carries it on
         if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
             driver.pointee.hopped = false
             stage = plan.pop()
@@ -614,6 +619,7 @@ nonisolated extension Engine.Run {
         let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.hopped = true
+        driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         let parked = locked { fields -> Bool in
             guard case .driving = fields.state else { return false }
@@ -755,6 +761,7 @@ nonisolated extension Engine.Run {
         abandonHop()
         let driver = self.driver
         driver.pointee.resolver = nil
+        driver.pointee.queue = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
         while let stage = rest.pop() { stop(stage.takeUnretainedValue()) }
@@ -777,6 +784,7 @@ nonisolated extension Engine.Run {
         }
         let driver = self.driver
         driver.pointee.resolver = nil
+        driver.pointee.queue = nil
         driver.pointee.plan.end(spill: &driver.pointee.spill)
         finish(slot)
     }
