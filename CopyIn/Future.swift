@@ -2694,7 +2694,9 @@ nonisolated extension Promise {
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step; from another thread, the run stops at its next operation,
 /// hop, entered promise or end (steps take no lock). (When both come at once, the run may stop as
-/// the other thread's cancel does.)
+/// the other thread's cancel does.) A run cancelled while a combination's members (or a
+/// `timeout`'s work) are in a step ends once they have stopped, so that nothing of them runs
+/// after its `ensure` steps.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -2827,11 +2829,13 @@ nonisolated extension Engine {
         /// The run waits for a queue to carry it on (see `Driver.hopped`).
         case awaitingQueue
         /// Cancelled while `thread` drives it (`nil` before it started), which halts it at its
-        /// next check; while `handlersRunning`, the canceller still calls the cancel handlers.
-        case cancelledWhileDriving(thread: pthread_t?, handlersRunning: Bool)
-        /// Cancelled while no thread drives it (or its driver stopped to let the canceller end
-        /// it): the canceller ends it once the handlers have returned.
-        case cancelledWhileWaiting
+        /// next check. `holds`: what its end waits for (see `hold()`): the canceller, until the
+        /// cancel handlers have returned, and each combination it runs whose members' runs have
+        /// not stopped yet.
+        case cancelledWhileDriving(thread: pthread_t?, holds: Int)
+        /// Cancelled while no thread drives it (or its driver stopped): the last of its `holds`
+        /// to be released ends it.
+        case cancelledWhileWaiting(holds: Int)
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
@@ -2860,9 +2864,8 @@ nonisolated extension Engine {
             case .calling: "calling an operation"
             case .awaitingResolver: "awaiting a resolver"
             case .awaitingQueue: "awaiting a queue"
-            case .cancelledWhileDriving(_, let running):
-                "cancelled while driving" + (running ? ", calling cancel handlers" : "")
-            case .cancelledWhileWaiting: "cancelled while waiting, calling cancel handlers"
+            case .cancelledWhileDriving(_, let holds): "cancelled while driving, \(holds) holds"
+            case .cancelledWhileWaiting(let holds): "cancelled while waiting, \(holds) holds"
             case .ended(let cancelledSince): cancelledSince ? "ended, then cancelled" : "ended"
             case .cancelled: "cancelled"
             }
@@ -2990,7 +2993,7 @@ nonisolated extension Engine.Run {
             switch fields.state {
             case .ended(cancelledSince: true):
                 fields.state = .cancelledWhileDriving(
-                    thread: pthread_self(), handlersRunning: false)
+                    thread: pthread_self(), holds: 0)
             case .idle, .ended(cancelledSince: false):
                 fields.state = .driving(thread: pthread_self())
             default:
@@ -3336,16 +3339,16 @@ nonisolated extension Engine.Run {
             if let call, !isPending(call, fields) { return nil }
             switch fields.state {
             case .idle:
-                fields.state = .cancelledWhileDriving(thread: nil, handlersRunning: true)
+                fields.state = .cancelledWhileDriving(thread: nil, holds: 1)
             case .calling(let thread):
-                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: true)
+                fields.state = .cancelledWhileDriving(thread: thread, holds: 1)
             case .driving(let thread):
                 if call == nil, pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledByStep = true
                 }
-                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: true)
+                fields.state = .cancelledWhileDriving(thread: thread, holds: 1)
             case .awaitingResolver, .awaitingQueue:
-                fields.state = .cancelledWhileWaiting
+                fields.state = .cancelledWhileWaiting(holds: 1)
             case .cancelledWhileDriving(let thread?, _)
             where call == nil && pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
@@ -3385,27 +3388,46 @@ nonisolated extension Engine.Run {
         _ handlers: [@Sendable (any Engine.Reporter) -> Void]
     ) {
         Engine.Nesting.cancelling(
-            { for handler in handlers { handler(self) } }, then: { self.handlersReturned() })
+            { for handler in handlers { handler(self) } }, then: { self.release() })
     }
 
-    private final func handlersReturned() {
+    /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
+    /// stopped yet: so that nothing of the members runs after the run's end (its `ensure` steps
+    /// and its completion). `false` if the run is not cancelled, or has ended.
+    @usableFromInline final func hold() -> Bool {
+        locked { fields in
+            switch fields.state {
+            case .cancelledWhileDriving(let thread, let holds):
+                fields.state = .cancelledWhileDriving(thread: thread, holds: holds + 1)
+            case .cancelledWhileWaiting(let holds):
+                fields.state = .cancelledWhileWaiting(holds: holds + 1)
+            default: return false
+            }
+            return true
+        }
+    }
+
+    /// Releases a hold (the canceller's, once the handlers have returned, or a combination's);
+    /// the last ends the run, if no thread drives it.
+    @usableFromInline final func release() {
         let ends = locked { fields -> Bool in
             switch fields.state {
-            case .cancelledWhileWaiting:
+            case .cancelledWhileWaiting(holds: 1):
                 fields.state = .cancelled
                 return true
-            case .cancelledWhileDriving(let thread, handlersRunning: true):
-                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: false)
-                return false  // its driver ends it
+            case .cancelledWhileWaiting(let holds):
+                fields.state = .cancelledWhileWaiting(holds: holds - 1)
+            case .cancelledWhileDriving(let thread, let holds):
+                fields.state = .cancelledWhileDriving(thread: thread, holds: holds - 1)
             default:
-                preconditionFailure("a cancel's handlers returned to a run \(fields.state)")
+                preconditionFailure("a hold released on a run \(fields.state)")
             }
+            return false
         }
         if ends { endCancelled() }
     }
 
-    /// The driving thread stops a cancelled run: it ends it, unless the canceller still calls
-    /// the handlers, in which case it leaves it for the canceller to end.
+    /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
     private final func halt() {
         switch driver.pointee.startsWith.take() {  // cancelled before it started
         case .operation?: _ = slot.take(Engine.Operation.self)
@@ -3413,8 +3435,8 @@ nonisolated extension Engine.Run {
         case nil: break
         }
         let ends = locked { fields -> Bool in
-            if case .cancelledWhileDriving(_, handlersRunning: true) = fields.state {
-                fields.state = .cancelledWhileWaiting
+            if case .cancelledWhileDriving(_, let holds) = fields.state, holds > 0 {
+                fields.state = .cancelledWhileWaiting(holds: holds)
                 return false
             }
             fields.state = .cancelled
@@ -4166,11 +4188,13 @@ nonisolated extension Engine {
 
         /// Whether the combination still runs: members start and report while it is `open`,
         /// with the resolver that settles it; decided to settle once the runs it cancels have
-        /// stopped, it is `stopping` until the last ends; once it has settled or been cancelled,
-        /// it is `closed`.
+        /// stopped, it is `stopping` until the last ends; cancelled while member runs go on, it
+        /// is `holding` the end of its run (see `Run.hold()`) until the last ends; once it has
+        /// settled or been cancelled, it is `closed`.
         @usableFromInline enum State {
             case open(Resolver<Output, OutFailure>)
             case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
+            case holding(Run)
             case closed
         }
 
@@ -4188,7 +4212,7 @@ nonisolated extension Engine {
             outer = resolver.run
             // (Read before a cancel can let go of the members.)
             if members.isEmpty { return settle(decide(tally, .noMembers), resolver) }
-            resolver.onCancel { [self] _ in stop() }
+            resolver.onCancel { [self] _ in stop(holding: outer) }
             launch()
         }
 
@@ -4252,6 +4276,7 @@ nonisolated extension Engine {
         @inlinable @discardableResult
         func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
             var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
+            var released: Run?
             var ends = false
             var stops = false
             // The members' outcomes, and a called member's cancel handlers, go outside the lock.
@@ -4260,17 +4285,25 @@ nonisolated extension Engine {
             )
             let (settled, handlers) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
-                if case .stopping(let resolver, let outcome) = state {
-                    // A run it cancelled ended; the last settles it.
-                    guard case .run? = running[index] else { return (nil, nil) }
-                    running[index] = nil
+                guard running[index] != nil else { return (nil, nil) }
+                running[index] = nil  // (in every state: `stopping` and `holding` wait for it)
+                switch state {
+                case .open: break
+                case .closed: return (nil, nil)
+                case .stopping, .holding:
+                    // A run it cancelled ended; the last settles it, or releases its run.
                     guard !isRunningAMember else { return (nil, nil) }
-                    state = .closed
+                    defer { state = .closed }
+                    if case .holding(let run) = state {
+                        released = run
+                        return (nil, nil)
+                    }
+                    guard case .stopping(let resolver, let outcome) = state else {
+                        return (nil, nil)
+                    }
                     return ((.settle(outcome), resolver, tally), nil)
                 }
-                guard isOpen, running[index] != nil else { return (nil, nil) }
                 ends = true
-                running[index] = nil
                 // (Not a lookup, which hashes, when no member has any.)
                 let handlers =
                     cancelHandlers.isEmpty ? nil : cancelHandlers.removeValue(forKey: index)
@@ -4304,6 +4337,7 @@ nonisolated extension Engine {
             withExtendedLifetime(handlers) {}
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
             if stops { stop() }
+            released?.release()
             if claimed { launch() }
             return ends
         }
@@ -4323,7 +4357,11 @@ nonisolated extension Engine {
         /// comes while the run that settled it is still cancelling the members must not return
         /// before they are (cancelling one twice is a no-op). The members it never started that
         /// ignore cancel start now (see `startIgnored`).
-        @inlinable func stop() {
+        /// With `holding`: the combination's run was cancelled, and its end waits for the members'
+        /// runs to stop.
+        @inlinable func stop(holding run: Run? = nil) {
+            let held = run?.hold() ?? false
+            var holds = false
             // The state it closes, with the resolver of a combination still open, goes outside
             // the lock.
             typealias Stopped = (
@@ -4336,8 +4374,12 @@ nonisolated extension Engine {
                 let unstarted = members.dropFirst(started)
                 members = []  // the unstarted start here if they ignore cancel, or never
                 let previous = (state, tally)
-                // (A stopping combination closes as the last run it cancelled ends.)
-                if isOpen { state = .closed }
+                if held, let run, isRunningAMember {
+                    state = .holding(run)
+                    holds = true
+                } else if isOpen {
+                    state = .closed  // (else as the last run it cancelled ends)
+                }
                 tally.outcomes = []
                 let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
                 let handlers = cancelHandlers.sorted { $0.key < $1.key }
@@ -4345,6 +4387,7 @@ nonisolated extension Engine {
                 return (runs, handlers, unstarted, previous)
             }
             withExtendedLifetime(closed) {}  // see `Lock`
+            if held && !holds { run?.release() }  // no member run to wait for
             for run in runs { _ = run.cancel(call: nil) }
             // After the runs' cancels, which a cancel under way on this thread does later.
             Nesting.cancelling(

@@ -35,7 +35,9 @@
 //   `when`, `when(resolved:)`, `any`, `race`, `race(fulfilled:)` (with no members too); a member
 //   that ends by cancellation ends a `when`/`any` so, and drops out of a race; a decided
 //   combination cancels the members still running and starts none, but those that begin with
-//   `ignoringCancel()`, which start as it ends.
+//   `ignoringCancel()`, which start as it ends. A cancelled combination's run ends (its `ensure`
+//   steps, then its completion hears of it) once the members it cancelled that run steps have
+//   stopped: a member in a step stops after it (RunHandle).
 // - TestingTime.md, ManualClock: timers fire on `advance`, earliest deadline first, same
 //   deadlines in the order set; steps a timer wakes run before the advance returns; cancelling a
 //   run removes its timers at once (`timerCount`). `timeout(_:orFailWith:clock:)` races the work
@@ -876,7 +878,7 @@ final class MCModel {
                     (nil, Self.isOperationAlone(inner), { self.start(inner, $0) }),
                     (nil, false, timer),
                 ],
-                limit: .max, act
+                limit: .max, act, settlesOnceStopped: true
             ) { _, ending in
                 if case .outcome(_, let outcome) = ending { return .settle(outcome) }
                 return .cancel
@@ -1122,9 +1124,12 @@ final class MCModel {
     /// Runs members, at most `limit` at once, asking `policy` as each ends (and at once with
     /// none); once decided, cancels those still running and starts those not started that
     /// ignore cancel.
+    /// A combination. Cancelled (or deciding to be), it ends once the members it cancelled that
+    /// run in runs of their own (not operations alone) have stopped: a member in a step stops
+    /// after it. A timeout (`settlesOnceStopped`) so waits to settle too.
     func join(
         _ members: [(ignored: (() -> Void)?, alone: Bool, start: (MCAct) -> Void)], limit: Int,
-        _ act: MCAct,
+        _ act: MCAct, settlesOnceStopped: Bool = false,
         policy: @escaping (Tally, Ending) -> Decision
     ) {
         var tally = Tally(repeating: nil, count: members.count)
@@ -1132,6 +1137,14 @@ final class MCModel {
         var next = 0
         var running = 0
         var closed = false
+        /// What ends the act once the member runs it cancelled have stopped.
+        var whenStopped: (() -> Void)?
+        func runsStopped() -> Bool {
+            (0..<next).allSatisfy { members[$0].alone || acts[$0]?.isOver ?? true }
+        }
+        func once(stopped end: @escaping () -> Void) {
+            if runsStopped() { end() } else { whenStopped = end }
+        }
         func close() {
             closed = true
             // The docs leave open the order in which the members still running are cancelled:
@@ -1160,10 +1173,14 @@ final class MCModel {
             case .wait: pump()
             case .settle(let outcome):
                 close()
-                act.finish(outcome)
+                if settlesOnceStopped {
+                    once { act.finish(outcome) }
+                } else {
+                    act.finish(outcome)
+                }
             case .cancel:
                 close()
-                act.finish(nil)
+                once { act.finish(nil) }
             }
         }
         // Members start in a loop, not nested: a member that ends while another starts makes room
@@ -1178,7 +1195,13 @@ final class MCModel {
                 next += 1
                 running += 1
                 let member = MCAct { end in
-                    guard !closed else { return }
+                    guard !closed else {
+                        if let end = whenStopped, runsStopped() {
+                            whenStopped = nil
+                            end()
+                        }
+                        return
+                    }
                     running -= 1
                     tally[index] = .some(end)
                     apply(policy(tally, end.map { .outcome(index, $0) } ?? .cancelled(index)))
@@ -1189,7 +1212,7 @@ final class MCModel {
         }
         act.onCancel = {
             close()
-            act.finishCancelled()
+            once { act.finishCancelled() }
         }
         operating(act) {
             if members.isEmpty { apply(policy(tally, .noMembers)) } else { pump() }

@@ -182,6 +182,30 @@ import Testing
         #expect(ensured.value == 1)
     }
 
+    // Each timeout is a combination of its work and an alarm: the outer one's deadline passing
+    // cancels the inner one's run, whose end waits for its work's run, in a step, to stop. Found
+    // by the model checker's real-time mode, where the completion came during the step.
+    @Test func nestedTimeoutsWhoseDeadlinesPassDuringAStepSettleAfterItAndItsEnsure() {
+        let log = Log()
+        let ended = Delivery<Void>()
+        let pending = Pending<Int>()
+        pending.promise
+            .map { value -> Int in
+                spin(microseconds: 50_000)  // past both deadlines
+                log.record("step returned")
+                return value
+            }
+            .ensure { log.record("work's ensure") }
+            .timeout(.milliseconds(20), orFailWith: TestError("inner"))
+            .timeout(.milliseconds(2), orFailWith: TestError("outer"))
+            .ensure { ended.send(()) }
+            .run { log.record("completion \($0)") }
+        pending.resolvers.wait()?.fulfill(1)
+        #expect(ended.wait() != nil)
+        #expect(log.all.first == "step returned")
+        #expect(log.all.dropFirst().first == "work's ensure")
+    }
+
     @Test func aStepThatCancelsItsRunAfterItsDeadlinePassedStopsIt() {
         final class Box: @unchecked Sendable { var handle: RunHandle? }
         let box = Box()

@@ -156,11 +156,13 @@ nonisolated extension Engine {
 
         /// Whether the combination still runs: members start and report while it is `open`,
         /// with the resolver that settles it; decided to settle once the runs it cancels have
-        /// stopped, it is `stopping` until the last ends; once it has settled or been cancelled,
-        /// it is `closed`.
+        /// stopped, it is `stopping` until the last ends; cancelled while member runs go on, it
+        /// is `holding` the end of its run (see `Run.hold()`) until the last ends; once it has
+        /// settled or been cancelled, it is `closed`.
         @usableFromInline enum State {
             case open(Resolver<Output, OutFailure>)
             case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
+            case holding(Run)
             case closed
         }
 
@@ -178,7 +180,7 @@ nonisolated extension Engine {
             outer = resolver.run
             // (Read before a cancel can let go of the members.)
             if members.isEmpty { return settle(decide(tally, .noMembers), resolver) }
-            resolver.onCancel { [self] _ in stop() }
+            resolver.onCancel { [self] _ in stop(holding: outer) }
             launch()
         }
 
@@ -242,6 +244,7 @@ nonisolated extension Engine {
         @inlinable @discardableResult
         func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
             var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
+            var released: Run?
             var ends = false
             var stops = false
             // The members' outcomes, and a called member's cancel handlers, go outside the lock.
@@ -250,17 +253,25 @@ nonisolated extension Engine {
             )
             let (settled, handlers) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
-                if case .stopping(let resolver, let outcome) = state {
-                    // A run it cancelled ended; the last settles it.
-                    guard case .run? = running[index] else { return (nil, nil) }
-                    running[index] = nil
+                guard running[index] != nil else { return (nil, nil) }
+                running[index] = nil  // (in every state: `stopping` and `holding` wait for it)
+                switch state {
+                case .open: break
+                case .closed: return (nil, nil)
+                case .stopping, .holding:
+                    // A run it cancelled ended; the last settles it, or releases its run.
                     guard !isRunningAMember else { return (nil, nil) }
-                    state = .closed
+                    defer { state = .closed }
+                    if case .holding(let run) = state {
+                        released = run
+                        return (nil, nil)
+                    }
+                    guard case .stopping(let resolver, let outcome) = state else {
+                        return (nil, nil)
+                    }
                     return ((.settle(outcome), resolver, tally), nil)
                 }
-                guard isOpen, running[index] != nil else { return (nil, nil) }
                 ends = true
-                running[index] = nil
                 // (Not a lookup, which hashes, when no member has any.)
                 let handlers =
                     cancelHandlers.isEmpty ? nil : cancelHandlers.removeValue(forKey: index)
@@ -294,6 +305,7 @@ nonisolated extension Engine {
             withExtendedLifetime(handlers) {}
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
             if stops { stop() }
+            released?.release()
             if claimed { launch() }
             return ends
         }
@@ -313,7 +325,11 @@ nonisolated extension Engine {
         /// comes while the run that settled it is still cancelling the members must not return
         /// before they are (cancelling one twice is a no-op). The members it never started that
         /// ignore cancel start now (see `startIgnored`).
-        @inlinable func stop() {
+        /// With `holding`: the combination's run was cancelled, and its end waits for the members'
+        /// runs to stop.
+        @inlinable func stop(holding run: Run? = nil) {
+            let held = run?.hold() ?? false
+            var holds = false
             // The state it closes, with the resolver of a combination still open, goes outside
             // the lock.
             typealias Stopped = (
@@ -326,8 +342,12 @@ nonisolated extension Engine {
                 let unstarted = members.dropFirst(started)
                 members = []  // the unstarted start here if they ignore cancel, or never
                 let previous = (state, tally)
-                // (A stopping combination closes as the last run it cancelled ends.)
-                if isOpen { state = .closed }
+                if held, let run, isRunningAMember {
+                    state = .holding(run)
+                    holds = true
+                } else if isOpen {
+                    state = .closed  // (else as the last run it cancelled ends)
+                }
                 tally.outcomes = []
                 let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
                 let handlers = cancelHandlers.sorted { $0.key < $1.key }
@@ -335,6 +355,7 @@ nonisolated extension Engine {
                 return (runs, handlers, unstarted, previous)
             }
             withExtendedLifetime(closed) {}  // see `Lock`
+            if held && !holds { run?.release() }  // no member run to wait for
             for run in runs { _ = run.cancel(call: nil) }
             // After the runs' cancels, which a cancel under way on this thread does later.
             Nesting.cancelling(

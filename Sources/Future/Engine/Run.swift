@@ -26,7 +26,9 @@ import Dispatch
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step; from another thread, the run stops at its next operation,
 /// hop, entered promise or end (steps take no lock). (When both come at once, the run may stop as
-/// the other thread's cancel does.)
+/// the other thread's cancel does.) A run cancelled while a combination's members (or a
+/// `timeout`'s work) are in a step ends once they have stopped, so that nothing of them runs
+/// after its `ensure` steps.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -159,11 +161,13 @@ nonisolated extension Engine {
         /// The run waits for a queue to carry it on (see `Driver.hopped`).
         case awaitingQueue
         /// Cancelled while `thread` drives it (`nil` before it started), which halts it at its
-        /// next check; while `handlersRunning`, the canceller still calls the cancel handlers.
-        case cancelledWhileDriving(thread: pthread_t?, handlersRunning: Bool)
-        /// Cancelled while no thread drives it (or its driver stopped to let the canceller end
-        /// it): the canceller ends it once the handlers have returned.
-        case cancelledWhileWaiting
+        /// next check. `holds`: what its end waits for (see `hold()`): the canceller, until the
+        /// cancel handlers have returned, and each combination it runs whose members' runs have
+        /// not stopped yet.
+        case cancelledWhileDriving(thread: pthread_t?, holds: Int)
+        /// Cancelled while no thread drives it (or its driver stopped): the last of its `holds`
+        /// to be released ends it.
+        case cancelledWhileWaiting(holds: Int)
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
@@ -192,9 +196,8 @@ nonisolated extension Engine {
             case .calling: "calling an operation"
             case .awaitingResolver: "awaiting a resolver"
             case .awaitingQueue: "awaiting a queue"
-            case .cancelledWhileDriving(_, let running):
-                "cancelled while driving" + (running ? ", calling cancel handlers" : "")
-            case .cancelledWhileWaiting: "cancelled while waiting, calling cancel handlers"
+            case .cancelledWhileDriving(_, let holds): "cancelled while driving, \(holds) holds"
+            case .cancelledWhileWaiting(let holds): "cancelled while waiting, \(holds) holds"
             case .ended(let cancelledSince): cancelledSince ? "ended, then cancelled" : "ended"
             case .cancelled: "cancelled"
             }
@@ -322,7 +325,7 @@ nonisolated extension Engine.Run {
             switch fields.state {
             case .ended(cancelledSince: true):
                 fields.state = .cancelledWhileDriving(
-                    thread: pthread_self(), handlersRunning: false)
+                    thread: pthread_self(), holds: 0)
             case .idle, .ended(cancelledSince: false):
                 fields.state = .driving(thread: pthread_self())
             default:
@@ -668,16 +671,16 @@ nonisolated extension Engine.Run {
             if let call, !isPending(call, fields) { return nil }
             switch fields.state {
             case .idle:
-                fields.state = .cancelledWhileDriving(thread: nil, handlersRunning: true)
+                fields.state = .cancelledWhileDriving(thread: nil, holds: 1)
             case .calling(let thread):
-                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: true)
+                fields.state = .cancelledWhileDriving(thread: thread, holds: 1)
             case .driving(let thread):
                 if call == nil, pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledByStep = true
                 }
-                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: true)
+                fields.state = .cancelledWhileDriving(thread: thread, holds: 1)
             case .awaitingResolver, .awaitingQueue:
-                fields.state = .cancelledWhileWaiting
+                fields.state = .cancelledWhileWaiting(holds: 1)
             case .cancelledWhileDriving(let thread?, _)
             where call == nil && pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
@@ -717,27 +720,46 @@ nonisolated extension Engine.Run {
         _ handlers: [@Sendable (any Engine.Reporter) -> Void]
     ) {
         Engine.Nesting.cancelling(
-            { for handler in handlers { handler(self) } }, then: { self.handlersReturned() })
+            { for handler in handlers { handler(self) } }, then: { self.release() })
     }
 
-    private final func handlersReturned() {
+    /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
+    /// stopped yet: so that nothing of the members runs after the run's end (its `ensure` steps
+    /// and its completion). `false` if the run is not cancelled, or has ended.
+    @usableFromInline final func hold() -> Bool {
+        locked { fields in
+            switch fields.state {
+            case .cancelledWhileDriving(let thread, let holds):
+                fields.state = .cancelledWhileDriving(thread: thread, holds: holds + 1)
+            case .cancelledWhileWaiting(let holds):
+                fields.state = .cancelledWhileWaiting(holds: holds + 1)
+            default: return false
+            }
+            return true
+        }
+    }
+
+    /// Releases a hold (the canceller's, once the handlers have returned, or a combination's);
+    /// the last ends the run, if no thread drives it.
+    @usableFromInline final func release() {
         let ends = locked { fields -> Bool in
             switch fields.state {
-            case .cancelledWhileWaiting:
+            case .cancelledWhileWaiting(holds: 1):
                 fields.state = .cancelled
                 return true
-            case .cancelledWhileDriving(let thread, handlersRunning: true):
-                fields.state = .cancelledWhileDriving(thread: thread, handlersRunning: false)
-                return false  // its driver ends it
+            case .cancelledWhileWaiting(let holds):
+                fields.state = .cancelledWhileWaiting(holds: holds - 1)
+            case .cancelledWhileDriving(let thread, let holds):
+                fields.state = .cancelledWhileDriving(thread: thread, holds: holds - 1)
             default:
-                preconditionFailure("a cancel's handlers returned to a run \(fields.state)")
+                preconditionFailure("a hold released on a run \(fields.state)")
             }
+            return false
         }
         if ends { endCancelled() }
     }
 
-    /// The driving thread stops a cancelled run: it ends it, unless the canceller still calls
-    /// the handlers, in which case it leaves it for the canceller to end.
+    /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
     private final func halt() {
         switch driver.pointee.startsWith.take() {  // cancelled before it started
         case .operation?: _ = slot.take(Engine.Operation.self)
@@ -745,8 +767,8 @@ nonisolated extension Engine.Run {
         case nil: break
         }
         let ends = locked { fields -> Bool in
-            if case .cancelledWhileDriving(_, handlersRunning: true) = fields.state {
-                fields.state = .cancelledWhileWaiting
+            if case .cancelledWhileDriving(_, let holds) = fields.state, holds > 0 {
+                fields.state = .cancelledWhileWaiting(holds: holds)
                 return false
             }
             fields.state = .cancelled
