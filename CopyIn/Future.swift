@@ -31,8 +31,8 @@ import Dispatch
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
 // A step that returns a promise enters it (`flatMap`, Chaining.swift): its stages run in the
-// same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
-// enters its work in a scope of the run that a deadline cancels (Time.swift).
+// same run, with no nesting; a promise of an operation alone is called in place. A `timeout` is a
+// combination of its work and an alarm (Time.swift).
 
 /// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
 ///
@@ -2172,9 +2172,9 @@ nonisolated public enum PromiseDiagnostics {
 
 // Engine/Chain.swift: the engine, first file: how a chain is stored, and the two primitives that
 // add a step to one. The engine's other files: Run.swift (a run, its states, and what gets its
-// outcome), Deadlines.swift (the time runs wait for), Nesting.swift (runs and releases nested on
-// one stack), Join.swift (combinations), Shared.swift (`share()` and `pending()`), MainActor.swift,
-// Timeline.swift (a manual clock's time) and Lock.swift.
+// outcome), Join.swift (combinations, and `timeout`), Shared.swift (`share()` and `pending()`),
+// Nesting.swift (runs and releases nested on one stack), Deadlines.swift (Dispatch's time: hops
+// and alarms), Timeline.swift (a clock's time), MainActor.swift and Lock.swift.
 //
 // Glossary: one meaning a word, in these files.
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
@@ -2195,9 +2195,14 @@ nonisolated public enum PromiseDiagnostics {
 //   nested: so no step grows the thread's stack. (A promise of an operation alone is called in
 //   place.)
 // - hop: a step's request that the run go on on a queue, perhaps at a deadline (`Next.hop`).
-// - scope: the steps a `timeout` entered, which its deadline cancels if it passes first.
-// - halt: stop a cancelled run (its `ensure` steps ahead run, and its completion hears of it),
-//   or a cancelled scope (its steps end, and the run goes on).
+// - alarm: what a `timeout` races its work against, set on a clock once the work waits.
+// - The four verbs of stopping, one meaning each: `cancel`, ask a run (or a combination's
+//   members) to stop, from any thread; `stop`, what the driving thread does with a cancelled
+//   run at its next check; `skip`, what a stopped run does with each stage still ahead (an
+//   `ensure` step runs all the same); `end`, a run's last transition, with an outcome or
+//   cancelled (its completion hears of it once).
+// - hold: what a cancelled run's end waits for: the canceller's handlers, and the member runs of
+//   a combination it runs that have not stopped yet.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -2427,7 +2432,7 @@ nonisolated extension Engine {
         case proceed
         case enter(Stage)
         case called, wait
-        case halt
+        case stop
         case hop(DispatchQueue, DispatchTime?)
     }
 
@@ -2679,12 +2684,39 @@ nonisolated extension Promise {
 // MARK: - Engine/Run
 
 // Engine/Run.swift: a run, the one execution of a chain that a terminal starts, and the handle
-// that cancels it. Builds on Chain.swift (the stages, the slot, the plan) and Lock.swift. A run is
-// one allocation, a `ManagedBuffer`: its fields, then in its tail its completion, its slot and the
-// stack of the stages it has still to take. Its `state` names where it is, and changes under the
-// lock, one event at a time: starting, calling an operation, the operation returning, its resolver
-// reporting, a hop, a scope's deadline passing, cancelling, ending. Each event is a method below that changes the state in one
-// lock section and returns what to do once the lock is let go of.
+// that cancels it. Builds on Chain.swift (the stages, the slot, the plan). A run is one
+// allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
+// driving thread owns, its completion, its slot and the stack of the stages it has still to take.
+// Its `state` names where it is. Each event is a method below that changes the state in one lock
+// section and returns what to do once the lock is let go of. The transitions (t: the thread that
+// drives; h: holds on a cancelled run's end, see `hold()`):
+//
+//   state                       event                          new state                  then
+//   idle                        start                          driving(t)                 drive
+//   ended(cancelledSince: f)    start (the next member)        driving(t)                 drive
+//   ended(cancelledSince: t)    start                          cancelledWhileDriving(t,0) stop
+//   driving(t)                  an operation called            calling(t)                 call it
+//   calling(t)                  its resolver reports           driving(t)                 go on
+//   calling(t)                  the operation returns          awaitingResolver           wait
+//   awaitingResolver            its resolver reports           driving(reporter's)        drive
+//   driving(t)                  a hop                          awaitingQueue              wait
+//   awaitingQueue               the queue arrives              driving(queue's)           drive
+//   driving(t)                  the last step ran              ended(cancelledSince: f)   complete
+//   idle, driving, calling      cancel                         cancelledWhileDriving(t,1) handlers
+//   awaitingResolver/Queue      cancel                         cancelledWhileWaiting(1)   handlers
+//   ended(cancelledSince: f)    cancel                         ended(cancelledSince: t)   -
+//   cancelledWhileDriving(t,h)  a step of t cancels            unchanged                  stop next
+//   cancelled…(h)               hold (a combination)           cancelled…(h + 1)          -
+//   cancelled…(h)               release (handlers returned)    cancelled…(h - 1)          -
+//   cancelledWhileWaiting(1)    release                        cancelled                  end
+//   cancelledWhileDriving(t,h)  t stops (h > 0)                cancelledWhileWaiting(h)   -
+//   cancelledWhileDriving(t,0)  t stops                        cancelled                  end
+//   any other                   any other event                unchanged                  -
+//
+// Beside the state, under the lock: the number of calls (in every state, so that a resolver of
+// an earlier call counts for nothing), whether the latest call resolved (which a cancel that
+// comes between its report and the driving thread's next check needs), and the pending call's
+// cancel handlers.
 
 /// A run of a promise, returned by every terminal, to cancel it.
 ///
@@ -2718,8 +2750,7 @@ nonisolated extension Engine {
         var state = State.idle
         /// Whether the latest call's resolver reported an outcome.
         var resolved = false
-        /// How many operations the run has called: each call's number is its count; a call a
-        /// scope gave up on no longer counts.
+        /// How many operations the run has called: each call's number is its count.
         var calls = 0
         /// What fewer runs need, made when first needed.
         var extras: Extras?
@@ -2828,7 +2859,7 @@ nonisolated extension Engine {
         case awaitingResolver
         /// The run waits for a queue to carry it on (see `Driver.hopped`).
         case awaitingQueue
-        /// Cancelled while `thread` drives it (`nil` before it started), which halts it at its
+        /// Cancelled while `thread` drives it (`nil` before it started), which stops it at its
         /// next check. `holds`: what its end waits for (see `hold()`): the canceller, until the
         /// cancel handlers have returned, and each combination it runs whose members' runs have
         /// not stopped yet.
@@ -3010,7 +3041,7 @@ nonisolated extension Engine.Run {
             slot.put(first)
             driver.pointee.startsWith = .stage
         }
-        let resumption = cancelled ? Resumption.halt : .drive
+        let resumption = cancelled ? Resumption.stop : .drive
         immediately ? resume(resumption) : proceed(resumption)
     }
 
@@ -3051,7 +3082,7 @@ nonisolated extension Engine.Run {
             if let top = plan.top {
                 top.parent!.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)
-                return halt()
+                return stop()
             }
         } else if let first = plan.pop() {
             stage = first
@@ -3078,7 +3109,7 @@ nonisolated extension Engine.Run {
                         _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
                     }
                     swap(&plan, &driver.pointee.plan)
-                    return halt()
+                    return stop()
                 }
             case .enter(let inner):
                 fitSlot(to: inner)
@@ -3086,12 +3117,12 @@ nonisolated extension Engine.Run {
                 plan.enter(inner, spill: &driver.pointee.spill)
                 if read({ $0.isCancelled }) {
                     swap(&plan, &driver.pointee.plan)
-                    return halt()
+                    return stop()
                 }
             case .called, .wait: return
-            case .halt:
+            case .stop:
                 swap(&plan, &driver.pointee.plan)
-                return halt()
+                return stop()
             case .hop(let queue, let deadline):
                 // The step back on the plan, its output in the slot, until the queue carries
                 // the run on. Moved, not kept: a thread that kept the plan could release the
@@ -3114,13 +3145,13 @@ nonisolated extension Engine.Run {
     final func resume(_ resumption: Resumption) {
         switch resumption {
         case .drive: drive()
-        case .halt: halt()
+        case .stop: stop()
         }
     }
 
     /// What a run does next, once there is room on the stack.
     enum Resumption {
-        case drive, halt
+        case drive, stop
     }
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
@@ -3152,7 +3183,7 @@ nonisolated extension Engine.Run {
     ) -> Next {
         guard let call = beginCall() else {
             ignored.map(startIgnored)
-            return .halt
+            return .stop
         }
         // A resolver of its own for each call: one that served an earlier call may still be held
         // where no reference count shows it (an Objective-C weak reference), and report late. The
@@ -3199,7 +3230,7 @@ nonisolated extension Engine.Run {
             case .driving: return (.proceed, nil)
             default:
                 // Cancelled: an outcome that came first is in the slot, for the loop to drop.
-                let next: Next = fields.resolved ? .proceed : .halt
+                let next: Next = fields.resolved ? .proceed : .stop
                 return (next, self.driver.pointee.resolver.take())
             }
         }
@@ -3300,14 +3331,14 @@ nonisolated extension Engine.Run {
             return true
         }
         guard parked else {
-            abandonHop()
-            return halt()
+            cancelHop()
+            return stop()
         }
         if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
 
     /// Lets go of the hop a run no longer waits for: its deadline, and the output it held.
-    private final func abandonHop() {
+    private final func cancelHop() {
         let driver = self.driver
         guard driver.pointee.hopped else { return }
         driver.pointee.hopped = false
@@ -3333,7 +3364,7 @@ nonisolated extension Engine.Run {
 
 nonisolated extension Engine.Run {
     /// Cancels the run, if it is still going (and call `call`, if given, is still pending): calls
-    /// the handlers, then halts the run if it waits, or once the thread driving it stops.
+    /// the handlers, then ends the run if it waits, or once the thread driving it stops.
     @usableFromInline final func cancel(call: Int?) -> Bool {
         let handlers = locked { fields -> [@Sendable (any Engine.Reporter) -> Void]? in
             if let call, !isPending(call, fields) { return nil }
@@ -3428,10 +3459,10 @@ nonisolated extension Engine.Run {
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
-    private final func halt() {
+    private final func stop() {
         switch driver.pointee.startsWith.take() {  // cancelled before it started
         case .operation?: _ = slot.take(Engine.Operation.self)
-        case .stage?: stop(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
+        case .stage?: skip(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
         case nil: break
         }
         let ends = locked { fields -> Bool in
@@ -3448,13 +3479,13 @@ nonisolated extension Engine.Run {
     /// Ends a cancelled run: lets go of what waited for a queue or a deadline, then runs the
     /// `ensure` steps still ahead, innermost chain first.
     private final func endCancelled() {
-        abandonHop()
+        cancelHop()
         let driver = self.driver
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
-        while let stage = rest.pop() { stop(stage.takeUnretainedValue()) }
+        while let stage = rest.pop() { skip(stage.takeUnretainedValue()) }
         rest.end(spill: &driver.pointee.spill)
         swap(&rest, &driver.pointee.plan)  // its memory, for another chain
         finish(nil)
@@ -3470,7 +3501,7 @@ nonisolated extension Engine.Run {
         }
         guard deliver else {
             _ = driver.pointee.specialized(self, .dropOutcome(slot))  // the outcome nobody may have
-            return halt()
+            return stop()
         }
         let driver = self.driver
         driver.pointee.resolver = nil
@@ -3481,7 +3512,7 @@ nonisolated extension Engine.Run {
 
     /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
     /// work of an `ignoringCancel()` promise starts.
-    private final func stop(_ stage: Stage) {
+    private final func skip(_ stage: Stage) {
         // A `timeout`'s first stage holds its work's chain, which the run never started: its
         // steps are stopped here too, first step first. (A list, not recursion, for timeouts
         // nested deep.)
@@ -4031,9 +4062,10 @@ nonisolated extension Engine {
 // MARK: - Engine/Join
 
 // Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race`,
-// `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join starts a run for each member (inside the
-// combination's run, for its ties), asks its policy what to do each time a member ends, and
-// settles the combination's resolver with the policy's verdict.
+// `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join calls each member that is
+// an operation alone, and starts a run for each other member (inside the combination's run, for
+// its ties); it asks its policy what to do each time a member ends, and settles the
+// combination's resolver with the policy's verdict.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run, at once or,
@@ -4212,7 +4244,7 @@ nonisolated extension Engine {
             outer = resolver.run
             // (Read before a cancel can let go of the members.)
             if members.isEmpty { return settle(decide(tally, .noMembers), resolver) }
-            resolver.onCancel { [self] _ in stop(holding: outer) }
+            resolver.onCancel { [self] _ in cancelMembers(holding: outer) }
             launch()
         }
 
@@ -4232,7 +4264,7 @@ nonisolated extension Engine {
             let ended = Callback<Member, Failure> { [self] run, outcome in end(run.member, outcome)
             }
             // A member is in `running` from the moment it is claimed, before it starts, so that
-            // `stop()` reaches it: a member cancelled before `start` never begins (even on a run
+            // `cancelMembers()` reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
             while let launch = lock.withLock({ () -> Launch? in
                 guard isOpen, started < members.count, started - tally.ended < width
@@ -4336,7 +4368,7 @@ nonisolated extension Engine {
             if outcome == nil, let handlers { for handler in handlers { handler(self) } }
             withExtendedLifetime(handlers) {}
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
-            if stops { stop() }
+            if stops { cancelMembers() }
             released?.release()
             if claimed { launch() }
             return ends
@@ -4346,7 +4378,7 @@ nonisolated extension Engine {
         @inlinable func settle(
             _ verdict: Verdict<Output, OutFailure>, _ resolver: Resolver<Output, OutFailure>
         ) {
-            stop()
+            cancelMembers()
             guard case .settle(let settled) = verdict else { return resolver.cancel() }
             nonisolated(unsafe) let outcome = settled  // members' outcomes, which it let go of
             resolver(outcome)
@@ -4359,7 +4391,7 @@ nonisolated extension Engine {
         /// ignore cancel start now (see `startIgnored`).
         /// With `holding`: the combination's run was cancelled, and its end waits for the members'
         /// runs to stop.
-        @inlinable func stop(holding run: Run? = nil) {
+        @inlinable func cancelMembers(holding run: Run? = nil) {
             let held = run?.hold() ?? false
             var holds = false
             // The state it closes, with the resolver of a combination still open, goes outside
@@ -4764,7 +4796,8 @@ nonisolated extension ManualClock {
 
 // MARK: - Engine/Lock
 
-// Engine/Lock.swift: the mutex every object of the engine guards its state with.
+// Engine/Lock.swift: the mutex that joins, shared promises, deadlines, manual clocks and bags guard
+// their state with (a run keeps its own among its fields, which need no allocation).
 
 nonisolated extension Engine {
 

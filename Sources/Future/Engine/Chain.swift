@@ -1,8 +1,8 @@
 // Engine/Chain.swift: the engine, first file: how a chain is stored, and the two primitives that
 // add a step to one. The engine's other files: Run.swift (a run, its states, and what gets its
-// outcome), Deadlines.swift (the time runs wait for), Nesting.swift (runs and releases nested on
-// one stack), Join.swift (combinations), Shared.swift (`share()` and `pending()`), MainActor.swift,
-// Timeline.swift (a manual clock's time) and Lock.swift.
+// outcome), Join.swift (combinations, and `timeout`), Shared.swift (`share()` and `pending()`),
+// Nesting.swift (runs and releases nested on one stack), Deadlines.swift (Dispatch's time: hops
+// and alarms), Timeline.swift (a clock's time), MainActor.swift and Lock.swift.
 //
 // Glossary: one meaning a word, in these files.
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
@@ -23,9 +23,14 @@
 //   nested: so no step grows the thread's stack. (A promise of an operation alone is called in
 //   place.)
 // - hop: a step's request that the run go on on a queue, perhaps at a deadline (`Next.hop`).
-// - scope: the steps a `timeout` entered, which its deadline cancels if it passes first.
-// - halt: stop a cancelled run (its `ensure` steps ahead run, and its completion hears of it),
-//   or a cancelled scope (its steps end, and the run goes on).
+// - alarm: what a `timeout` races its work against, set on a clock once the work waits.
+// - The four verbs of stopping, one meaning each: `cancel`, ask a run (or a combination's
+//   members) to stop, from any thread; `stop`, what the driving thread does with a cancelled
+//   run at its next check; `skip`, what a stopped run does with each stage still ahead (an
+//   `ensure` step runs all the same); `end`, a run's last transition, with an outcome or
+//   cancelled (its completion hears of it once).
+// - hold: what a cancelled run's end waits for: the canceller's handlers, and the member runs of
+//   a combination it runs that have not stopped yet.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -257,7 +262,7 @@ nonisolated extension Engine {
         case proceed
         case enter(Stage)
         case called, wait
-        case halt
+        case stop
         case hop(DispatchQueue, DispatchTime?)
     }
 

@@ -1,7 +1,8 @@
 // Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race`,
-// `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join starts a run for each member (inside the
-// combination's run, for its ties), asks its policy what to do each time a member ends, and
-// settles the combination's resolver with the policy's verdict.
+// `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join calls each member that is
+// an operation alone, and starts a run for each other member (inside the combination's run, for
+// its ties); it asks its policy what to do each time a member ends, and settles the
+// combination's resolver with the policy's verdict.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run, at once or,
@@ -180,7 +181,7 @@ nonisolated extension Engine {
             outer = resolver.run
             // (Read before a cancel can let go of the members.)
             if members.isEmpty { return settle(decide(tally, .noMembers), resolver) }
-            resolver.onCancel { [self] _ in stop(holding: outer) }
+            resolver.onCancel { [self] _ in cancelMembers(holding: outer) }
             launch()
         }
 
@@ -200,7 +201,7 @@ nonisolated extension Engine {
             let ended = Callback<Member, Failure> { [self] run, outcome in end(run.member, outcome)
             }
             // A member is in `running` from the moment it is claimed, before it starts, so that
-            // `stop()` reaches it: a member cancelled before `start` never begins (even on a run
+            // `cancelMembers()` reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
             while let launch = lock.withLock({ () -> Launch? in
                 guard isOpen, started < members.count, started - tally.ended < width
@@ -304,7 +305,7 @@ nonisolated extension Engine {
             if outcome == nil, let handlers { for handler in handlers { handler(self) } }
             withExtendedLifetime(handlers) {}
             if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
-            if stops { stop() }
+            if stops { cancelMembers() }
             released?.release()
             if claimed { launch() }
             return ends
@@ -314,7 +315,7 @@ nonisolated extension Engine {
         @inlinable func settle(
             _ verdict: Verdict<Output, OutFailure>, _ resolver: Resolver<Output, OutFailure>
         ) {
-            stop()
+            cancelMembers()
             guard case .settle(let settled) = verdict else { return resolver.cancel() }
             nonisolated(unsafe) let outcome = settled  // members' outcomes, which it let go of
             resolver(outcome)
@@ -327,7 +328,7 @@ nonisolated extension Engine {
         /// ignore cancel start now (see `startIgnored`).
         /// With `holding`: the combination's run was cancelled, and its end waits for the members'
         /// runs to stop.
-        @inlinable func stop(holding run: Run? = nil) {
+        @inlinable func cancelMembers(holding run: Run? = nil) {
             let held = run?.hold() ?? false
             var holds = false
             // The state it closes, with the resolver of a combination still open, goes outside

@@ -1,4 +1,5 @@
-// Engine/Lock.swift: the mutex every object of the engine guards its state with.
+// Engine/Lock.swift: the mutex that joins, shared promises, deadlines, manual clocks and bags guard
+// their state with (a run keeps its own among its fields, which need no allocation).
 
 #if canImport(Darwin)
     import Darwin

@@ -1,10 +1,37 @@
 // Engine/Run.swift: a run, the one execution of a chain that a terminal starts, and the handle
-// that cancels it. Builds on Chain.swift (the stages, the slot, the plan) and Lock.swift. A run is
-// one allocation, a `ManagedBuffer`: its fields, then in its tail its completion, its slot and the
-// stack of the stages it has still to take. Its `state` names where it is, and changes under the
-// lock, one event at a time: starting, calling an operation, the operation returning, its resolver
-// reporting, a hop, a scope's deadline passing, cancelling, ending. Each event is a method below that changes the state in one
-// lock section and returns what to do once the lock is let go of.
+// that cancels it. Builds on Chain.swift (the stages, the slot, the plan). A run is one
+// allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
+// driving thread owns, its completion, its slot and the stack of the stages it has still to take.
+// Its `state` names where it is. Each event is a method below that changes the state in one lock
+// section and returns what to do once the lock is let go of. The transitions (t: the thread that
+// drives; h: holds on a cancelled run's end, see `hold()`):
+//
+//   state                       event                          new state                  then
+//   idle                        start                          driving(t)                 drive
+//   ended(cancelledSince: f)    start (the next member)        driving(t)                 drive
+//   ended(cancelledSince: t)    start                          cancelledWhileDriving(t,0) stop
+//   driving(t)                  an operation called            calling(t)                 call it
+//   calling(t)                  its resolver reports           driving(t)                 go on
+//   calling(t)                  the operation returns          awaitingResolver           wait
+//   awaitingResolver            its resolver reports           driving(reporter's)        drive
+//   driving(t)                  a hop                          awaitingQueue              wait
+//   awaitingQueue               the queue arrives              driving(queue's)           drive
+//   driving(t)                  the last step ran              ended(cancelledSince: f)   complete
+//   idle, driving, calling      cancel                         cancelledWhileDriving(t,1) handlers
+//   awaitingResolver/Queue      cancel                         cancelledWhileWaiting(1)   handlers
+//   ended(cancelledSince: f)    cancel                         ended(cancelledSince: t)   -
+//   cancelledWhileDriving(t,h)  a step of t cancels            unchanged                  stop next
+//   cancelled…(h)               hold (a combination)           cancelled…(h + 1)          -
+//   cancelled…(h)               release (handlers returned)    cancelled…(h - 1)          -
+//   cancelledWhileWaiting(1)    release                        cancelled                  end
+//   cancelledWhileDriving(t,h)  t stops (h > 0)                cancelledWhileWaiting(h)   -
+//   cancelledWhileDriving(t,0)  t stops                        cancelled                  end
+//   any other                   any other event                unchanged                  -
+//
+// Beside the state, under the lock: the number of calls (in every state, so that a resolver of
+// an earlier call counts for nothing), whether the latest call resolved (which a cancel that
+// comes between its report and the driving thread's next check needs), and the pending call's
+// cancel handlers.
 
 import Dispatch
 
@@ -50,8 +77,7 @@ nonisolated extension Engine {
         var state = State.idle
         /// Whether the latest call's resolver reported an outcome.
         var resolved = false
-        /// How many operations the run has called: each call's number is its count; a call a
-        /// scope gave up on no longer counts.
+        /// How many operations the run has called: each call's number is its count.
         var calls = 0
         /// What fewer runs need, made when first needed.
         var extras: Extras?
@@ -160,7 +186,7 @@ nonisolated extension Engine {
         case awaitingResolver
         /// The run waits for a queue to carry it on (see `Driver.hopped`).
         case awaitingQueue
-        /// Cancelled while `thread` drives it (`nil` before it started), which halts it at its
+        /// Cancelled while `thread` drives it (`nil` before it started), which stops it at its
         /// next check. `holds`: what its end waits for (see `hold()`): the canceller, until the
         /// cancel handlers have returned, and each combination it runs whose members' runs have
         /// not stopped yet.
@@ -342,7 +368,7 @@ nonisolated extension Engine.Run {
             slot.put(first)
             driver.pointee.startsWith = .stage
         }
-        let resumption = cancelled ? Resumption.halt : .drive
+        let resumption = cancelled ? Resumption.stop : .drive
         immediately ? resume(resumption) : proceed(resumption)
     }
 
@@ -383,7 +409,7 @@ nonisolated extension Engine.Run {
             if let top = plan.top {
                 top.parent!.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)
-                return halt()
+                return stop()
             }
         } else if let first = plan.pop() {
             stage = first
@@ -410,7 +436,7 @@ nonisolated extension Engine.Run {
                         _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
                     }
                     swap(&plan, &driver.pointee.plan)
-                    return halt()
+                    return stop()
                 }
             case .enter(let inner):
                 fitSlot(to: inner)
@@ -418,12 +444,12 @@ nonisolated extension Engine.Run {
                 plan.enter(inner, spill: &driver.pointee.spill)
                 if read({ $0.isCancelled }) {
                     swap(&plan, &driver.pointee.plan)
-                    return halt()
+                    return stop()
                 }
             case .called, .wait: return
-            case .halt:
+            case .stop:
                 swap(&plan, &driver.pointee.plan)
-                return halt()
+                return stop()
             case .hop(let queue, let deadline):
                 // The step back on the plan, its output in the slot, until the queue carries
                 // the run on. Moved, not kept: a thread that kept the plan could release the
@@ -446,13 +472,13 @@ nonisolated extension Engine.Run {
     final func resume(_ resumption: Resumption) {
         switch resumption {
         case .drive: drive()
-        case .halt: halt()
+        case .stop: stop()
         }
     }
 
     /// What a run does next, once there is room on the stack.
     enum Resumption {
-        case drive, halt
+        case drive, stop
     }
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
@@ -484,7 +510,7 @@ nonisolated extension Engine.Run {
     ) -> Next {
         guard let call = beginCall() else {
             ignored.map(startIgnored)
-            return .halt
+            return .stop
         }
         // A resolver of its own for each call: one that served an earlier call may still be held
         // where no reference count shows it (an Objective-C weak reference), and report late. The
@@ -531,7 +557,7 @@ nonisolated extension Engine.Run {
             case .driving: return (.proceed, nil)
             default:
                 // Cancelled: an outcome that came first is in the slot, for the loop to drop.
-                let next: Next = fields.resolved ? .proceed : .halt
+                let next: Next = fields.resolved ? .proceed : .stop
                 return (next, self.driver.pointee.resolver.take())
             }
         }
@@ -632,14 +658,14 @@ nonisolated extension Engine.Run {
             return true
         }
         guard parked else {
-            abandonHop()
-            return halt()
+            cancelHop()
+            return stop()
         }
         if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
 
     /// Lets go of the hop a run no longer waits for: its deadline, and the output it held.
-    private final func abandonHop() {
+    private final func cancelHop() {
         let driver = self.driver
         guard driver.pointee.hopped else { return }
         driver.pointee.hopped = false
@@ -665,7 +691,7 @@ nonisolated extension Engine.Run {
 
 nonisolated extension Engine.Run {
     /// Cancels the run, if it is still going (and call `call`, if given, is still pending): calls
-    /// the handlers, then halts the run if it waits, or once the thread driving it stops.
+    /// the handlers, then ends the run if it waits, or once the thread driving it stops.
     @usableFromInline final func cancel(call: Int?) -> Bool {
         let handlers = locked { fields -> [@Sendable (any Engine.Reporter) -> Void]? in
             if let call, !isPending(call, fields) { return nil }
@@ -760,10 +786,10 @@ nonisolated extension Engine.Run {
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
-    private final func halt() {
+    private final func stop() {
         switch driver.pointee.startsWith.take() {  // cancelled before it started
         case .operation?: _ = slot.take(Engine.Operation.self)
-        case .stage?: stop(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
+        case .stage?: skip(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
         case nil: break
         }
         let ends = locked { fields -> Bool in
@@ -780,13 +806,13 @@ nonisolated extension Engine.Run {
     /// Ends a cancelled run: lets go of what waited for a queue or a deadline, then runs the
     /// `ensure` steps still ahead, innermost chain first.
     private final func endCancelled() {
-        abandonHop()
+        cancelHop()
         let driver = self.driver
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
-        while let stage = rest.pop() { stop(stage.takeUnretainedValue()) }
+        while let stage = rest.pop() { skip(stage.takeUnretainedValue()) }
         rest.end(spill: &driver.pointee.spill)
         swap(&rest, &driver.pointee.plan)  // its memory, for another chain
         finish(nil)
@@ -802,7 +828,7 @@ nonisolated extension Engine.Run {
         }
         guard deliver else {
             _ = driver.pointee.specialized(self, .dropOutcome(slot))  // the outcome nobody may have
-            return halt()
+            return stop()
         }
         let driver = self.driver
         driver.pointee.resolver = nil
@@ -813,7 +839,7 @@ nonisolated extension Engine.Run {
 
     /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
     /// work of an `ignoringCancel()` promise starts.
-    private final func stop(_ stage: Stage) {
+    private final func skip(_ stage: Stage) {
         // A `timeout`'s first stage holds its work's chain, which the run never started: its
         // steps are stopped here too, first step first. (A list, not recursion, for timeouts
         // nested deep.)
