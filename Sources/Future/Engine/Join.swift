@@ -2,7 +2,28 @@
 // `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join calls each member that is
 // an operation alone, and starts a run for each other member (inside the combination's run, for
 // its ties); it asks its policy what to do each time a member ends, and settles the
-// combination's resolver with the policy's verdict.
+// combination's resolver with the policy's verdict. The transitions of its `state` (r: the
+// combination's resolver; o: an outcome; "member runs going": members in runs of their own that
+// have not ended):
+//
+//   state           event                                         new state       then
+//   closed (made)   start                                         open(r)         launch members
+//   open(r)         a member ends; verdict wait                   open(r)         launch more
+//   open(r)         a member ends; verdict settle(o)              closed          cancel members, r(o)
+//   open(r)         a member ends; verdict cancel                 closed          cancel members, r's
+//                                                                                 run
+//   open(r)         a member ends; verdict settleOnceStopped(o),
+//                   member runs going                             stopping(r, o)  cancel members
+//   open(r)         … the same, no member runs going              closed          r(o)
+//   stopping(r, o)  the last member run ends                      closed          r(o)
+//   open, stopping  its run is cancelled; member runs going       holding(run)    hold its run's end,
+//                                                                                 cancel members
+//   open, stopping  its run is cancelled; none going              closed          cancel members
+//   holding(run)    the last member run ends                      closed          release the hold
+//   closed          a member ends, or reports                     closed          -
+//
+// Beside the state, under the lock: each member's progress (`running`, `tally`, the called
+// members' cancel handlers), how many have started, and whether a thread runs the launch loop.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run, at once or,
