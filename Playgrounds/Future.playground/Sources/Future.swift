@@ -2566,7 +2566,7 @@ nonisolated extension Engine {
 
         /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
         /// run.
-        mutating func end(spill: inout Spill?) {
+        mutating func clear(spill: inout Spill?) {
             root = nil
             count = 0
             spill?.owned.chains = []
@@ -2688,23 +2688,34 @@ nonisolated extension Promise {
 // allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
 // driving thread owns, its completion, its slot and the stack of the stages it has still to take.
 // Its `state` names where it is. Each event is a method below that changes the state in one lock
-// section and returns what to do once the lock is let go of. The transitions (t: the thread that
-// drives; h: holds on a cancelled run's end, see `hold()`):
+// section and returns what to do once the lock is let go of.
+//
+// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start(_:_:)`); it
+// drives (`drive`, `takeSteps`) while each step says what comes next; it calls an operation
+// (`perform`) and goes on when the operation's resolver reports (`resolve`), now or later, from
+// any thread; the last step ran, it completes (`complete`), and its completion gets the outcome
+// (`finish`). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread
+// driving it stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends
+// (`endCancelled`): it skips the stages ahead, running their `ensure` steps, and its completion
+// hears of it (`finish(nil)`).
+//
+// The transitions (t: the thread that drives, or nil before the run started; h: holds on a
+// cancelled run's end, see `hold()`):
 //
 //   state                       event                          new state                  then
 //   idle                        start                          driving(t)                 drive
-//   ended(cancelledSince: f)    start (the next member)        driving(t)                 drive
-//   ended(cancelledSince: t)    start                          cancelledWhileDriving(t,0) stop
+//   ended(cancelled…: false)    start (the next member)        driving(t)                 drive
+//   ended(cancelled…: true)     start                          cancelledWhileDriving(t,0) stop
 //   driving(t)                  an operation called            calling(t)                 call it
 //   calling(t)                  its resolver reports           driving(t)                 go on
 //   calling(t)                  the operation returns          awaitingResolver           wait
 //   awaitingResolver            its resolver reports           driving(reporter's)        drive
 //   driving(t)                  a hop                          awaitingQueue              wait
 //   awaitingQueue               the queue arrives              driving(queue's)           drive
-//   driving(t)                  the last step ran              ended(cancelledSince: f)   complete
+//   driving(t)                  the last step ran              ended(cancelled…: false)   complete
 //   idle, driving, calling      cancel                         cancelledWhileDriving(t,1) handlers
 //   awaitingResolver/Queue      cancel                         cancelledWhileWaiting(1)   handlers
-//   ended(cancelledSince: f)    cancel                         ended(cancelledSince: t)   -
+//   ended(cancelled…: false)    cancel                         ended(cancelled…: true)    -
 //   cancelledWhileDriving(t,h)  a step of t cancels            unchanged                  stop next
 //   cancelled…(h)               hold (a combination)           cancelled…(h + 1)          -
 //   cancelled…(h)               release (handlers returned)    cancelled…(h - 1)          -
@@ -3016,7 +3027,7 @@ nonisolated extension Engine.Run {
 nonisolated extension Engine.Run {
     /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
     /// `start(_:_:immediately:)`, which calls it).
-    @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
+    @usableFromInline final func begin(_ last: consuming Stage?, immediately: Bool) {
         let cancelled = locked { fields -> Bool in
             if fields.calls > 0 {  // a combination's lane, running another member
                 Engine.Extras.make(&fields).guarded.firstCallOfChain = fields.calls + 1
@@ -3042,7 +3053,7 @@ nonisolated extension Engine.Run {
             driver.pointee.startsWith = .stage
         }
         let resumption = cancelled ? Resumption.stop : .drive
-        immediately ? resume(resumption) : proceed(resumption)
+        immediately ? resume(resumption) : resumeWhenRoom(resumption)
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
@@ -3075,7 +3086,7 @@ nonisolated extension Engine.Run {
             }
         } else if driver.pointee.cancelledByStep {
             // Cancelled by this thread while the drive waited for room on its stack (see
-            // `proceed`): no step starts. The slot holds the next step's input, its parent's
+            // `resumeWhenRoom`): no step starts. The slot holds the next step's input, its parent's
             // output: a run waits only after a step, which is the next one's parent, or the last
             // of a chain entered by that parent, whose output is the same (`Nest`).
             // With no step left, the loop below drops the run's outcome.
@@ -3140,7 +3151,7 @@ nonisolated extension Engine.Run {
     }
 
     /// Does `resumption` now if the thread's stack has room for one more run, else later.
-    final func proceed(_ resumption: Resumption) { Engine.Nesting.resume(self, resumption) }
+    final func resumeWhenRoom(_ resumption: Resumption) { Engine.Nesting.resume(self, resumption) }
 
     final func resume(_ resumption: Resumption) {
         switch resumption {
@@ -3269,7 +3280,7 @@ nonisolated extension Engine.Run {
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
-        if resume { proceed(.drive) }
+        if resume { resumeWhenRoom(.drive) }
     }
 
     /// Whether call `call` is the latest and has not resolved (under the lock).
@@ -3356,7 +3367,7 @@ nonisolated extension Engine.Run {
         }
         guard arrived else { return }
         driver.pointee.spill?.owned.hopDeadline = nil
-        proceed(.drive)
+        resumeWhenRoom(.drive)
     }
 }
 
@@ -3486,7 +3497,7 @@ nonisolated extension Engine.Run {
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
         while let stage = rest.pop() { skip(stage.takeUnretainedValue()) }
-        rest.end(spill: &driver.pointee.spill)
+        rest.clear(spill: &driver.pointee.spill)
         swap(&rest, &driver.pointee.plan)  // its memory, for another chain
         finish(nil)
     }
@@ -3506,7 +3517,7 @@ nonisolated extension Engine.Run {
         let driver = self.driver
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
-        driver.pointee.plan.end(spill: &driver.pointee.spill)
+        driver.pointee.plan.clear(spill: &driver.pointee.spill)
         finish(slot)
     }
 
@@ -3680,7 +3691,7 @@ nonisolated extension Engine.Run {
     /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
     /// can run another promise so: how a combination runs the members that end at once, one
     /// after another, on one run and in the same memory. `immediately` runs it on this stack
-    /// even deep in nested runs (see `proceed`).
+    /// even deep in nested runs (see `resumeWhenRoom`).
     @inlinable final func start<Completion: Engine.Completion>(
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
@@ -3688,11 +3699,11 @@ nonisolated extension Engine.Run {
         self.completion(Completion.self).initialize(to: completion)
         driver.pointee.hasCompletion = true
         switch promise.body {
-        case .chain(let last): start(last, immediately: immediately)
+        case .chain(let last): begin(last, immediately: immediately)
         case .operation(let operation):
             slot.put(operation)
             driver.pointee.startsWith = .operation
-            start(nil, immediately: immediately)
+            begin(nil, immediately: immediately)
         }
     }
 
@@ -3718,16 +3729,16 @@ nonisolated extension Engine {
     final class Deadline: @unchecked Sendable {
         let time: DispatchTime
         let queue: DispatchQueue
-        /// What it calls, until it fires or is disarmed. Guarded by the heap's lock.
-        @exclusivity(unchecked) fileprivate var fire: (@Sendable () -> Void)?
-        /// Its place in the heap, or -1 once it fired or was disarmed. Guarded by the heap's lock.
-        @exclusivity(unchecked) fileprivate var index = -1
+        /// What it calls, until it fires or is disarmed, and its place in the heap, or -1 once
+        /// it fired or was disarmed. Guarded by the heap's lock, which orders every access: so
+        /// they skip exclusivity checks.
+        @exclusivity(unchecked) fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int)
 
         init(_ time: DispatchTime, on queue: DispatchQueue, _ fire: @escaping @Sendable () -> Void)
         {
             self.time = time
             self.queue = queue
-            self.fire = fire
+            guarded = (fire, -1)
         }
     }
 
@@ -3753,11 +3764,10 @@ nonisolated extension Engine {
 
         private let lock = Lock()
         private let source = DispatchSource.makeTimerSource(queue: .global())
-        // Guarded by `lock`.
-        /// A binary heap, by time.
-        @exclusivity(unchecked) private var heap: [Deadline] = []
-        /// When the source fires next, if it waits.
-        @exclusivity(unchecked) private var scheduled: DispatchTime?
+        /// A binary heap, by time, and when the source fires next, if it waits. Guarded by
+        /// `lock`, which orders every access: so they skip exclusivity checks.
+        @exclusivity(unchecked) private var guarded: (heap: [Deadline], scheduled: DispatchTime?) =
+            ([], nil)
 
         private init() {
             source.setEventHandler { Deadlines.shared.fire() }
@@ -3767,11 +3777,11 @@ nonisolated extension Engine {
         /// Arms `deadline`, which calls its closure on its queue unless disarmed first.
         func arm(_ deadline: Deadline) {
             lock.withLock {
-                deadline.index = heap.count
-                heap.append(deadline)
-                siftUp(heap.count - 1)
-                if scheduled.map({ deadline.time < $0 }) ?? true {
-                    scheduled = deadline.time
+                deadline.guarded.index = guarded.heap.count
+                guarded.heap.append(deadline)
+                siftUp(guarded.heap.count - 1)
+                if guarded.scheduled.map({ deadline.time < $0 }) ?? true {
+                    guarded.scheduled = deadline.time
                     source.schedule(deadline: deadline.time, leeway: .nanoseconds(0))
                 }
             }
@@ -3781,9 +3791,9 @@ nonisolated extension Engine {
         /// as it may keep the last reference to a run.
         func disarm(_ deadline: Deadline) {
             let fire = lock.withLock { () -> (@Sendable () -> Void)? in
-                guard deadline.index >= 0 else { return nil }
-                remove(at: deadline.index)
-                return deadline.fire.take()
+                guard deadline.guarded.index >= 0 else { return nil }
+                remove(at: deadline.guarded.index)
+                return deadline.guarded.fire.take()
             }
             _ = consume fire
         }
@@ -3795,31 +3805,33 @@ nonisolated extension Engine {
             let passed = lock.withLock { () -> [(DispatchQueue, (@Sendable () -> Void)?)] in
                 let now = DispatchTime.now()
                 var passed: [(DispatchQueue, (@Sendable () -> Void)?)] = []
-                while let first = heap.first, first.time <= now {
+                while let first = guarded.heap.first, first.time <= now {
                     remove(at: 0)
-                    passed.append((first.queue, first.fire.take()))
+                    passed.append((first.queue, first.guarded.fire.take()))
                 }
-                scheduled = heap.first?.time
-                if let next = scheduled { source.schedule(deadline: next, leeway: .nanoseconds(0)) }
+                guarded.scheduled = guarded.heap.first?.time
+                if let next = guarded.scheduled {
+                    source.schedule(deadline: next, leeway: .nanoseconds(0))
+                }
                 return passed
             }
             for case (let queue, let fire?) in passed { queue.async(execute: fire) }
         }
 
         private func remove(at index: Int) {
-            let removed = heap[index]
-            let last = heap.removeLast()
-            removed.index = -1
-            guard index < heap.count else { return }
-            heap[index] = last
-            last.index = index
+            let removed = guarded.heap[index]
+            let last = guarded.heap.removeLast()
+            removed.guarded.index = -1
+            guard index < guarded.heap.count else { return }
+            guarded.heap[index] = last
+            last.guarded.index = index
             siftUp(index)
-            siftDown(last.index)
+            siftDown(last.guarded.index)
         }
 
         private func siftUp(_ start: Int) {
             var child = start
-            while child > 0, heap[child].time < heap[(child - 1) / 2].time {
+            while child > 0, guarded.heap[child].time < guarded.heap[(child - 1) / 2].time {
                 swapAt(child, (child - 1) / 2)
                 child = (child - 1) / 2
             }
@@ -3831,8 +3843,15 @@ nonisolated extension Engine {
                 let left = 2 * parent + 1
                 let right = left + 1
                 var earliest = parent
-                if left < heap.count, heap[left].time < heap[earliest].time { earliest = left }
-                if right < heap.count, heap[right].time < heap[earliest].time { earliest = right }
+                if left < guarded.heap.count, guarded.heap[left].time < guarded.heap[earliest].time
+                {
+                    earliest = left
+                }
+                if right < guarded.heap.count,
+                    guarded.heap[right].time < guarded.heap[earliest].time
+                {
+                    earliest = right
+                }
                 guard earliest != parent else { return }
                 swapAt(parent, earliest)
                 parent = earliest
@@ -3840,9 +3859,9 @@ nonisolated extension Engine {
         }
 
         private func swapAt(_ first: Int, _ second: Int) {
-            heap.swapAt(first, second)
-            heap[first].index = first
-            heap[second].index = second
+            guarded.heap.swapAt(first, second)
+            guarded.heap[first].guarded.index = first
+            guarded.heap[second].guarded.index = second
         }
     }
 }
@@ -4065,7 +4084,28 @@ nonisolated extension Engine {
 // `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join calls each member that is
 // an operation alone, and starts a run for each other member (inside the combination's run, for
 // its ties); it asks its policy what to do each time a member ends, and settles the
-// combination's resolver with the policy's verdict.
+// combination's resolver with the policy's verdict. The transitions of its `state` (r: the
+// combination's resolver; o: an outcome; "member runs going": members in runs of their own that
+// have not ended):
+//
+//   state           event                                         new state       then
+//   closed (made)   start                                         open(r)         launch members
+//   open(r)         a member ends; verdict wait                   open(r)         launch more
+//   open(r)         a member ends; verdict settle(o)              closed          cancel members, r(o)
+//   open(r)         a member ends; verdict cancel                 closed          cancel members, r's
+//                                                                                 run
+//   open(r)         a member ends; verdict settleOnceStopped(o),
+//                   member runs going                             stopping(r, o)  cancel members
+//   open(r)         … the same, no member runs going              closed          r(o)
+//   stopping(r, o)  the last member run ends                      closed          r(o)
+//   open, stopping  its run is cancelled; member runs going       holding(run)    hold its run's end,
+//                                                                                 cancel members
+//   open, stopping  its run is cancelled; none going              closed          cancel members
+//   holding(run)    the last member run ends                      closed          release the hold
+//   closed          a member ends, or reports                     closed          -
+//
+// Beside the state, under the lock: each member's progress (`running`, `tally`, the called
+// members' cancel handlers), how many have started, and whether a thread runs the launch loop.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run, at once or,
@@ -4123,7 +4163,7 @@ nonisolated extension Engine {
     /// timeout starts; the alarm is set (by `alarm`, which returns what cancels it) only once the
     /// work waits, so work that settles at once wins, even with a deadline already past. The
     /// first stage keeps the work's chain, whose `ensure` steps a run cancelled before it reaches
-    /// the timeout still runs (see `Run.stop`).
+    /// the timeout still runs (see `Run.skip`).
     @inlinable static func timeout<Value, Failure, Instant: Sendable>(
         _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
         deadline: @escaping @Sendable () -> Instant,
@@ -4174,22 +4214,32 @@ nonisolated extension Engine {
         /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
         /// deadline), and must not keep what the members captured.
         @usableFromInline var members: [Promise<Member, Failure>]
-        @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
-        /// The members that run: `nil` for one that has not started, or has ended.
-        @exclusivity(unchecked) @usableFromInline var running: [Running?]
-        /// `end(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or by
+        /// `memberEnded(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or by
         /// cancellation.
         @usableFromInline let reported: (Join, Int, (Slot) -> Void) -> Bool
         @usableFromInline let cancelled: (Join, Int) -> Bool
-        /// The cancel handlers of the members whose operations were called, by member.
-        @exclusivity(unchecked) @usableFromInline var cancelHandlers:
-            [Int: [@Sendable (any Reporter) -> Void]] = [:]
-        /// How many members have been started (more than `members` holds, once closing empties
-        /// it).
-        @exclusivity(unchecked) @usableFromInline var started = 0
-        /// Whether a thread runs the launch loop: at first, the one that starts the run.
-        @exclusivity(unchecked) @usableFromInline var launching = true
-        @exclusivity(unchecked) @usableFromInline var state = State.closed
+        /// Read and changed only under `lock`, which orders every access: so they skip
+        /// exclusivity checks, which would cost one at every use.
+        @exclusivity(unchecked) @usableFromInline var guarded: Guarded
+
+        @usableFromInline struct Guarded {
+            @usableFromInline var tally: Tally<Member, Failure>
+            /// The members that run: `nil` for one that has not started, or has ended.
+            @usableFromInline var running: [Running?]
+            /// The cancel handlers of the members whose operations were called, by member.
+            @usableFromInline var cancelHandlers: [Int: [@Sendable (any Reporter) -> Void]] = [:]
+            /// How many members have been started (more than `members` holds, once closing
+            /// empties it).
+            @usableFromInline var started = 0
+            /// Whether a thread runs the launch loop: at first, the one that starts the run.
+            @usableFromInline var launching = true
+            @usableFromInline var state = State.closed
+
+            @inlinable init(_ count: Int) {
+                tally = Tally(count)
+                running = Array(repeating: nil, count: count)
+            }
+        }
         /// The combination's run, which its members' runs are inside.
         @usableFromInline var outer: Run?
 
@@ -4200,10 +4250,9 @@ nonisolated extension Engine {
             self.members = members
             self.width = width
             self.decide = decide
-            tally = Tally(members.count)
-            running = Array(repeating: nil, count: members.count)
+            guarded = Guarded(members.count)
             reported = Join.report
-            cancelled = { join, index in join.end(index, nil) }
+            cancelled = { join, index in join.memberEnded(index, nil) }
         }
 
         /// Ends member `index` with the outcome `write` puts in a slot.
@@ -4215,7 +4264,7 @@ nonisolated extension Engine {
                     write(slot)
                     return slot.take(Swift.Result<Member, Failure>.self)
                 }
-            return join.end(index, outcome)
+            return join.memberEnded(index, outcome)
         }
 
         /// Whether the combination still runs: members start and report while it is `open`,
@@ -4230,20 +4279,20 @@ nonisolated extension Engine {
             case closed
         }
 
-        @inlinable var isOpen: Bool { if case .open = state { true } else { false } }
+        @inlinable var isOpen: Bool { if case .open = guarded.state { true } else { false } }
 
         /// Whether a member runs in a run of its own (under the lock).
         @inlinable var isRunningAMember: Bool {
-            running.contains { if case .run? = $0 { true } else { false } }
+            guarded.running.contains { if case .run? = $0 { true } else { false } }
         }
 
         deinit { lock.free() }
 
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
-            state = .open(resolver)
+            guarded.state = .open(resolver)
             outer = resolver.run
             // (Read before a cancel can let go of the members.)
-            if members.isEmpty { return settle(decide(tally, .noMembers), resolver) }
+            if members.isEmpty { return settle(decide(guarded.tally, .noMembers), resolver) }
             resolver.onCancel { [self] _ in cancelMembers(holding: outer) }
             launch()
         }
@@ -4261,32 +4310,34 @@ nonisolated extension Engine {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
             var lane: (run: Run, member: Int)?
-            let ended = Callback<Member, Failure> { [self] run, outcome in end(run.member, outcome)
+            let ended = Callback<Member, Failure> { [self] run, outcome in
+                memberEnded(run.member, outcome)
             }
             // A member is in `running` from the moment it is claimed, before it starts, so that
             // `cancelMembers()` reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
             while let launch = lock.withLock({ () -> Launch? in
-                guard isOpen, started < members.count, started - tally.ended < width
+                guard isOpen, guarded.started < members.count,
+                    guarded.started - guarded.tally.ended < width
                 else {
-                    launching = false
+                    guarded.launching = false
                     return nil
                 }
                 // The lane goes on only if its member ended with an outcome: else it goes on
                 // elsewhere, or was cancelled.
-                if let member = lane?.member, tally.outcomes[member] == nil { lane = nil }
-                started += 1
-                let index = started - 1
+                if let member = lane?.member, guarded.tally.outcomes[member] == nil { lane = nil }
+                guarded.started += 1
+                let index = guarded.started - 1
                 switch members[index].body {
                 case .operation(let operation):
-                    running[index] = .called
+                    guarded.running[index] = .called
                     return .call(index, operation)
                 case .chain(let last):
                     let run =
                         lane?.run
                         ?? .make(
                             for: last, completing: Callback<Member, Failure>.self, inside: outer)
-                    running[index] = .run(run)
+                    guarded.running[index] = .run(run)
                     return .run(index, run, last)
                 }
             }) {
@@ -4306,7 +4357,7 @@ nonisolated extension Engine {
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if it had
         /// ended already, or the combination had.
         @inlinable @discardableResult
-        func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
+        func memberEnded(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
             var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
             var released: Run?
             var ends = false
@@ -4317,51 +4368,53 @@ nonisolated extension Engine {
             )
             let (settled, handlers) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
-                guard running[index] != nil else { return (nil, nil) }
-                running[index] = nil  // (in every state: `stopping` and `holding` wait for it)
-                switch state {
+                guard guarded.running[index] != nil else { return (nil, nil) }
+                // In every state: `stopping` and `holding` wait for it.
+                guarded.running[index] = nil
+                switch guarded.state {
                 case .open: break
                 case .closed: return (nil, nil)
                 case .stopping, .holding:
                     // A run it cancelled ended; the last settles it, or releases its run.
                     guard !isRunningAMember else { return (nil, nil) }
-                    defer { state = .closed }
-                    if case .holding(let run) = state {
+                    defer { guarded.state = .closed }
+                    if case .holding(let run) = guarded.state {
                         released = run
                         return (nil, nil)
                     }
-                    guard case .stopping(let resolver, let outcome) = state else {
+                    guard case .stopping(let resolver, let outcome) = guarded.state else {
                         return (nil, nil)
                     }
-                    return ((.settle(outcome), resolver, tally), nil)
+                    return ((.settle(outcome), resolver, guarded.tally), nil)
                 }
                 ends = true
                 // (Not a lookup, which hashes, when no member has any.)
                 let handlers =
-                    cancelHandlers.isEmpty ? nil : cancelHandlers.removeValue(forKey: index)
-                tally.ended += 1
-                tally.outcomes[index] = outcome
+                    guarded.cancelHandlers.isEmpty
+                    ? nil : guarded.cancelHandlers.removeValue(forKey: index)
+                guarded.tally.ended += 1
+                guarded.tally.outcomes[index] = outcome
                 let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
-                let verdict = decide(tally, ending)
+                let verdict = decide(guarded.tally, ending)
                 if case .wait = verdict {
-                    claimed = !launching
-                    launching = true
+                    claimed = !guarded.launching
+                    guarded.launching = true
                     return (nil, handlers)
                 }
                 // (Bound only now, as the combination settles: binding it costs a retain.)
-                guard case .open(let resolver) = state else { return (nil, handlers) }
+                guard case .open(let resolver) = guarded.state else { return (nil, handlers) }
                 var settles = verdict
                 if case .settleOnceStopped(let outcome) = verdict {
                     guard !isRunningAMember else {
-                        state = .stopping(resolver, outcome)
+                        guarded.state = .stopping(resolver, outcome)
                         stops = true
                         return (nil, handlers)
                     }
                     settles = .settle(outcome)
                 }
-                state = .closed
-                defer { tally.outcomes = [] }
-                return ((settles, resolver, tally), handlers)
+                guarded.state = .closed
+                defer { guarded.tally.outcomes = [] }
+                return ((settles, resolver, guarded.tally), handlers)
             }
             // A member that cancelled its own run hears its handlers, as an operation run alone
             // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
@@ -4403,19 +4456,21 @@ nonisolated extension Engine {
             let (runs, handlers, unstarted, closed) = lock.withLock { () -> Stopped in
                 // The members, and the outcomes of those that ended, go with the run (a slice
                 // keeps its array's storage: to outside the lock).
-                let unstarted = members.dropFirst(started)
+                let unstarted = members.dropFirst(guarded.started)
                 members = []  // the unstarted start here if they ignore cancel, or never
-                let previous = (state, tally)
+                let previous = (guarded.state, guarded.tally)
                 if held, let run, isRunningAMember {
-                    state = .holding(run)
+                    guarded.state = .holding(run)
                     holds = true
                 } else if isOpen {
-                    state = .closed  // (else as the last run it cancelled ends)
+                    guarded.state = .closed  // (else as the last run it cancelled ends)
                 }
-                tally.outcomes = []
-                let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
-                let handlers = cancelHandlers.sorted { $0.key < $1.key }
-                cancelHandlers = [:]
+                guarded.tally.outcomes = []
+                let runs = guarded.running.compactMap {
+                    if case .run(let run)? = $0 { run } else { nil }
+                }
+                let handlers = guarded.cancelHandlers.sorted { $0.key < $1.key }
+                guarded.cancelHandlers = [:]
                 return (runs, handlers, unstarted, previous)
             }
             withExtendedLifetime(closed) {}  // see `Lock`
@@ -4441,16 +4496,18 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                guard case .called? = running[call] else { return false }  // it ended
+                guard case .called? = guarded.running[call] else { return false }  // it ended
                 guard isOpen else { return true }
-                cancelHandlers[call, default: []].append(handler)
+                guarded.cancelHandlers[call, default: []].append(handler)
                 return false
             }
             if callNow { handler(self) }
         }
 
         @usableFromInline func isCancelled(since call: Int) -> Bool {
-            lock.withLock { if !isOpen, case .called? = running[call] { true } else { false } }
+            lock.withLock {
+                if !isOpen, case .called? = guarded.running[call] { true } else { false }
+            }
         }
 
         @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }

@@ -396,7 +396,7 @@ nonisolated extension Engine {
 
         /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
         /// run.
-        mutating func end(spill: inout Spill?) {
+        mutating func clear(spill: inout Spill?) {
             root = nil
             count = 0
             spill?.owned.chains = []

@@ -12,16 +12,16 @@ nonisolated extension Engine {
     final class Deadline: @unchecked Sendable {
         let time: DispatchTime
         let queue: DispatchQueue
-        /// What it calls, until it fires or is disarmed. Guarded by the heap's lock.
-        @exclusivity(unchecked) fileprivate var fire: (@Sendable () -> Void)?
-        /// Its place in the heap, or -1 once it fired or was disarmed. Guarded by the heap's lock.
-        @exclusivity(unchecked) fileprivate var index = -1
+        /// What it calls, until it fires or is disarmed, and its place in the heap, or -1 once
+        /// it fired or was disarmed. Guarded by the heap's lock, which orders every access: so
+        /// they skip exclusivity checks.
+        @exclusivity(unchecked) fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int)
 
         init(_ time: DispatchTime, on queue: DispatchQueue, _ fire: @escaping @Sendable () -> Void)
         {
             self.time = time
             self.queue = queue
-            self.fire = fire
+            guarded = (fire, -1)
         }
     }
 
@@ -47,11 +47,10 @@ nonisolated extension Engine {
 
         private let lock = Lock()
         private let source = DispatchSource.makeTimerSource(queue: .global())
-        // Guarded by `lock`.
-        /// A binary heap, by time.
-        @exclusivity(unchecked) private var heap: [Deadline] = []
-        /// When the source fires next, if it waits.
-        @exclusivity(unchecked) private var scheduled: DispatchTime?
+        /// A binary heap, by time, and when the source fires next, if it waits. Guarded by
+        /// `lock`, which orders every access: so they skip exclusivity checks.
+        @exclusivity(unchecked) private var guarded: (heap: [Deadline], scheduled: DispatchTime?) =
+            ([], nil)
 
         private init() {
             source.setEventHandler { Deadlines.shared.fire() }
@@ -61,11 +60,11 @@ nonisolated extension Engine {
         /// Arms `deadline`, which calls its closure on its queue unless disarmed first.
         func arm(_ deadline: Deadline) {
             lock.withLock {
-                deadline.index = heap.count
-                heap.append(deadline)
-                siftUp(heap.count - 1)
-                if scheduled.map({ deadline.time < $0 }) ?? true {
-                    scheduled = deadline.time
+                deadline.guarded.index = guarded.heap.count
+                guarded.heap.append(deadline)
+                siftUp(guarded.heap.count - 1)
+                if guarded.scheduled.map({ deadline.time < $0 }) ?? true {
+                    guarded.scheduled = deadline.time
                     source.schedule(deadline: deadline.time, leeway: .nanoseconds(0))
                 }
             }
@@ -75,9 +74,9 @@ nonisolated extension Engine {
         /// as it may keep the last reference to a run.
         func disarm(_ deadline: Deadline) {
             let fire = lock.withLock { () -> (@Sendable () -> Void)? in
-                guard deadline.index >= 0 else { return nil }
-                remove(at: deadline.index)
-                return deadline.fire.take()
+                guard deadline.guarded.index >= 0 else { return nil }
+                remove(at: deadline.guarded.index)
+                return deadline.guarded.fire.take()
             }
             _ = consume fire
         }
@@ -89,31 +88,33 @@ nonisolated extension Engine {
             let passed = lock.withLock { () -> [(DispatchQueue, (@Sendable () -> Void)?)] in
                 let now = DispatchTime.now()
                 var passed: [(DispatchQueue, (@Sendable () -> Void)?)] = []
-                while let first = heap.first, first.time <= now {
+                while let first = guarded.heap.first, first.time <= now {
                     remove(at: 0)
-                    passed.append((first.queue, first.fire.take()))
+                    passed.append((first.queue, first.guarded.fire.take()))
                 }
-                scheduled = heap.first?.time
-                if let next = scheduled { source.schedule(deadline: next, leeway: .nanoseconds(0)) }
+                guarded.scheduled = guarded.heap.first?.time
+                if let next = guarded.scheduled {
+                    source.schedule(deadline: next, leeway: .nanoseconds(0))
+                }
                 return passed
             }
             for case (let queue, let fire?) in passed { queue.async(execute: fire) }
         }
 
         private func remove(at index: Int) {
-            let removed = heap[index]
-            let last = heap.removeLast()
-            removed.index = -1
-            guard index < heap.count else { return }
-            heap[index] = last
-            last.index = index
+            let removed = guarded.heap[index]
+            let last = guarded.heap.removeLast()
+            removed.guarded.index = -1
+            guard index < guarded.heap.count else { return }
+            guarded.heap[index] = last
+            last.guarded.index = index
             siftUp(index)
-            siftDown(last.index)
+            siftDown(last.guarded.index)
         }
 
         private func siftUp(_ start: Int) {
             var child = start
-            while child > 0, heap[child].time < heap[(child - 1) / 2].time {
+            while child > 0, guarded.heap[child].time < guarded.heap[(child - 1) / 2].time {
                 swapAt(child, (child - 1) / 2)
                 child = (child - 1) / 2
             }
@@ -125,8 +126,15 @@ nonisolated extension Engine {
                 let left = 2 * parent + 1
                 let right = left + 1
                 var earliest = parent
-                if left < heap.count, heap[left].time < heap[earliest].time { earliest = left }
-                if right < heap.count, heap[right].time < heap[earliest].time { earliest = right }
+                if left < guarded.heap.count, guarded.heap[left].time < guarded.heap[earliest].time
+                {
+                    earliest = left
+                }
+                if right < guarded.heap.count,
+                    guarded.heap[right].time < guarded.heap[earliest].time
+                {
+                    earliest = right
+                }
                 guard earliest != parent else { return }
                 swapAt(parent, earliest)
                 parent = earliest
@@ -134,9 +142,9 @@ nonisolated extension Engine {
         }
 
         private func swapAt(_ first: Int, _ second: Int) {
-            heap.swapAt(first, second)
-            heap[first].index = first
-            heap[second].index = second
+            guarded.heap.swapAt(first, second)
+            guarded.heap[first].guarded.index = first
+            guarded.heap[second].guarded.index = second
         }
     }
 }

@@ -81,7 +81,7 @@ nonisolated extension Engine {
     /// timeout starts; the alarm is set (by `alarm`, which returns what cancels it) only once the
     /// work waits, so work that settles at once wins, even with a deadline already past. The
     /// first stage keeps the work's chain, whose `ensure` steps a run cancelled before it reaches
-    /// the timeout still runs (see `Run.stop`).
+    /// the timeout still runs (see `Run.skip`).
     @inlinable static func timeout<Value, Failure, Instant: Sendable>(
         _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
         deadline: @escaping @Sendable () -> Instant,
@@ -132,22 +132,32 @@ nonisolated extension Engine {
         /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
         /// deadline), and must not keep what the members captured.
         @usableFromInline var members: [Promise<Member, Failure>]
-        @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
-        /// The members that run: `nil` for one that has not started, or has ended.
-        @exclusivity(unchecked) @usableFromInline var running: [Running?]
-        /// `end(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or by
+        /// `memberEnded(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or by
         /// cancellation.
         @usableFromInline let reported: (Join, Int, (Slot) -> Void) -> Bool
         @usableFromInline let cancelled: (Join, Int) -> Bool
-        /// The cancel handlers of the members whose operations were called, by member.
-        @exclusivity(unchecked) @usableFromInline var cancelHandlers:
-            [Int: [@Sendable (any Reporter) -> Void]] = [:]
-        /// How many members have been started (more than `members` holds, once closing empties
-        /// it).
-        @exclusivity(unchecked) @usableFromInline var started = 0
-        /// Whether a thread runs the launch loop: at first, the one that starts the run.
-        @exclusivity(unchecked) @usableFromInline var launching = true
-        @exclusivity(unchecked) @usableFromInline var state = State.closed
+        /// Read and changed only under `lock`, which orders every access: so they skip
+        /// exclusivity checks, which would cost one at every use.
+        @exclusivity(unchecked) @usableFromInline var guarded: Guarded
+
+        @usableFromInline struct Guarded {
+            @usableFromInline var tally: Tally<Member, Failure>
+            /// The members that run: `nil` for one that has not started, or has ended.
+            @usableFromInline var running: [Running?]
+            /// The cancel handlers of the members whose operations were called, by member.
+            @usableFromInline var cancelHandlers: [Int: [@Sendable (any Reporter) -> Void]] = [:]
+            /// How many members have been started (more than `members` holds, once closing
+            /// empties it).
+            @usableFromInline var started = 0
+            /// Whether a thread runs the launch loop: at first, the one that starts the run.
+            @usableFromInline var launching = true
+            @usableFromInline var state = State.closed
+
+            @inlinable init(_ count: Int) {
+                tally = Tally(count)
+                running = Array(repeating: nil, count: count)
+            }
+        }
         /// The combination's run, which its members' runs are inside.
         @usableFromInline var outer: Run?
 
@@ -158,10 +168,9 @@ nonisolated extension Engine {
             self.members = members
             self.width = width
             self.decide = decide
-            tally = Tally(members.count)
-            running = Array(repeating: nil, count: members.count)
+            guarded = Guarded(members.count)
             reported = Join.report
-            cancelled = { join, index in join.end(index, nil) }
+            cancelled = { join, index in join.memberEnded(index, nil) }
         }
 
         /// Ends member `index` with the outcome `write` puts in a slot.
@@ -173,7 +182,7 @@ nonisolated extension Engine {
                     write(slot)
                     return slot.take(Swift.Result<Member, Failure>.self)
                 }
-            return join.end(index, outcome)
+            return join.memberEnded(index, outcome)
         }
 
         /// Whether the combination still runs: members start and report while it is `open`,
@@ -188,20 +197,20 @@ nonisolated extension Engine {
             case closed
         }
 
-        @inlinable var isOpen: Bool { if case .open = state { true } else { false } }
+        @inlinable var isOpen: Bool { if case .open = guarded.state { true } else { false } }
 
         /// Whether a member runs in a run of its own (under the lock).
         @inlinable var isRunningAMember: Bool {
-            running.contains { if case .run? = $0 { true } else { false } }
+            guarded.running.contains { if case .run? = $0 { true } else { false } }
         }
 
         deinit { lock.free() }
 
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
-            state = .open(resolver)
+            guarded.state = .open(resolver)
             outer = resolver.run
             // (Read before a cancel can let go of the members.)
-            if members.isEmpty { return settle(decide(tally, .noMembers), resolver) }
+            if members.isEmpty { return settle(decide(guarded.tally, .noMembers), resolver) }
             resolver.onCancel { [self] _ in cancelMembers(holding: outer) }
             launch()
         }
@@ -219,32 +228,34 @@ nonisolated extension Engine {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
             var lane: (run: Run, member: Int)?
-            let ended = Callback<Member, Failure> { [self] run, outcome in end(run.member, outcome)
+            let ended = Callback<Member, Failure> { [self] run, outcome in
+                memberEnded(run.member, outcome)
             }
             // A member is in `running` from the moment it is claimed, before it starts, so that
             // `cancelMembers()` reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
             while let launch = lock.withLock({ () -> Launch? in
-                guard isOpen, started < members.count, started - tally.ended < width
+                guard isOpen, guarded.started < members.count,
+                    guarded.started - guarded.tally.ended < width
                 else {
-                    launching = false
+                    guarded.launching = false
                     return nil
                 }
                 // The lane goes on only if its member ended with an outcome: else it goes on
                 // elsewhere, or was cancelled.
-                if let member = lane?.member, tally.outcomes[member] == nil { lane = nil }
-                started += 1
-                let index = started - 1
+                if let member = lane?.member, guarded.tally.outcomes[member] == nil { lane = nil }
+                guarded.started += 1
+                let index = guarded.started - 1
                 switch members[index].body {
                 case .operation(let operation):
-                    running[index] = .called
+                    guarded.running[index] = .called
                     return .call(index, operation)
                 case .chain(let last):
                     let run =
                         lane?.run
                         ?? .make(
                             for: last, completing: Callback<Member, Failure>.self, inside: outer)
-                    running[index] = .run(run)
+                    guarded.running[index] = .run(run)
                     return .run(index, run, last)
                 }
             }) {
@@ -264,7 +275,7 @@ nonisolated extension Engine {
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if it had
         /// ended already, or the combination had.
         @inlinable @discardableResult
-        func end(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
+        func memberEnded(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
             var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
             var released: Run?
             var ends = false
@@ -275,51 +286,53 @@ nonisolated extension Engine {
             )
             let (settled, handlers) = lock.withLock {
                 () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
-                guard running[index] != nil else { return (nil, nil) }
-                running[index] = nil  // (in every state: `stopping` and `holding` wait for it)
-                switch state {
+                guard guarded.running[index] != nil else { return (nil, nil) }
+                // In every state: `stopping` and `holding` wait for it.
+                guarded.running[index] = nil
+                switch guarded.state {
                 case .open: break
                 case .closed: return (nil, nil)
                 case .stopping, .holding:
                     // A run it cancelled ended; the last settles it, or releases its run.
                     guard !isRunningAMember else { return (nil, nil) }
-                    defer { state = .closed }
-                    if case .holding(let run) = state {
+                    defer { guarded.state = .closed }
+                    if case .holding(let run) = guarded.state {
                         released = run
                         return (nil, nil)
                     }
-                    guard case .stopping(let resolver, let outcome) = state else {
+                    guard case .stopping(let resolver, let outcome) = guarded.state else {
                         return (nil, nil)
                     }
-                    return ((.settle(outcome), resolver, tally), nil)
+                    return ((.settle(outcome), resolver, guarded.tally), nil)
                 }
                 ends = true
                 // (Not a lookup, which hashes, when no member has any.)
                 let handlers =
-                    cancelHandlers.isEmpty ? nil : cancelHandlers.removeValue(forKey: index)
-                tally.ended += 1
-                tally.outcomes[index] = outcome
+                    guarded.cancelHandlers.isEmpty
+                    ? nil : guarded.cancelHandlers.removeValue(forKey: index)
+                guarded.tally.ended += 1
+                guarded.tally.outcomes[index] = outcome
                 let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
-                let verdict = decide(tally, ending)
+                let verdict = decide(guarded.tally, ending)
                 if case .wait = verdict {
-                    claimed = !launching
-                    launching = true
+                    claimed = !guarded.launching
+                    guarded.launching = true
                     return (nil, handlers)
                 }
                 // (Bound only now, as the combination settles: binding it costs a retain.)
-                guard case .open(let resolver) = state else { return (nil, handlers) }
+                guard case .open(let resolver) = guarded.state else { return (nil, handlers) }
                 var settles = verdict
                 if case .settleOnceStopped(let outcome) = verdict {
                     guard !isRunningAMember else {
-                        state = .stopping(resolver, outcome)
+                        guarded.state = .stopping(resolver, outcome)
                         stops = true
                         return (nil, handlers)
                     }
                     settles = .settle(outcome)
                 }
-                state = .closed
-                defer { tally.outcomes = [] }
-                return ((settles, resolver, tally), handlers)
+                guarded.state = .closed
+                defer { guarded.tally.outcomes = [] }
+                return ((settles, resolver, guarded.tally), handlers)
             }
             // A member that cancelled its own run hears its handlers, as an operation run alone
             // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
@@ -361,19 +374,21 @@ nonisolated extension Engine {
             let (runs, handlers, unstarted, closed) = lock.withLock { () -> Stopped in
                 // The members, and the outcomes of those that ended, go with the run (a slice
                 // keeps its array's storage: to outside the lock).
-                let unstarted = members.dropFirst(started)
+                let unstarted = members.dropFirst(guarded.started)
                 members = []  // the unstarted start here if they ignore cancel, or never
-                let previous = (state, tally)
+                let previous = (guarded.state, guarded.tally)
                 if held, let run, isRunningAMember {
-                    state = .holding(run)
+                    guarded.state = .holding(run)
                     holds = true
                 } else if isOpen {
-                    state = .closed  // (else as the last run it cancelled ends)
+                    guarded.state = .closed  // (else as the last run it cancelled ends)
                 }
-                tally.outcomes = []
-                let runs = running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
-                let handlers = cancelHandlers.sorted { $0.key < $1.key }
-                cancelHandlers = [:]
+                guarded.tally.outcomes = []
+                let runs = guarded.running.compactMap {
+                    if case .run(let run)? = $0 { run } else { nil }
+                }
+                let handlers = guarded.cancelHandlers.sorted { $0.key < $1.key }
+                guarded.cancelHandlers = [:]
                 return (runs, handlers, unstarted, previous)
             }
             withExtendedLifetime(closed) {}  // see `Lock`
@@ -399,16 +414,18 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                guard case .called? = running[call] else { return false }  // it ended
+                guard case .called? = guarded.running[call] else { return false }  // it ended
                 guard isOpen else { return true }
-                cancelHandlers[call, default: []].append(handler)
+                guarded.cancelHandlers[call, default: []].append(handler)
                 return false
             }
             if callNow { handler(self) }
         }
 
         @usableFromInline func isCancelled(since call: Int) -> Bool {
-            lock.withLock { if !isOpen, case .called? = running[call] { true } else { false } }
+            lock.withLock {
+                if !isOpen, case .called? = guarded.running[call] { true } else { false }
+            }
         }
 
         @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }

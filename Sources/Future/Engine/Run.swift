@@ -3,23 +3,34 @@
 // allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
 // driving thread owns, its completion, its slot and the stack of the stages it has still to take.
 // Its `state` names where it is. Each event is a method below that changes the state in one lock
-// section and returns what to do once the lock is let go of. The transitions (t: the thread that
-// drives; h: holds on a cancelled run's end, see `hold()`):
+// section and returns what to do once the lock is let go of.
+//
+// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start(_:_:)`); it
+// drives (`drive`, `takeSteps`) while each step says what comes next; it calls an operation
+// (`perform`) and goes on when the operation's resolver reports (`resolve`), now or later, from
+// any thread; the last step ran, it completes (`complete`), and its completion gets the outcome
+// (`finish`). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread
+// driving it stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends
+// (`endCancelled`): it skips the stages ahead, running their `ensure` steps, and its completion
+// hears of it (`finish(nil)`).
+//
+// The transitions (t: the thread that drives, or nil before the run started; h: holds on a
+// cancelled run's end, see `hold()`):
 //
 //   state                       event                          new state                  then
 //   idle                        start                          driving(t)                 drive
-//   ended(cancelledSince: f)    start (the next member)        driving(t)                 drive
-//   ended(cancelledSince: t)    start                          cancelledWhileDriving(t,0) stop
+//   ended(cancelled…: false)    start (the next member)        driving(t)                 drive
+//   ended(cancelled…: true)     start                          cancelledWhileDriving(t,0) stop
 //   driving(t)                  an operation called            calling(t)                 call it
 //   calling(t)                  its resolver reports           driving(t)                 go on
 //   calling(t)                  the operation returns          awaitingResolver           wait
 //   awaitingResolver            its resolver reports           driving(reporter's)        drive
 //   driving(t)                  a hop                          awaitingQueue              wait
 //   awaitingQueue               the queue arrives              driving(queue's)           drive
-//   driving(t)                  the last step ran              ended(cancelledSince: f)   complete
+//   driving(t)                  the last step ran              ended(cancelled…: false)   complete
 //   idle, driving, calling      cancel                         cancelledWhileDriving(t,1) handlers
 //   awaitingResolver/Queue      cancel                         cancelledWhileWaiting(1)   handlers
-//   ended(cancelledSince: f)    cancel                         ended(cancelledSince: t)   -
+//   ended(cancelled…: false)    cancel                         ended(cancelled…: true)    -
 //   cancelledWhileDriving(t,h)  a step of t cancels            unchanged                  stop next
 //   cancelled…(h)               hold (a combination)           cancelled…(h + 1)          -
 //   cancelled…(h)               release (handlers returned)    cancelled…(h - 1)          -
@@ -343,7 +354,7 @@ nonisolated extension Engine.Run {
 nonisolated extension Engine.Run {
     /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
     /// `start(_:_:immediately:)`, which calls it).
-    @usableFromInline final func start(_ last: consuming Stage?, immediately: Bool) {
+    @usableFromInline final func begin(_ last: consuming Stage?, immediately: Bool) {
         let cancelled = locked { fields -> Bool in
             if fields.calls > 0 {  // a combination's lane, running another member
                 Engine.Extras.make(&fields).guarded.firstCallOfChain = fields.calls + 1
@@ -369,7 +380,7 @@ nonisolated extension Engine.Run {
             driver.pointee.startsWith = .stage
         }
         let resumption = cancelled ? Resumption.stop : .drive
-        immediately ? resume(resumption) : proceed(resumption)
+        immediately ? resume(resumption) : resumeWhenRoom(resumption)
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
@@ -402,7 +413,7 @@ nonisolated extension Engine.Run {
             }
         } else if driver.pointee.cancelledByStep {
             // Cancelled by this thread while the drive waited for room on its stack (see
-            // `proceed`): no step starts. The slot holds the next step's input, its parent's
+            // `resumeWhenRoom`): no step starts. The slot holds the next step's input, its parent's
             // output: a run waits only after a step, which is the next one's parent, or the last
             // of a chain entered by that parent, whose output is the same (`Nest`).
             // With no step left, the loop below drops the run's outcome.
@@ -467,7 +478,7 @@ nonisolated extension Engine.Run {
     }
 
     /// Does `resumption` now if the thread's stack has room for one more run, else later.
-    final func proceed(_ resumption: Resumption) { Engine.Nesting.resume(self, resumption) }
+    final func resumeWhenRoom(_ resumption: Resumption) { Engine.Nesting.resume(self, resumption) }
 
     final func resume(_ resumption: Resumption) {
         switch resumption {
@@ -596,7 +607,7 @@ nonisolated extension Engine.Run {
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
-        if resume { proceed(.drive) }
+        if resume { resumeWhenRoom(.drive) }
     }
 
     /// Whether call `call` is the latest and has not resolved (under the lock).
@@ -683,7 +694,7 @@ nonisolated extension Engine.Run {
         }
         guard arrived else { return }
         driver.pointee.spill?.owned.hopDeadline = nil
-        proceed(.drive)
+        resumeWhenRoom(.drive)
     }
 }
 
@@ -813,7 +824,7 @@ nonisolated extension Engine.Run {
         var rest = Plan()
         swap(&rest, &driver.pointee.plan)
         while let stage = rest.pop() { skip(stage.takeUnretainedValue()) }
-        rest.end(spill: &driver.pointee.spill)
+        rest.clear(spill: &driver.pointee.spill)
         swap(&rest, &driver.pointee.plan)  // its memory, for another chain
         finish(nil)
     }
@@ -833,7 +844,7 @@ nonisolated extension Engine.Run {
         let driver = self.driver
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
-        driver.pointee.plan.end(spill: &driver.pointee.spill)
+        driver.pointee.plan.clear(spill: &driver.pointee.spill)
         finish(slot)
     }
 
@@ -1007,7 +1018,7 @@ nonisolated extension Engine.Run {
     /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
     /// can run another promise so: how a combination runs the members that end at once, one
     /// after another, on one run and in the same memory. `immediately` runs it on this stack
-    /// even deep in nested runs (see `proceed`).
+    /// even deep in nested runs (see `resumeWhenRoom`).
     @inlinable final func start<Completion: Engine.Completion>(
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
@@ -1015,11 +1026,11 @@ nonisolated extension Engine.Run {
         self.completion(Completion.self).initialize(to: completion)
         driver.pointee.hasCompletion = true
         switch promise.body {
-        case .chain(let last): start(last, immediately: immediately)
+        case .chain(let last): begin(last, immediately: immediately)
         case .operation(let operation):
             slot.put(operation)
             driver.pointee.startsWith = .operation
-            start(nil, immediately: immediately)
+            begin(nil, immediately: immediately)
         }
     }
 
