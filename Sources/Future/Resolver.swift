@@ -30,7 +30,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @usableFromInline let call: Int
     #if DEBUG
         let origin: (file: StaticString, line: UInt)
-        /// Whether its release, if unresolved, is reported: `pending()`'s only while a run waits.
+        /// Whether its release, if unresolved, is reported: a pending promise's only while a run
+        /// waits.
         var reportsRelease: (@Sendable () -> Bool)?
     #endif
 

@@ -207,9 +207,17 @@ enum ZeroTimeout {
     }
 
     static func failsWorkThatWaitsForAQueue() {
-        let hopped = Promise<Int, TestError>(value: 1).on(.global())
+        // The queue is busy until the timeout has decided: a queue that carried the work on
+        // first, from another thread, would have it win.
+        let busy = DispatchQueue(label: "busy")
+        let decided = DispatchSemaphore(value: 0)
+        busy.async { decided.wait() }
+        let hopped = Promise<Int, TestError>(value: 1).on(busy)
             .timeout(.zero, orFailWith: TestError("late"))
-        #expect(outcome(of: hopped) == .failure(TestError("late")))
+        let delivered = Delivery<Result<Int, TestError>>()
+        hopped.run { delivered.send($0) }
+        #expect(delivered.wait() == .failure(TestError("late")))
+        decided.signal()
         let delayed = Promise<Int, TestError>(value: 1).delay(.seconds(3600))
             .timeout(.zero, orFailWith: TestError("late"))
         #expect(outcome(of: delayed) == .failure(TestError("late")))

@@ -161,7 +161,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @usableFromInline let call: Int
     #if DEBUG
         let origin: (file: StaticString, line: UInt)
-        /// Whether its release, if unresolved, is reported: `pending()`'s only while a run waits.
+        /// Whether its release, if unresolved, is reported: a pending promise's only while a run
+        /// waits.
         var reportsRelease: (@Sendable () -> Bool)?
     #endif
 
@@ -1453,14 +1454,14 @@ nonisolated extension Promise {
     /// steps that run past the deadline finish first, and the work's `ensure` steps run; the
     /// promise then fails. An interval of zero or less lets work that settles at once, without
     /// waiting, win, as on every clock, and fails the work as soon as it waits (for an
-    /// operation's resolver, or a queue).
+    /// operation's resolver, or a queue), unless another thread settles it in that instant.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
         let nanoseconds = Self.nanoseconds(interval)
         return Engine.timeout(
             self, failingWith: error, deadline: { .now() + .nanoseconds(nanoseconds) },
-            alarm: Engine.setAlarm)
+            alarm: { deadline, fire in Engine.setAlarm(at: deadline, fire) })
     }
 
     /// `interval` in nanoseconds, within what a `DispatchTime` holds, and not negative.
