@@ -46,8 +46,12 @@ units = {
     "promise steps": (1_000, "step"), "fan-out": (10_000, "element"),
     "fan-out on a queue": (10_000, "element"), "fan-out 4 at once": (10_000, "element"),
     "recursive loop": (100_000, "step"), "error at first": (1_000, "link"),
-    "async work": (1_000, "run"), "timeout unfired": (1_000, "run"), "after zero": (1_000, "run"),
+    "async work": (1_000, "run"), "after zero": (1_000, "run"),
 }
+# A timeout with no clock and on each standard clock, on work that settles at once or waits.
+timeouts = [f"{work}{clock}" for work in ("timeout unfired", "timeout, work waits")
+            for clock in ("", ", ContinuousClock", ", SuspendingClock")]
+units |= {scenario: (1_000, "run") for scenario in timeouts}
 systems = ["Future", "Future, building alone", "Callbacks", "Seed 004", "OpenCombine",
            "OpenCombine erased", "async/await", "async nonsending", "Dispatch"]
 # No ratio to these: the optimizer inlines callbacks away, and building is a part of Future's work.
@@ -56,7 +60,7 @@ main_rows = [("chain build+run", 1000), ("chain run", 1000), ("chain build", 100
              ("awaited chain", 1000), ("promise steps", 1000), ("fan-out", 10000),
              ("fan-out on a queue", 10000), ("fan-out 4 at once", 10000),
              ("recursive loop", 100000), ("error at first", 1000), ("async work", 1000),
-             ("timeout unfired", 1000), ("after zero", 1000)]
+             *((scenario, 1000) for scenario in timeouts), ("after zero", 1000)]
 series = [("chain build+run", [10, 100, 1000]), ("chain run", [10, 100, 1000]),
           ("recursive loop", [1000, 100000])]
 

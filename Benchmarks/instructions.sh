@@ -44,6 +44,8 @@ units = {"chain build+run": (10_000, "link"), "chain run": (10_000, "link"),
          "after zero": (1_000, "run"), "awaited chain": (10_000, "link"),
          "fan-out on a queue": (10_000, "element"), "fan-out 4 at once": (10_000, "element"),
          "async work": (1_000, "run")}
+units |= {f"{work}{clock}": (1_000, "run") for work in ("timeout unfired", "timeout, work waits")
+          for clock in ("", ", ContinuousClock", ", SuspendingClock")}
 counted = {"malloc": "mallocs", "pthread_mutex_lock": "lock pairs",
            "swift_retain": "retains", "swift_release": "releases"}
 counted["pthread_mutex_lock@@GLIBC_2.2.5"] = "lock pairs"  # glibc's versioned name

@@ -159,16 +159,6 @@ enum ClockScenario {
         await #expect(throws: CancellationError.self) { try await cancelled.value }
         #expect(clock.timerCount == 0)
     }
-
-    static func otherClocksSleepInATask() async {
-        let start = ContinuousClock.now
-        #expect(await after(.milliseconds(20), clock: ContinuousClock()).result != nil)
-        #expect(ContinuousClock.now - start >= .milliseconds(20))
-        let kept = Delivery<Resolver<Int, any Error>>()
-        let erased = Promise<Int, any Error> { kept.send($0) }.timeout(
-            .milliseconds(10), clock: SuspendingClock())
-        await #expect(throws: PromiseError.timedOut) { try await erased.value }
-    }
 }
 
 @Suite @MainActor struct ManualClockTests {
@@ -202,8 +192,6 @@ enum ClockScenario {
         await ClockScenario.aSleepWakesWithTheClockOrThrowsWhenCancelled()
     }
 
-    @Test func otherClocksSleepInATask() async { await ClockScenario.otherClocksSleepInATask() }
-
     /// The clock is `Sendable`: four threads that each advance it by 500 ms, a millisecond at a
     /// time, move it by 2 s, and fire every timer on the way, each once; none traps for moving
     /// the clock back (an advance's target was read apart from the move).
@@ -231,5 +219,162 @@ enum ClockScenario {
             ClockScenario.cancelledTimeoutsLeaveNoTimer(count: 10)
             await ClockScenario.aViewModelRetriesWithADelay()
         }
+    }
+}
+
+/// A clock of the app's own, which the library knows nothing of: it waits through its `sleep`,
+/// which it counts. (It keeps `ContinuousClock`'s time, and sleeps on it.)
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+struct CountingClock: Clock {
+    let sleeps = Counter()
+    var now: ContinuousClock.Instant { ContinuousClock.now }
+    var minimumResolution: Duration { ContinuousClock().minimumResolution }
+    func sleep(until deadline: ContinuousClock.Instant, tolerance: Duration?) async throws {
+        sleeps.increment()
+        try await ContinuousClock().sleep(until: deadline, tolerance: tolerance)
+    }
+}
+
+/// The clocks an app passes, on real time: the standard ones, which wait on Dispatch's timers as
+/// the time operators with no clock do, and one of the app's own, which waits through its
+/// `sleep`.
+enum RealClock: String, CaseIterable, Sendable {
+    case continuous, suspending, ownClock
+}
+
+/// The scenarios of `RealClockTiming`, on any clock. None asserts a duration, only what
+/// comes first. They wait without holding a thread: a clock of the app's own sleeps in a task,
+/// which a test blocking the concurrency pool's threads (two on 2 cores) would starve.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+enum RealClockScenario {
+    static func clock(_ clock: RealClock) -> any Clock<Duration> {
+        switch clock {
+        case .continuous: ContinuousClock()
+        case .suspending: SuspendingClock()
+        case .ownClock: CountingClock()
+        }
+    }
+
+    /// Whether `condition` holds within `timerRelease`, polled without holding a thread.
+    static func released(_ condition: () -> Bool) async -> Bool {
+        let deadline = DispatchTime.now() + timerRelease
+        while !condition() {
+            guard DispatchTime.now() < deadline else { return false }
+            try? await Task.sleep(nanoseconds: 10_000_000)
+        }
+        return true
+    }
+
+    static func aTimeoutFailsWorkThatWaitsPastItsDeadlineAndCancelsIt(
+        on clock: some Clock<Duration>
+    ) async {
+        let pending = Pending<Int>()
+        let ensured = Counter()
+        let promise = pending.promise.ensure { ensured.increment() }
+            .timeout(.milliseconds(20), orFailWith: TestError("slow"), clock: clock)
+        #expect(await promise.result == .failure(TestError("slow")))
+        #expect(pending.cancelled.value == 1)
+        #expect(ensured.value == 1)
+        let kept = Delivery<Resolver<Int, any Error>>()
+        let erased = Promise<Int, any Error> { kept.send($0) }.timeout(.zero, clock: clock)
+        await #expect(throws: PromiseError.timedOut) { try await erased.value }
+    }
+
+    static func workThatSettlesInTimeWins(on clock: some Clock<Duration>) async {
+        let promise = later(5).setFailureType(to: TestError.self)
+            .timeout(.seconds(60), orFailWith: TestError("slow"), clock: clock)
+        #expect(await promise.result == .success(5))
+    }
+
+    static func cancellingTheRunCancelsTheAlarm(on clock: some Clock<Duration>) async {
+        var runs: [CancelledTimers.Weak] = []
+        let witness = WeakReference<Memory.Witness>()
+        let kept = Delivery<Resolver<Int, TestError>>()  // work that never answers
+        do {
+            let captured = Memory.Witness()
+            witness.value = captured
+            for _ in 0..<1_000 {
+                let timeout = Promise<Int, TestError> { kept.send($0) }.timeout(
+                    .seconds(3600), orFailWith: TestError("\(captured.zero)"), clock: clock
+                )
+                .run { _ in Issue.record("cancelled") }
+                let pause = after(.seconds(3600), clock: clock).run { _ in
+                    Issue.record("cancelled")
+                }
+                for handle in [timeout, pause] {
+                    handle.cancel()
+                    runs.append(CancelledTimers.Weak(run: handle.run))
+                }
+            }
+        }
+        #expect(kept.all.count == 1_000)
+        kept.clear()
+        #expect(await released { witness.value == nil })
+        #expect(await released { runs.allSatisfy { $0.run == nil } })
+    }
+
+    static func afterAndDelayWaitTheirInterval<C: Clock<Duration>>(on clock: C) async {
+        let deadline = clock.now.advanced(by: .milliseconds(20))
+        let woke = after(.milliseconds(20), clock: clock).map { clock.now >= deadline }
+        #expect(await woke.value == true)
+        let later = clock.now.advanced(by: .milliseconds(20))
+        let delayed = Promise<Int, TestError>(value: 1).delay(.milliseconds(20), clock: clock)
+        #expect(await delayed.result == .success(1))
+        #expect(clock.now >= later)
+        let last = clock.now.advanced(by: .milliseconds(20))
+        let failed = Promise<Int, TestError>(error: TestError("kept"))
+            .delay(.milliseconds(20), clock: clock)
+        #expect(await failed.result == .failure(TestError("kept")))
+        #expect(clock.now >= last)
+        let first = race([
+            after(.seconds(3600), clock: clock).map { "an hour" },
+            after(.milliseconds(20), clock: clock).map { "20 ms" },
+        ])
+        #expect(await first.value == "20 ms")
+    }
+
+    static func aClockOfYourOwnWaitsThroughItsSleep() async {
+        let clock = CountingClock()
+        #expect(await after(.milliseconds(10), clock: clock).value != nil)
+        #expect(clock.sleeps.value == 1)
+        let pending = Pending<Int>()
+        let timedOut = pending.promise.timeout(
+            .milliseconds(10), orFailWith: TestError("slow"), clock: clock)
+        #expect(await timedOut.result == .failure(TestError("slow")))
+        #expect(clock.sleeps.value == 2)
+    }
+}
+
+/// The time operators on a clock an app passes, each on every `RealClock`.
+@Suite struct RealClockTiming {
+    @Test(arguments: RealClock.allCases)
+    func aTimeoutFailsWorkThatWaitsPastItsDeadlineAndCancelsIt(on clock: RealClock) async {
+        await RealClockScenario.aTimeoutFailsWorkThatWaitsPastItsDeadlineAndCancelsIt(
+            on: RealClockScenario.clock(clock))
+    }
+
+    @Test(arguments: RealClock.allCases)
+    func workThatSettlesInTimeWins(on clock: RealClock) async {
+        await RealClockScenario.workThatSettlesInTimeWins(on: RealClockScenario.clock(clock))
+    }
+
+    /// Cancelling a run cancels its alarm, which lets go of what it would call at once, not at
+    /// its deadline: a thousand timeouts and `after`s of an hour, cancelled while they wait, keep
+    /// neither their runs nor what the timeout's error captured.
+    @Test(arguments: RealClock.allCases)
+    func cancellingTheRunCancelsTheAlarm(on clock: RealClock) async {
+        await RealClockScenario.cancellingTheRunCancelsTheAlarm(on: RealClockScenario.clock(clock))
+    }
+
+    /// `after` and `delay` wake once the clock has passed their deadline, not before, and before
+    /// a later alarm on the same clock.
+    @Test(arguments: RealClock.allCases)
+    func afterAndDelayWaitTheirInterval(on clock: RealClock) async {
+        await RealClockScenario.afterAndDelayWaitTheirInterval(on: RealClockScenario.clock(clock))
+    }
+
+    /// A clock of the app's own waits through its `sleep`: once for each wait.
+    @Test func aClockOfYourOwnWaitsThroughItsSleep() async {
+        await RealClockScenario.aClockOfYourOwnWaitsThroughItsSleep()
     }
 }

@@ -69,6 +69,11 @@ let runsPerIteration = 1_000
 
 struct Failure: Error {}
 
+/// The resolver of a call that answers later, kept until the test answers it from its thread.
+final class Call: @unchecked Sendable {
+    var resolver: Resolver<Int, Failure>?
+}
+
 // MARK: - The floor: hand-written completion callbacks
 
 @inline(never) func addOne(_ value: Int, completion: @escaping (Int) -> Void) {
@@ -534,19 +539,50 @@ public func allScenarios() -> [Scenario] {
         for _ in 0..<runsPerIteration { blackHole(await Task { await addOneAsync(1) }.value) }
     }
 
-    // (g) Timers: a timeout that does not fire, on work that settles at once, against a
-    // DispatchWorkItem scheduled and cancelled; and `after(.zero)` against `asyncAfter(.now())`.
-    add("timeout unfired ×1000 | Future") {
-        for _ in 0..<runsPerIteration {
-            Promise<Int, Failure>(value: 1).timeout(.seconds(60), orFailWith: Failure())
-                .run { blackHole($0) }
+    // (g) Timers: a 60 s timeout that does not fire, with no clock and on each standard clock,
+    // against a DispatchWorkItem scheduled and cancelled: on work that settles at once (no alarm
+    // is set), and on work that waits and answers once its run has returned, as a server's calls
+    // do (the alarm is set, then cancelled; the peer's answer cancels the work item). Then
+    // `after(.zero)` against `asyncAfter(.now())`.
+    let timeouts: [(String, @Sendable (Promise<Int, Failure>) -> Promise<Int, Failure>)] = [
+        ("", { $0.timeout(.seconds(60), orFailWith: Failure()) }),
+        (
+            ", ContinuousClock",
+            { $0.timeout(.seconds(60), orFailWith: Failure(), clock: ContinuousClock()) }
+        ),
+        (
+            ", SuspendingClock",
+            { $0.timeout(.seconds(60), orFailWith: Failure(), clock: SuspendingClock()) }
+        ),
+    ]
+    for (clock, timeout) in timeouts {
+        add("timeout unfired\(clock) ×1000 | Future") {
+            for _ in 0..<runsPerIteration { timeout(Promise(value: 1)).run { blackHole($0) } }
         }
-    }
-    add("timeout unfired ×1000 | Dispatch") {
-        for _ in 0..<runsPerIteration {
-            let timer = DispatchWorkItem { blackHole(0) }
-            DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: timer)
-            timer.cancel()
+        add("timeout unfired\(clock) ×1000 | Dispatch") {
+            for _ in 0..<runsPerIteration {
+                let timer = DispatchWorkItem { blackHole(0) }
+                DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: timer)
+                timer.cancel()
+            }
+        }
+        add("timeout, work waits\(clock) ×1000 | Future") {
+            for _ in 0..<runsPerIteration {
+                let call = Call()
+                timeout(Promise { call.resolver = $0 }).run { blackHole($0) }
+                call.resolver?.fulfill(1)
+            }
+        }
+        add("timeout, work waits\(clock) ×1000 | Dispatch") {
+            for _ in 0..<runsPerIteration {
+                let timer = DispatchWorkItem { blackHole(0) }
+                DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: timer)
+                let answer = Unchecked { (value: Int) in
+                    timer.cancel()
+                    blackHole(value)
+                }
+                answer.value(1)
+            }
         }
     }
     add("after zero ×1000 | Future") {

@@ -1525,10 +1525,11 @@ nonisolated extension Promise where Failure == any Swift.Error {
     }
 }
 
-// With a clock, a time operator waits on that clock instead of a Dispatch timer: a
-// ``ManualClock`` keeps the timer itself, and moves only when a test says so; another clock
-// sleeps in a `Task` that the run's cancel cancels (Engine/Timeline.swift). The steps after the
-// wait run where the clock woke them: on the thread that advances a manual clock, on the task's
+// With a clock, a time operator waits on that clock (Engine/Timeline.swift): a ``ManualClock``
+// keeps the timer itself, and moves only when a test says so; `ContinuousClock` and
+// `SuspendingClock` wait on Dispatch's timers, as with no clock; another clock sleeps in a `Task`
+// that the run's cancel cancels. The steps after the wait run where the clock woke them: on the
+// thread that advances a manual clock, on a global queue for the standard clocks, on the task's
 // thread otherwise.
 
 /// A guarantee that succeeds after `interval` on `clock`, such as a test's ``ManualClock``.
@@ -1536,6 +1537,9 @@ nonisolated extension Promise where Failure == any Swift.Error {
 /// The form of ``after(_:)`` for code whose time a test controls: the code takes a clock, an app
 /// passes `ContinuousClock()`, and a test passes a manual clock that it advances:
 /// `after(.seconds(1), clock: clock).then(poll)`. Cancelling the run cancels the wait.
+/// `ContinuousClock` and `SuspendingClock` wait on Dispatch's timers, as ``after(_:)`` does, in
+/// Dispatch's time, which stops while the machine sleeps (see
+/// ``Promise/timeout(_:orFailWith:clock:)``).
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated public func after(
     _ interval: Duration, clock: some Clock<Duration>
@@ -1549,8 +1553,10 @@ nonisolated extension Promise where Value: Sendable {
     ///
     /// The form of ``delay(_:)`` for code whose time a test controls:
     /// `fetchStatus().delay(.milliseconds(300), clock: clock)`. The steps after it run where the
-    /// clock woke the run: on the thread that advances a ``ManualClock``. (The value waits in a
-    /// step of its own, which Swift checks: it must be `Sendable`.)
+    /// clock woke the run: on the thread that advances a ``ManualClock``, on a global queue for
+    /// `ContinuousClock` and `SuspendingClock`, which wait on Dispatch's timers as ``delay(_:)``
+    /// does (see ``timeout(_:orFailWith:clock:)``). (The value waits in a step of its own, which
+    /// Swift checks: it must be `Sendable`.)
     public func delay(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
         let pause = after(interval, clock: clock).setFailureType(to: Failure.self)
         return flatMap { value in pause.map { _ in value } }
@@ -1570,7 +1576,13 @@ nonisolated extension Promise {
     /// The form of ``timeout(_:orFailWith:)`` for code whose time a test controls:
     /// `download(url).timeout(.seconds(9), orFailWith: .slow, clock: clock)`. Its timer races the
     /// work: with an interval of zero or less, work that settles at once still wins.
-    public func timeout(
+    ///
+    /// `ContinuousClock` and `SuspendingClock` set their timer on Dispatch's, as
+    /// ``timeout(_:orFailWith:)`` does, at the same cost; another clock sleeps in a task. Dispatch's
+    /// time stops while the machine sleeps, as `SuspendingClock`'s does: a `ContinuousClock`
+    /// deadline is converted to it once, as the timer is set, so a wait that spans a sleep of the
+    /// machine ends later by the time slept.
+    @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
         clock: some Clock<Duration>
     ) -> Promise {
@@ -1609,7 +1621,7 @@ nonisolated extension Promise where Failure == any Swift.Error {
     ///
     /// The form of ``timeout(_:)`` for code whose time a test controls:
     /// `fetch(url).timeout(.seconds(9), clock: clock)`.
-    public func timeout(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
+    @inlinable public func timeout(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
         timeout(interval, orFailWith: PromiseError.timedOut, clock: clock)
     }
 }
@@ -4736,7 +4748,7 @@ nonisolated extension Engine {
     /// Calls `fire` when `clock` reaches `deadline`, and returns what cancels it. A manual clock
     /// keeps the timer, which fires as a test advances the clock; the standard clocks use
     /// Dispatch's timers (`Deadlines`), which cost no task; another clock sleeps in a task.
-    static func setAlarm<C: Clock<Duration>>(
+    @usableFromInline static func setAlarm<C: Clock<Duration>>(
         at deadline: C.Instant, on clock: C, _ fire: @escaping @Sendable () -> Void
     ) -> @Sendable () -> Void {
         if let manual = clock as? ManualClock, let deadline = deadline as? ManualClock.Instant {

@@ -22,7 +22,7 @@ nonisolated extension Engine {
     /// Calls `fire` when `clock` reaches `deadline`, and returns what cancels it. A manual clock
     /// keeps the timer, which fires as a test advances the clock; the standard clocks use
     /// Dispatch's timers (`Deadlines`), which cost no task; another clock sleeps in a task.
-    static func setAlarm<C: Clock<Duration>>(
+    @usableFromInline static func setAlarm<C: Clock<Duration>>(
         at deadline: C.Instant, on clock: C, _ fire: @escaping @Sendable () -> Void
     ) -> @Sendable () -> Void {
         if let manual = clock as? ManualClock, let deadline = deadline as? ManualClock.Instant {
