@@ -275,8 +275,9 @@ extension WhenFulfilled {
         let members = [later(1).setFailureType(to: TestError.self), Promise(value: 2)]
         let line = #line + 2
         do {
-            let (stop, _) = Guarantee<Void>.pending()
+            let (stop, stopper) = Guarantee<Void>.pending()
             #expect(value(of: when(resolved: members, until: stop)) == [.success(1), .success(2)])
+            withExtendedLifetime(stopper) {}
         }
         // The signal's run was cancelled with the batch: its resolver, never used, is no fault.
         #expect(reports.reports(madeAt: line).isEmpty)
