@@ -114,8 +114,8 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 ///
 /// ```swift
 /// let (interrupt, resolver) = Guarantee<Void>.pending()  // `resolver.fulfill(())` on Ctrl-C
-/// when(resolved: items.map(fetch), concurrently: 4, until: race(interrupt, after(.seconds(30))))
-///     .run(some: { outcomes in report(outcomes) })
+/// when(resolved: urls.map(download), concurrently: 4, until: race(interrupt, after(.seconds(30))))
+///     .run(some: { outcomes in show(outcomes) })
 /// ```
 ///
 /// `stop` runs with each run of the batch, beside the members (the limit does not count it), and

@@ -64,8 +64,8 @@ nonisolated extension Promise where Failure == Never {
 /// task, this gives an outcome for each member, `nil` for one that had not finished.
 ///
 /// ```swift
-/// let finished = await outcomes(of: items.map(fetch), concurrently: 4)
-/// print("\(finished.compactMap { $0 }.count) of \(items.count) done")
+/// let finished = await outcomes(of: urls.map(download), concurrently: 4)
+/// print("\(finished.compactMap { $0 }.count) of \(urls.count) done")
 /// ```
 ///
 /// The task's cancellation stops the batch as the signal of

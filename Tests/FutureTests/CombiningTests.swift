@@ -258,7 +258,8 @@ extension WhenFulfilled {
     }
 
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
-    @Test func aDeadlineStopsTheBatch() {
+    @Test
+    func aDeadlineStopsTheBatch() {
         let clock = ManualClock()
         let members = Members()
         let result = Delivery<[Result<Int, TestError>?]>()
@@ -281,6 +282,17 @@ extension WhenFulfilled {
         }
         // The signal's run was cancelled with the batch: its resolver, never used, is no fault.
         #expect(reports.reports(madeAt: line).isEmpty)
+    }
+
+    @Test func aMemberThatCancelsItsOwnRunDropsOutAndTheOthersGoOn() async {
+        let (stop, stopper) = Guarantee<Void>.pending()
+        let members = [
+            Promise<Int, TestError> { $0.cancel() }, later(2).setFailureType(to: TestError.self),
+        ]
+        let batch = when(resolved: members, until: stop)
+        #expect(await bounded { await batch.value } == [nil, .success(2)])
+        withExtendedLifetime(stopper) {}
+        #expect(await bounded { await outcomes(of: members) } == [nil, .success(2)])
     }
 
     @Test func aSignalThatEndsByCancellationEndsTheBatchSo() {

@@ -1208,8 +1208,8 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 ///
 /// ```swift
 /// let (interrupt, resolver) = Guarantee<Void>.pending()  // `resolver.fulfill(())` on Ctrl-C
-/// when(resolved: items.map(fetch), concurrently: 4, until: race(interrupt, after(.seconds(30))))
-///     .run(some: { outcomes in report(outcomes) })
+/// when(resolved: urls.map(download), concurrently: 4, until: race(interrupt, after(.seconds(30))))
+///     .run(some: { outcomes in show(outcomes) })
 /// ```
 ///
 /// `stop` runs with each run of the batch, beside the members (the limit does not count it), and
@@ -2182,8 +2182,8 @@ nonisolated extension Promise where Failure == Never {
 /// task, this gives an outcome for each member, `nil` for one that had not finished.
 ///
 /// ```swift
-/// let finished = await outcomes(of: items.map(fetch), concurrently: 4)
-/// print("\(finished.compactMap { $0 }.count) of \(items.count) done")
+/// let finished = await outcomes(of: urls.map(download), concurrently: 4)
+/// print("\(finished.compactMap { $0 }.count) of \(urls.count) done")
 /// ```
 ///
 /// The task's cancellation stops the batch as the signal of
