@@ -668,5 +668,12 @@ extension CombiningConcurrency {
             letsGoOfItsMembers(
                 { unanswered, captured in when(resolved: [Promise(value: captured), unanswered]) },
                 end: { $0.cancel() }))
+        // Stopped by its signal, with the outcome of a member that ended.
+        let stop = Promise<Void, Never>(value: ()).delay(.milliseconds(10), clock: clock)
+        #expect(
+            letsGoOfItsMembers(
+                { unanswered, captured in
+                    when(resolved: [Promise(value: captured), unanswered], until: stop)
+                }, end: { _ in clock.advance(by: .milliseconds(10)) }))
     }
 }
