@@ -1098,7 +1098,8 @@ nonisolated extension Promise {
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
 // ignore cancel), and keeps input order. A member whose run ends by
-// cancellation ends a `when` or `any` as cancelled, and drops out of a race.
+// cancellation ends a `when` or `any` as cancelled, and drops out of a race or of a
+// `when(resolved:concurrently:until:)`, which a signal stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///
