@@ -17,6 +17,9 @@ func parsed<Failure>(_ chain: Promise<Int, Failure>) -> Promise<Int, Failure> {
         "join-in-generic-code": { _ = parsed(Guarantee(value: 1)) },
         "when-limit": { _ = when(fulfilled: [fetch(1)], concurrently: 0) },
         "when-resolved-limit": { _ = when(resolved: [fetch(1)], concurrently: 0) },
+        "when-resolved-until-limit": {
+            _ = when(resolved: [fetch(1)], concurrently: 0, until: Guarantee())
+        },
         "thenMap-limit": {
             _ = Promise<[Int], NetworkError>(value: [1]).thenMap(concurrently: 0, fetch)
         },

@@ -1099,7 +1099,8 @@ nonisolated extension Promise {
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
 // ignore cancel), and keeps input order. A member whose run ends by
-// cancellation ends a `when` or `any` as cancelled, and drops out of a race.
+// cancellation ends a `when` or `any` as cancelled, and drops out of a race or of a
+// `when(resolved:concurrently:until:)`, which a signal stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///
@@ -1196,6 +1197,45 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
     return Engine.join(promises, limit) { tally, ending in
         if case .cancelled = ending { return .cancel }
         return tally.isComplete ? .settle(.success(tally.results)) : .wait
+    }
+}
+
+/// Waits for every promise, as ``when(resolved:concurrently:)`` does, unless `stop` settles
+/// first: then it cancels the members still running and succeeds with what finished.
+///
+/// For a batch that a deadline or an interrupt may cut short, whose finished items are still
+/// worth reporting. The batch is stopped, not cancelled: it succeeds, so the steps after it run,
+/// with an outcome for each member, `nil` for one that had not finished (cancelled, or never
+/// started). A member whose run ends by cancellation of its own drops out with `nil`, as in a race.
+///
+/// ```swift
+/// let (interrupt, resolver) = Guarantee<Void>.pending()  // `resolver.fulfill(())` on Ctrl-C
+/// when(resolved: urls.map(download), concurrently: 4, until: race(interrupt, after(.seconds(30))))
+///     .run(some: { outcomes in show(outcomes) })
+/// ```
+///
+/// `stop` runs with each run of the batch, beside the members (the limit does not count it), and
+/// is cancelled as the batch ends; if its run ends by cancellation (say a pending promise whose
+/// resolver went unused), so does the batch's. A run of the batch that is cancelled delivers
+/// nothing, as any run: to stop the batch when an awaiting task is cancelled, await
+/// ``outcomes(of:concurrently:)``.
+@inlinable nonisolated public func when<Value, Failure>(
+    resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max,
+    until stop: Guarantee<Void>
+) -> Guarantee<[Swift.Result<Value, Failure>?]> {
+    guard limit > 0 else {
+        fatalError("when(resolved:concurrently:until:) needs a limit of at least 1, not \(limit)")
+    }
+    // The signal is member 0, started first, in a place of its own beside the limit's. With no
+    // promises there is nothing to stop: the batch succeeds at once.
+    let signal = stop.map { nil as Value? }.setFailureType(to: Failure.self)
+    let members = promises.isEmpty ? [] : [signal] + promises.map { $0.map { $0 as Value? } }
+    let count = promises.count  // (not the members, which the batch lets go of as it ends)
+    return Engine.join(members, limit == .max ? limit : limit + 1) { tally, ending in
+        if case .cancelled(0) = ending { return .cancel }
+        // Settled once the signal came, or every member ended.
+        guard tally.ended == count || tally.outcomes[0] != nil else { return .wait }
+        return .settle(.success(tally.outcomes.dropFirst().map { $0?.map { $0! } }))
     }
 }
 
@@ -2090,9 +2130,10 @@ nonisolated extension Promise where Value: Sendable {
 
 // MARK: - Concurrency
 
-// Concurrency.swift: async/await, a promise's `result` and `value`, awaited on the caller's actor.
-// Builds on `Run.start` (Engine/Run.swift); `Promise.init` from an `async` closure is in
-// Making.swift.
+// Concurrency.swift: async/await, a promise's `result` and `value`, awaited on the caller's actor,
+// and a batch's `outcomes(of:concurrently:)`, which the task's cancellation stops. Builds on
+// `Run.start` (Engine/Run.swift) and `when(resolved:concurrently:until:)` (Combining.swift);
+// `Promise.init` from an `async` closure is in Making.swift.
 
 nonisolated extension Promise {
     /// Starts a run on the caller's actor and waits for its outcome, or `nil` if it ended by
@@ -2145,6 +2186,38 @@ nonisolated extension Promise where Failure == Never {
     @inlinable nonisolated(nonsending) public var value: Value? {
         get async { await result?.get() }
     }
+}
+
+/// Runs the promises, at most `limit` at once, and returns every outcome, in the order given; if
+/// the task is cancelled, stops them and returns what finished.
+///
+/// For a batch whose finished items are worth reporting however it ends, such as a tool that
+/// Ctrl-C or a deadline cancels: where `await when(resolved:).value` gives `nil` to a cancelled
+/// task, this gives an outcome for each member, `nil` for one that had not finished.
+///
+/// ```swift
+/// let finished = await outcomes(of: urls.map(download), concurrently: 4)
+/// print("\(finished.compactMap { $0 }.count) of \(urls.count) done")
+/// ```
+///
+/// The task's cancellation stops the batch as the signal of
+/// ``when(resolved:concurrently:until:)`` does: the members still running are cancelled (their
+/// `onCancel` handlers and `ensure` steps have run when the await returns), and the others never
+/// start. A member whose run ends by cancellation of its own has `nil` too.
+@inlinable nonisolated(nonsending) public func outcomes<Value, Failure>(
+    of promises: [Promise<Value, Failure>], concurrently limit: Int = .max
+) async -> [Swift.Result<Value, Failure>?] {
+    let (stop, stopper) = Guarantee<Void>.pending()
+    let batch = when(resolved: promises, concurrently: limit, until: stop)
+    let isolation = #isolation  // as in `result`
+    // Not `batch.result`, which the task's cancellation would cancel: it stops the batch instead.
+    let outcomes = await withTaskCancellationHandler {
+        await withUnsafeContinuation(isolation: isolation) { _ = batch.start(Engine.Awaiting($0)) }
+    } onCancel: {
+        stopper.fulfill(())
+    }
+    // (`nil` only if the batch were cancelled, which nothing here does.)
+    return outcomes?.get() ?? Array(repeating: nil, count: promises.count)
 }
 
 // MARK: - Diagnostics

@@ -1,6 +1,7 @@
-// Concurrency.swift: async/await, a promise's `result` and `value`, awaited on the caller's actor.
-// Builds on `Run.start` (Engine/Run.swift); `Promise.init` from an `async` closure is in
-// Making.swift.
+// Concurrency.swift: async/await, a promise's `result` and `value`, awaited on the caller's actor,
+// and a batch's `outcomes(of:concurrently:)`, which the task's cancellation stops. Builds on
+// `Run.start` (Engine/Run.swift) and `when(resolved:concurrently:until:)` (Combining.swift);
+// `Promise.init` from an `async` closure is in Making.swift.
 
 nonisolated extension Promise {
     /// Starts a run on the caller's actor and waits for its outcome, or `nil` if it ended by
@@ -53,4 +54,36 @@ nonisolated extension Promise where Failure == Never {
     @inlinable nonisolated(nonsending) public var value: Value? {
         get async { await result?.get() }
     }
+}
+
+/// Runs the promises, at most `limit` at once, and returns every outcome, in the order given; if
+/// the task is cancelled, stops them and returns what finished.
+///
+/// For a batch whose finished items are worth reporting however it ends, such as a tool that
+/// Ctrl-C or a deadline cancels: where `await when(resolved:).value` gives `nil` to a cancelled
+/// task, this gives an outcome for each member, `nil` for one that had not finished.
+///
+/// ```swift
+/// let finished = await outcomes(of: urls.map(download), concurrently: 4)
+/// print("\(finished.compactMap { $0 }.count) of \(urls.count) done")
+/// ```
+///
+/// The task's cancellation stops the batch as the signal of
+/// ``when(resolved:concurrently:until:)`` does: the members still running are cancelled (their
+/// `onCancel` handlers and `ensure` steps have run when the await returns), and the others never
+/// start. A member whose run ends by cancellation of its own has `nil` too.
+@inlinable nonisolated(nonsending) public func outcomes<Value, Failure>(
+    of promises: [Promise<Value, Failure>], concurrently limit: Int = .max
+) async -> [Swift.Result<Value, Failure>?] {
+    let (stop, stopper) = Guarantee<Void>.pending()
+    let batch = when(resolved: promises, concurrently: limit, until: stop)
+    let isolation = #isolation  // as in `result`
+    // Not `batch.result`, which the task's cancellation would cancel: it stops the batch instead.
+    let outcomes = await withTaskCancellationHandler {
+        await withUnsafeContinuation(isolation: isolation) { _ = batch.start(Engine.Awaiting($0)) }
+    } onCancel: {
+        stopper.fulfill(())
+    }
+    // (`nil` only if the batch were cancelled, which nothing here does.)
+    return outcomes?.get() ?? Array(repeating: nil, count: promises.count)
 }

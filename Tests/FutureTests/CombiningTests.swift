@@ -198,6 +198,142 @@ extension WhenFulfilled {
     }
 }
 
+/// A batch stopped rather than cancelled: by a signal (`when(resolved:concurrently:until:)`) or
+/// by its awaiting task's cancellation (`outcomes(of:concurrently:)`), it settles with what
+/// finished, and cancels the rest.
+@Suite struct StoppingACombination {
+    @Test func aTaskCancelledMidBatchGetsWhatFinishedAndTheRestAreCancelled() async {
+        let members = Members()
+        let task = Task { await outcomes(of: members.promises, concurrently: 3) }
+        await members.pending[0].resolvers.arrival()?.fulfill(0)
+        await members.pending[2].resolvers.arrival()?.reject(TestError("2"))
+        _ = await members.pending[3].resolvers.arrival()  // started as 0 ended
+        task.cancel()
+        let finished = await bounded { await task.value }
+        #expect(finished == [.success(0), nil, .failure(TestError("2")), nil])
+        // The await returned after the unfinished members' cancel handlers and `ensure` steps.
+        #expect(members.cancelled == [0, 1, 0, 1])
+        #expect(members.ensured.map(\.value) == [1, 1, 1, 1])
+    }
+
+    @Test func aTaskCancelledBeforeItAwaitsStartsNoMember() async {
+        let members = Members()
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await outcomes(of: members.promises)
+        }
+        #expect(await bounded { await task.value } == [nil, nil, nil, nil])
+        #expect(members.started == [0, 0, 0, 0])
+    }
+
+    @Test func aBatchThatFinishesBeforeTheCancelGetsEveryOutcome() async {
+        let task = Task {
+            await outcomes(of: [later(1), later(2).map { $0 * 10 }], concurrently: 1)
+        }
+        let finished = await bounded { await task.value }
+        task.cancel()  // too late: nothing to stop
+        #expect(finished == [.success(1), .success(20)])
+    }
+
+    @Test func anEmptyBatchSettlesAtOnceWithNothing() async {
+        let (never, resolver) = Guarantee<Void>.pending()
+        #expect(value(of: when(resolved: [Promise<Int, TestError>](), until: never)) == [])
+        #expect(await bounded { await outcomes(of: [Promise<Int, TestError>]()) } == [])
+        withExtendedLifetime(resolver) {}
+    }
+
+    @Test func aSignalStopsTheBatchWithWhatFinishedAndStartsNoMore() {
+        let members = Members()
+        let (stop, stopper) = Guarantee<Void>.pending()
+        let result = Delivery<[Result<Int, TestError>?]>()
+        when(resolved: members.promises, concurrently: 2, until: stop).run(some: result.send)
+        #expect(members.started == [1, 1, 0, 0])  // the signal takes no place in the limit
+        members.resolver(1)?.fulfill(1)
+        #expect(members.started == [1, 1, 1, 0])
+        stopper.fulfill(())
+        #expect(result.wait() == [nil, .success(1), nil, nil])
+        #expect(members.cancelled == [1, 0, 1, 0])
+        #expect(members.started == [1, 1, 1, 0])
+        #expect(members.ensured.map(\.value) == [1, 1, 1, 0])
+    }
+
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func aDeadlineStopsTheBatch() {
+        let clock = ManualClock()
+        let members = Members()
+        let result = Delivery<[Result<Int, TestError>?]>()
+        let deadline = after(.seconds(30), clock: clock)
+        when(resolved: members.promises, until: deadline).run(some: result.send)
+        members.resolver(3)?.fulfill(3)
+        clock.advance(by: .seconds(30))
+        #expect(result.wait() == [nil, nil, nil, .success(3)])
+        #expect(members.cancelled == [1, 1, 1, 0])
+    }
+
+    @Test func aBatchThatFinishesBeforeTheSignalGetsEveryOutcomeAndNoReport() {
+        _ = reports  // listening from now on
+        let members = [later(1).setFailureType(to: TestError.self), Promise(value: 2)]
+        let line = #line + 2
+        do {
+            let (stop, stopper) = Guarantee<Void>.pending()
+            #expect(value(of: when(resolved: members, until: stop)) == [.success(1), .success(2)])
+            withExtendedLifetime(stopper) {}
+        }
+        // The signal's run was cancelled with the batch: its resolver, never used, is no fault.
+        #expect(reports.reports(madeAt: line).isEmpty)
+    }
+
+    @Test func aMemberThatCancelsItsOwnRunDropsOutAndTheOthersGoOn() async {
+        let (stop, stopper) = Guarantee<Void>.pending()
+        let members = [
+            Promise<Int, TestError> { $0.cancel() }, later(2).setFailureType(to: TestError.self),
+        ]
+        let batch = when(resolved: members, until: stop)
+        #expect(await bounded { await batch.value } == [nil, .success(2)])
+        withExtendedLifetime(stopper) {}
+        #expect(await bounded { await outcomes(of: members) } == [nil, .success(2)])
+    }
+
+    @Test func aSignalThatEndsByCancellationEndsTheBatchSo() {
+        let members = Members()
+        let ended = Delivery<Void>()
+        let (stop, stopper) = Guarantee<Void>.pending()
+        when(resolved: members.promises, until: stop).ensure { ended.send(()) }
+            .run(some: { _ in Issue.record("cancelled: no outcome") })
+        members.resolver(0)?.fulfill(0)
+        stopper.cancel()
+        #expect(ended.wait() != nil)
+        #expect(members.cancelled == [0, 1, 1, 1])
+    }
+
+    @Test func aStopRacingTheMembersGivesEachOutcomeOrACancelNeverBoth() {
+        for _ in 0..<300 {
+            let resolvers = (0..<3).map { _ in Delivery<Resolver<Int, TestError>>() }
+            let cancelled = (0..<3).map { _ in Counter() }
+            let members = (0..<3).map { index in
+                Promise<Int, TestError> { resolver in
+                    resolver.onCancel { _ in cancelled[index].increment() }
+                    resolvers[index].send(resolver)
+                }
+            }
+            let (stop, stopper) = Guarantee<Void>.pending()
+            let result = Delivery<[Result<Int, TestError>?]>()
+            when(resolved: members, until: stop).run(some: result.send)
+            let started = resolvers.compactMap { $0.wait() }
+            DispatchQueue.concurrentPerform(iterations: 4) { index in
+                if index == 3 { stopper.fulfill(()) } else { started[index].fulfill(index) }
+            }
+            guard let finished = result.wait() else { return #expect(Bool(false)) }
+            for index in 0..<3 {
+                #expect(finished[index] == nil || finished[index] == .success(index))
+                if finished[index] != nil { #expect(cancelled[index].value == 0) }
+                #expect(cancelled[index].value <= 1)
+            }
+        }
+    }
+}
+
 @Suite struct Racing {
     @Test func theFirstToSettleWinsAndTheOthersAreCancelled() {
         let members = Members()
@@ -532,5 +668,12 @@ extension CombiningConcurrency {
             letsGoOfItsMembers(
                 { unanswered, captured in when(resolved: [Promise(value: captured), unanswered]) },
                 end: { $0.cancel() }))
+        // Stopped by its signal, with the outcome of a member that ended.
+        let stop = Promise<Void, Never>(value: ()).delay(.milliseconds(10), clock: clock)
+        #expect(
+            letsGoOfItsMembers(
+                { unanswered, captured in
+                    when(resolved: [Promise(value: captured), unanswered], until: stop)
+                }, end: { _ in clock.advance(by: .milliseconds(10)) }))
     }
 }
