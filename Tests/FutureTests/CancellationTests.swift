@@ -175,25 +175,27 @@ final class Pending<Value>: @unchecked Sendable {
         let inStep = DispatchSemaphore(value: 0)
         let cancelledElsewhere = DispatchSemaphore(value: 0)
         let ended = Delivery<Void>()
-        box.handle = Promise<Int, Never> { resolver in
-            DispatchQueue.global().async { resolver.fulfill(1) }
-        }
-        .map { value -> Int in
-            inStep.signal()
-            cancelledElsewhere.wait()
-            return value
-        }
-        .map { value -> Int in
-            log.record("cancel")
-            box.handle?.cancel()
-            return value
-        }
-        .map { value -> Int in
-            log.record("after")
-            return value
-        }
-        .ensure { ended.send(()) }
-        .run { _ in log.record("completion") }
+        let resolvers = Delivery<Resolver<Int, Never>>()
+        // Resolved from another thread once `run` has returned: resolved while the operation
+        // still ran, the run would go on on this thread, in the step that waits for it.
+        box.handle = Promise<Int, Never> { resolvers.send($0) }
+            .map { value -> Int in
+                inStep.signal()
+                cancelledElsewhere.wait()
+                return value
+            }
+            .map { value -> Int in
+                log.record("cancel")
+                box.handle?.cancel()
+                return value
+            }
+            .map { value -> Int in
+                log.record("after")
+                return value
+            }
+            .ensure { ended.send(()) }
+            .run { _ in log.record("completion") }
+        DispatchQueue.global().async { resolvers.wait()?.fulfill(1) }
         #expect(inStep.wait(timeout: .now() + timeout) == .success)
         box.handle?.cancel()  // from this thread, while the run's own thread drives it
         cancelledElsewhere.signal()

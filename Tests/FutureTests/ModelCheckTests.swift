@@ -1839,8 +1839,23 @@ enum MCSeeds {
     }()
 }
 
-/// Runs `count` programs of `mode` from `seed`; records the first failure, as Swift code.
-func mcRun(_ mode: MCMode, seed: UInt64, count: Int) {
+/// Runs `count` programs of `mode` from `seed` on a queue of its own, one check at a time: a
+/// check runs for seconds, and blocks its thread as it waits for its runs. On the concurrency
+/// pool (a thread a core) it held up the tests that await; many at once on Dispatch's threads,
+/// the timers of every test. Records the first failure, as Swift code.
+func mcRun(_ mode: MCMode, seed: UInt64, count: Int) async {
+    let failure = await withCheckedContinuation { (done: CheckedContinuation<String?, Never>) in
+        mcQueue.async {
+            done.resume(returning: mcFirstFailure(mode, seed: seed, count: count))
+        }
+    }
+    if let failure { Issue.record(Comment(rawValue: failure)) }
+}
+
+let mcQueue = DispatchQueue(label: "model check")
+
+/// Runs `count` programs of `mode` from `seed`; returns the first failure, as Swift code.
+func mcFirstFailure(_ mode: MCMode, seed: UInt64, count: Int) -> String? {
     if seed == MCSeeds.random {
         print("ModelCheck: random seed \(seed) (MODELCHECK_SEED=\(seed) runs it again)")
     }
@@ -1863,47 +1878,48 @@ func mcRun(_ mode: MCMode, seed: UInt64, count: Int) {
                 continue
             }
             let source = MCSource.program(program, name: name, expected: expected)
-            Issue.record(
-                """
+            return """
                 The library and the model disagree (\(mode.rawValue) program \(index) of seed \(seed)):
                 \(problems.joined(separator: "\n"))
                 library: \(actual)
                 model:   \(expected.map { "\($0)" } ?? "(properties only)")
                 \(source)
-                """)
-            return
+                """
         }
     }
+    return nil
 }
 
 /// The plain run's model check: 5,610 programs from 11 seeds (ThreadSanitizer runs the suite
 /// below instead).
 @Suite("ModelCheck", .enabled(if: !MCSeeds.underThreadSanitizer)) struct ModelCheck {
-    @Test(arguments: MCSeeds.all) func singleThreadedProgramsAgreeWithTheModel(seed: UInt64) {
-        mcRun(.exact, seed: seed, count: 450)
+    @Test(arguments: MCSeeds.all) func singleThreadedProgramsAgreeWithTheModel(seed: UInt64) async {
+        await mcRun(.exact, seed: seed, count: 450)
     }
 
-    @Test(arguments: MCSeeds.all) func programsThatCancelFromAnotherThread(seed: UInt64) {
-        mcRun(.threads, seed: seed, count: 30)
+    @Test(arguments: MCSeeds.all) func programsThatCancelFromAnotherThread(seed: UInt64) async {
+        await mcRun(.threads, seed: seed, count: 30)
     }
 
-    @Test(arguments: MCSeeds.all) func programsNestedAbout32Deep(seed: UInt64) {
-        mcRun(.deep, seed: seed, count: 10)
+    @Test(arguments: MCSeeds.all) func programsNestedAbout32Deep(seed: UInt64) async {
+        await mcRun(.deep, seed: seed, count: 10)
     }
 
     @Test(arguments: MCSeeds.all) func programsWithDispatchTimeoutsOfAFewMilliseconds(seed: UInt64)
+        async
     {
-        mcRun(.realTime, seed: seed, count: 20)
+        await mcRun(.realTime, seed: seed, count: 20)
     }
 }
 
 /// The model check that CI's ThreadSanitizer run names: 1,000 programs of every mode, from a
 /// fixed seed and the random one.
 @Suite("ModelCheckUnderThreadSanitizer") struct ModelCheckUnderThreadSanitizer {
-    @Test(arguments: [MCSeeds.fixed[0], MCSeeds.random]) func aThousandPrograms(seed: UInt64) {
-        mcRun(.exact, seed: seed &+ 1, count: 250)
-        mcRun(.threads, seed: seed &+ 1, count: 175)
-        mcRun(.deep, seed: seed &+ 1, count: 25)
-        mcRun(.realTime, seed: seed &+ 1, count: 50)
+    @Test(arguments: [MCSeeds.fixed[0], MCSeeds.random]) func aThousandPrograms(seed: UInt64) async
+    {
+        await mcRun(.exact, seed: seed &+ 1, count: 250)
+        await mcRun(.threads, seed: seed &+ 1, count: 175)
+        await mcRun(.deep, seed: seed &+ 1, count: 25)
+        await mcRun(.realTime, seed: seed &+ 1, count: 50)
     }
 }
