@@ -160,25 +160,42 @@ nonisolated extension Engine {
             isDraining = false
         }
 
-        /// Calls `body`, which resumes a shared promise's waiters. One of them may be the work of
-        /// the next shared promise, which settles inside it: that one's `body` is a level inside
-        /// which every run it resumes waits, as past `limit`, so that a chain of ten thousand
-        /// settles two levels deep, as on a 32 KiB stack; a settle inside no other resumes its
-        /// waiters nested, as every resolver does.
-        static func settling(_ body: () -> Void) {
+        /// Calls `resume` with each waiter of a shared promise that settled, in order, and has
+        /// each go on in its turn: before the next, with the waiters of any other shared promise
+        /// that settles as it goes on (its work's run may be one of them), as nested calls would.
+        /// But they are not nested: a settle inside another calls `resume` as a level inside which
+        /// every run it resumes waits, as past `limit`, and the settle under way resumes what
+        /// waited so, first come first, once the waiter that set it off has returned. So a chain
+        /// of ten thousand settles two levels deep, as on a 32 KiB stack.
+        static func settling<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
             withCurrent { nesting in
-                guard nesting.isSettling else {
-                    nesting.isSettling = true
-                    body()
-                    nesting.isSettling = false
-                    return
-                }
+                guard nesting.isSettling else { return nesting.settle(waiters, resume) }
                 let below = nesting.setRuns(Nesting.limit)
-                body()
-                _ = nesting.setRuns(below + 1)
-                nesting.leaveRun()
+                for waiter in waiters { resume(waiter) }
+                _ = nesting.setRuns(below)
             }
         }
+
+        /// The settle that no other is under way around: a level of runs, so that no level
+        /// below it resumes the runs that settles inside it made wait, out of their turn.
+        private func settle<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
+            isSettling = true
+            enterSettle()
+            for waiter in waiters {
+                let mark = waiting.count  // what waited before is the bottom level's
+                resume(waiter)
+                var ahead: [() -> Void] = []  // the next last
+                while waiting.count > mark || !ahead.isEmpty {
+                    ahead += waiting[mark...].reversed()  // before what waited earlier
+                    waiting.removeSubrange(mark...)
+                    ahead.removeLast()()
+                }
+            }
+            isSettling = false
+            leaveRun()
+        }
+
+        @inline(never) private func enterSettle() { levels.runs += 1 }
 
         @inline(never) private func setRuns(_ value: Int) -> Int {
             defer { levels.runs = value }
