@@ -160,13 +160,15 @@ nonisolated extension Engine {
             isDraining = false
         }
 
-        /// Calls `resume` with each waiter of a shared promise that settled, in order, and has
-        /// each go on in its turn: before the next, with the waiters of any other shared promise
-        /// that settles as it goes on (its work's run may be one of them), as nested calls would.
-        /// But they are not nested: a settle inside another calls `resume` as a level inside which
-        /// every run it resumes waits, as past `limit`, and the settle under way resumes what
-        /// waited so, first come first, once the waiter that set it off has returned. So a chain
-        /// of ten thousand settles two levels deep, as on a 32 KiB stack.
+        /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
+        /// in its turn, as nested calls would: before the next waiter, and with it the waiters of
+        /// every shared promise that settles as it goes on (such as the one whose work it is).
+        /// But not nested: a settle inside another calls `resume` as a level inside which every
+        /// run it resumes waits, as past `limit`; the settle under way resumes those runs once
+        /// the waiter that set them off has returned, each before the runs that waited before it
+        /// was resumed. So a chain of ten thousand settles two levels deep, as on a 32 KiB stack;
+        /// but a waiter's step that settles another shared promise (by its work's resolver)
+        /// returns before that one's waiters go on, which nested calls would not do.
         static func settling<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
             withCurrent { nesting in
                 guard nesting.isSettling else { return nesting.settle(waiters, resume) }
