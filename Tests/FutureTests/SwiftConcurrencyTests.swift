@@ -168,6 +168,24 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
         #expect(order.all == ["top 1", "top 2", "middle", "answer"])
     }
 
+    /// A step that settles a shared promise, by its work's resolver, has that promise's waiting
+    /// runs go on before the resolver returns, as every resolver does, also when the step's run
+    /// goes on as a waiter of another shared promise.
+    @Test func aStepThatSettlesASharedPromiseGoesOnAfterItsWaitingRuns() {
+        let (answer, reply) = Guarantee<Int>.pending()
+        let work = Delivery<Resolver<Int, Never>>()
+        let shared = Guarantee<Int> { work.send($0) }.share()
+        let order = Log()
+        shared.run(some: { _ in order.record("shared") })
+        answer.map { _ in
+            work.all[0].fulfill(2)
+            order.record("step")
+        }.run(some: { _ in })
+        answer.run(some: { _ in order.record("later") })
+        reply.fulfill(1)
+        #expect(order.all == ["shared", "step", "later"])
+    }
+
     @Test func theWorkRunsOnceForEveryRun() {
         let pending = Pending<Int>()
         let shared = pending.promise.share()

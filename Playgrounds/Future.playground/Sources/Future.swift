@@ -3900,7 +3900,9 @@ nonisolated extension Engine {
         static func resume(_ run: Run, _ resumption: Run.Resumption) {
             withCurrent { nesting in
                 guard nesting.enterRun() else { return nesting.wait(run, resumption) }
+                let mark = nesting.isSettling ? nesting.waiting.count : nil
                 run.resume(resumption)
+                mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
                 nesting.leaveRun()
             }
         }
@@ -3972,11 +3974,10 @@ nonisolated extension Engine {
         /// in its turn, as nested calls would: before the next waiter, and with it the waiters of
         /// every shared promise that settles as it goes on (such as the one whose work it is).
         /// But not nested: a settle inside another calls `resume` as a level inside which every
-        /// run it resumes waits, as past `limit`; the settle under way resumes those runs once
-        /// the waiter that set them off has returned, each before the runs that waited before it
-        /// was resumed. So a chain of ten thousand settles two levels deep, as on a 32 KiB stack;
-        /// but a waiter's step that settles another shared promise (by its work's resolver)
-        /// returns before that one's waiters go on, which nested calls would not do.
+        /// run it resumes waits, as past `limit`; the level of runs around it (or the settle
+        /// under way) resumes those runs as it returns, one after another. So a chain of ten
+        /// thousand settles two levels deep, as on a 32 KiB stack, and a step that settles a
+        /// shared promise returns after its waiters went on, as a step that calls a resolver does.
         static func settling<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
             withCurrent { nesting in
                 guard nesting.isSettling else { return nesting.settle(waiters, resume) }
@@ -3992,17 +3993,23 @@ nonisolated extension Engine {
             isSettling = true
             enterSettle()
             for waiter in waiters {
-                let mark = waiting.count  // what waited before is the bottom level's
+                let mark = waiting.count
                 resume(waiter)
-                var ahead: [() -> Void] = []  // the next last
-                while waiting.count > mark || !ahead.isEmpty {
-                    ahead += waiting[mark...].reversed()  // before what waited earlier
-                    waiting.removeSubrange(mark...)
-                    ahead.removeLast()()
-                }
+                resumeWaiting(since: mark)
             }
             isSettling = false
             leaveRun()
+        }
+
+        /// Resumes what waited since `mark` (what waited before is a lower level's), one after
+        /// another, each before what waited before it was resumed, as nested calls would.
+        private func resumeWaiting(since mark: Int) {
+            var ahead: [() -> Void] = []  // the next last
+            while waiting.count > mark || !ahead.isEmpty {
+                ahead += waiting[mark...].reversed()
+                waiting.removeSubrange(mark...)
+                ahead.removeLast()()
+            }
         }
 
         @inline(never) private func enterSettle() { levels.runs += 1 }
