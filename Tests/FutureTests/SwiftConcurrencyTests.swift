@@ -140,6 +140,52 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
         #expect(order.all == ["0", "3", "5"])
     }
 
+    /// A run that waits through another shared promise, whose work waits for this one, goes on
+    /// in its turn too: so a `share()` does not change which member of a race wins.
+    @Test func aRunThatWaitsThroughAnotherSharedPromiseGoesOnInItsTurn() {
+        let (answer, reply) = Guarantee<Int>.pending()
+        let order = Log()
+        let shared = answer.share().map { _ in "through a share" }
+        race([shared, answer.map { _ in "direct" }]).run(some: { order.record($0) })
+        answer.run(some: { _ in order.record("later") })
+        reply.fulfill(1)
+        #expect(order.all == ["through a share", "later"])
+    }
+
+    /// The runs that wait through shared promises stacked on one another go on as nested calls
+    /// would: each shared promise's waiting runs in the order they came, one that is the work of
+    /// another shared promise with that one's waiting runs, before the next.
+    @Test func runsWaitingThroughStackedSharedPromisesGoOnAsNestedCallsWould() {
+        let (answer, reply) = Guarantee<Int>.pending()
+        let middle = answer.share()
+        let top = middle.share()
+        let order = Log()
+        top.run(some: { _ in order.record("top 1") })  // its work waits for middle's, for answer
+        answer.run(some: { _ in order.record("answer") })
+        middle.run(some: { _ in order.record("middle") })
+        top.run(some: { _ in order.record("top 2") })
+        reply.fulfill(1)
+        #expect(order.all == ["top 1", "top 2", "middle", "answer"])
+    }
+
+    /// A step that settles a shared promise, by its work's resolver, has that promise's waiting
+    /// runs go on before the resolver returns, as every resolver does, also when the step's run
+    /// goes on as a waiter of another shared promise.
+    @Test func aStepThatSettlesASharedPromiseGoesOnAfterItsWaitingRuns() {
+        let (answer, reply) = Guarantee<Int>.pending()
+        let work = Delivery<Resolver<Int, Never>>()
+        let shared = Guarantee<Int> { work.send($0) }.share()
+        let order = Log()
+        shared.run(some: { _ in order.record("shared") })
+        answer.map { _ in
+            work.all[0].fulfill(2)
+            order.record("step")
+        }.run(some: { _ in })
+        answer.run(some: { _ in order.record("later") })
+        reply.fulfill(1)
+        #expect(order.all == ["shared", "step", "later"])
+    }
+
     @Test func theWorkRunsOnceForEveryRun() {
         let pending = Pending<Int>()
         let shared = pending.promise.share()

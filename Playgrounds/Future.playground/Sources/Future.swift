@@ -4036,7 +4036,9 @@ nonisolated extension Engine {
         static func resume(_ run: Run, _ resumption: Run.Resumption) {
             withCurrent { nesting in
                 guard nesting.enterRun() else { return nesting.wait(run, resumption) }
+                let mark = nesting.isSettling ? nesting.waiting.count : nil
                 run.resume(resumption)
+                mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
                 nesting.leaveRun()
             }
         }
@@ -4104,25 +4106,49 @@ nonisolated extension Engine {
             isDraining = false
         }
 
-        /// Calls `body`, which resumes a shared promise's waiters. One of them may be the work of
-        /// the next shared promise, which settles inside it: that one's `body` is a level inside
-        /// which every run it resumes waits, as past `limit`, so that a chain of ten thousand
-        /// settles two levels deep, as on a 32 KiB stack; a settle inside no other resumes its
-        /// waiters nested, as every resolver does.
-        static func settling(_ body: () -> Void) {
+        /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
+        /// in its turn, as nested calls would: before the next waiter, and with it the waiters of
+        /// every shared promise that settles as it goes on (such as the one whose work it is).
+        /// But not nested: a settle inside another calls `resume` as a level inside which every
+        /// run it resumes waits, as past `limit`; the level of runs around it (or the settle
+        /// under way) resumes those runs as it returns, one after another. So a chain of ten
+        /// thousand settles two levels deep, as on a 32 KiB stack, and a step that settles a
+        /// shared promise returns after its waiters went on, as a step that calls a resolver does.
+        static func settling<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
             withCurrent { nesting in
-                guard nesting.isSettling else {
-                    nesting.isSettling = true
-                    body()
-                    nesting.isSettling = false
-                    return
-                }
+                guard nesting.isSettling else { return nesting.settle(waiters, resume) }
                 let below = nesting.setRuns(Nesting.limit)
-                body()
-                _ = nesting.setRuns(below + 1)
-                nesting.leaveRun()
+                for waiter in waiters { resume(waiter) }
+                _ = nesting.setRuns(below)
             }
         }
+
+        /// The settle that no other is under way around: a level of runs, so that no level
+        /// below it resumes the runs that settles inside it made wait, out of their turn.
+        private func settle<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
+            isSettling = true
+            enterSettle()
+            for waiter in waiters {
+                let mark = waiting.count
+                resume(waiter)
+                resumeWaiting(since: mark)
+            }
+            isSettling = false
+            leaveRun()
+        }
+
+        /// Resumes what waited since `mark` (what waited before is a lower level's), one after
+        /// another, each before what waited before it was resumed, as nested calls would.
+        private func resumeWaiting(since mark: Int) {
+            var ahead: [() -> Void] = []  // the next last
+            while waiting.count > mark || !ahead.isEmpty {
+                ahead += waiting[mark...].reversed()
+                waiting.removeSubrange(mark...)
+                ahead.removeLast()()
+            }
+        }
+
+        @inline(never) private func enterSettle() { levels.runs += 1 }
 
         @inline(never) private func setRuns(_ value: Int) -> Int {
             defer { levels.runs = value }
@@ -4746,10 +4772,8 @@ nonisolated extension Engine {
                 return (self.waiting.sorted { $0.key < $1.key }.map(\.value), before)
             }
             withExtendedLifetime(before) {}  // see `Lock`
-            Nesting.settling {
-                for resolver in waiting {
-                    if let outcome { resolver(outcome) } else { resolver.cancel() }
-                }
+            Nesting.settling(waiting) { resolver in
+                if let outcome { resolver(outcome) } else { resolver.cancel() }
             }
         }
     }

@@ -129,10 +129,8 @@ nonisolated extension Engine {
                 return (self.waiting.sorted { $0.key < $1.key }.map(\.value), before)
             }
             withExtendedLifetime(before) {}  // see `Lock`
-            Nesting.settling {
-                for resolver in waiting {
-                    if let outcome { resolver(outcome) } else { resolver.cancel() }
-                }
+            Nesting.settling(waiting) { resolver in
+                if let outcome { resolver(outcome) } else { resolver.cancel() }
             }
         }
     }
