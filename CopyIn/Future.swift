@@ -4493,7 +4493,9 @@ nonisolated extension Engine {
         static func pending(file: StaticString, line: UInt) -> (Shared, Resolver<Value, Failure>) {
             let shared = Shared(nil, cancelsWhenAbandoned: false)
             let run = Run.make(for: nil, completing: Done.self)
-            // With no lock: nothing else has `shared` before this returns.
+            // With no lock: nothing else has `shared` before this returns; and `immediately`, so
+            // that the operation has been called, and `making` holds its resolver, once `start`
+            // returns.
             let operation = Promise(file: file, line: line) { shared.state = .making($0) }
             run.start(operation, Done { shared.settle($1, of: $0) }, immediately: true)
             guard case .making(let resolver?) = shared.state else { preconditionFailure("unmade") }
