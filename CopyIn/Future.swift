@@ -4641,139 +4641,197 @@ nonisolated extension Engine {
 
 // MARK: - Engine/Shared
 
-// Engine/Shared.swift: what `share()` and `pending()` keep, one run of the work for many runs.
-// Builds on Run.swift: the work runs in a run of its own (inside the run that started it, for
-// its ties), and each run of the shared promise waits for it as an operation waits for its
-// resolver.
+// Engine/Shared.swift: what `share()` and `pending()` keep: the one run of the work that the runs
+// of the promise wait for (for `pending()`, the resolver they wait for), then its outcome. Builds
+// on Run.swift: the work runs in a run of its own (inside the run that started it, for its ties),
+// and each run of the promise waits for it as an operation waits for its resolver.
+//
+// A state machine. `State` is all there is to know; each event is a method that changes it in one
+// lock section (`on`) and returns an `Action`, done after the lock, as it calls into runs. A run
+// that waits gets a number (`arrivals`), counted across every state, so that a run that leaves
+// late (its cancel raced with the outcome) never names a later one. The transitions, a row a
+// `case` (n: the run that joins or leaves; r: the run of the work, or pending()'s own; ws: the runs
+// that wait, by number):
+//
+//   state                 event                             new state               action
+//   making(nil)           pending()'s operation is called   making(resolver)        -
+//   making(resolver)      pending() hands it out            running(nil, r, [:])    -
+//   settled(o)            join n                            settled(o)              resume n
+//   idle(work)            join n                            running(work, r, [n])   wait n, start r
+//   running(work, r, ws)  join n                            running(work, r, ws+n)  wait n
+//   making                join n                            traps: no run sees it
+//   running(work, r, ws)  leave n, none left, cancels when  idle(work)              cancel r
+//                         abandoned (so work is not nil)
+//   running(work, r, ws)  leave n, else                     running(work, r, ws-n)  -
+//   idle, settled, making leave n (resumed as it left)      the same                -
+//   running(work, r, ws)  r ends with o, or work is nil     settled(o)              resume ws
+//   running(work, r, ws)  r ends by cancellation (o nil)    idle(work)              resume ws
+//   any other             a run ends (an earlier r,         the same                -
+//                         cancelled as every run left)
+//
+// o is an outcome, or `nil` for cancellation: `settled(nil)` (pending()'s resolver cancelled, or
+// let go of unused) ends every run by cancellation; "resume" gives the outcome in the order the
+// runs came. `making` is pending()'s, before it returns its promise and its resolver: no run can
+// join, none waits to leave, and its own run cannot end.
 
 nonisolated extension Engine {
     /// The one run of a shared promise's work, the runs waiting for it, and its outcome once it
     /// has one.
     final class Shared<Value: Sendable, Failure: Swift.Error>: @unchecked Sendable {
+        private typealias Done = Callback<Value, Failure>
         private let lock = Lock()
         // Guarded by `lock`.
         private var state: State
-        /// Keyed by number: a run that leaves is removed at once however many wait.
-        private var waiting: [Int: Resolver<Value, Failure>] = [:]
-        private var lastNumber = 0
-        /// The resolver that `pending()` hands out, as its operation gets it.
-        private var outside: Resolver<Value, Failure>?
+        private var arrivals = 0
         /// Whether the run of the work is cancelled when every waiting run has left.
         private let cancelsWhenAbandoned: Bool
 
-        /// Where the shared work is. A run of the shared promise is numbered as it comes, and
-        /// the run of the work is known by the number of the run that started it.
         private enum State {
-            /// No run of the work is under way: the next run of the shared promise starts one.
+            /// `pending()`'s, until its operation is given the resolver that `pending()` hands out.
+            case making(Resolver<Value, Failure>?)
+            /// No run of the work is under way: the next run of the promise starts one.
             case idle(Promise<Value, Failure>)
-            /// The run of the work that run `starter` started is under way, on `run`.
-            case running(Promise<Value, Failure>, starter: Int, run: Run)
-            /// `pending()`'s, which has no work: its resolver brings the outcome.
-            case awaitingResolver
-            /// The work ended with `outcome`: every run gets it at once.
-            case settled(Swift.Result<Value, Failure>)
-            /// `pending()`'s resolver went away unused: every run ends by cancellation.
-            case abandoned
+            /// The work (`nil`: `pending()`'s, whose resolver brings the outcome) runs on `Run`,
+            /// and these runs, keyed by number, wait for it.
+            case running(Promise<Value, Failure>?, Run, [Int: Resolver<Value, Failure>])
+            /// Every run gets the outcome at once, or (`nil`) ends by cancellation.
+            case settled(Swift.Result<Value, Failure>?)
+        }
+
+        /// What an event leaves to do after the lock.
+        private enum Action {
+            /// The run of the resolver waits, as the number given, and first starts the work on
+            /// the run given, if any.
+            case wait(Resolver<Value, Failure>, Int, starting: (Promise<Value, Failure>, Run)?)
+            /// These runs go on, in the order they came, with the outcome or (`nil`) by
+            /// cancellation.
+            case resume([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
+            /// Every run that waited for the work left: its run is cancelled.
+            case cancelWork(Run)
         }
 
         /// Keeps `work`, or for `pending()` (`nil`), waits for its resolver.
         init(_ work: Promise<Value, Failure>?, cancelsWhenAbandoned: Bool) {
-            state = work.map(State.idle) ?? .awaitingResolver
+            state = work.map(State.idle) ?? .making(nil)
             self.cancelsWhenAbandoned = cancelsWhenAbandoned
         }
 
         deinit { lock.free() }
+
+        /// Changes the state by `event`, in one lock section, then does the action it returns
+        /// (`nil`: none); with `settling`, the runs it resumes go on through `Nesting.settling`. The state is lent `inout`, so
+        /// that `event` consumes it (and changes the `waiting` of a case in place, not a copy),
+        /// and the compiler checks that each `case` sets the next. What the state lets go of,
+        /// `event` puts in `dropped`, let go of after the lock (see `Lock`): a resolver may be its
+        /// run's last reference, and the work's steps may run the promise.
+        private func on(settling: Bool = false, _ event: (inout State, inout Any?) -> Action?) {
+            var dropped: Any?
+            let action = lock.withLock { event(&state, &dropped) }
+            withExtendedLifetime(dropped) {}
+            if settling, case .resume(let waiters, let outcome)? = action {
+                // In the order they came, as nested calls would order them, on a flat stack.
+                Nesting.settling(waiters) { Self.resume($0, with: outcome) }
+            } else if let action {
+                perform(action)
+            }
+        }
 
         /// What `pending()` keeps, and the resolver it hands out: the resolver of an operation
         /// that a run of its own calls at once, so that it reports as any resolver does, but only
         /// while a run waits for it: a promise made and never run (or no longer) has lost nothing.
         static func pending(file: StaticString, line: UInt) -> (Shared, Resolver<Value, Failure>) {
             let shared = Shared(nil, cancelsWhenAbandoned: false)
-            let operation = Promise(file: file, line: line) { shared.outside = $0 }
-            Run.make(for: nil, completing: Callback<Value, Failure>.self).start(
-                operation, Callback { _, outcome in shared.settle(outcome, starter: 0) },
-                immediately: true)
-            let resolver = shared.outside.take()!
+            let run = Run.make(for: nil, completing: Done.self)
+            // With no lock: nothing else has `shared` before this returns; and `immediately`, so
+            // that the operation has been called, and `making` holds its resolver, once `start`
+            // returns.
+            let operation = Promise(file: file, line: line) { shared.state = .making($0) }
+            run.start(operation, Done { shared.settle($1, of: $0) }, immediately: true)
+            guard case .making(let resolver?) = shared.state else { preconditionFailure("unmade") }
+            shared.state = .running(nil, run, [:])
             #if DEBUG
-                resolver.reportsRelease = { shared.lock.withLock { !shared.waiting.isEmpty } }
+                resolver.reportsRelease = shared.waits
             #endif
             return (shared, resolver)
         }
 
-        /// The operation of every run of the shared promise.
+        /// Whether a run waits: `pending()`'s resolver, let go of unresolved, is reported only then.
+        private func waits() -> Bool {
+            lock.withLock { if case .running(_, _, let w) = state { !w.isEmpty } else { false } }
+        }
+
+        /// The operation of every run of the promise.
         func join(_ resolver: Resolver<Value, Failure>) {
-            // The run's handle is recorded before it starts, so that a joiner leaving meanwhile
-            // cancels it, and the work does not begin.
-            typealias Start = (Promise<Value, Failure>, Run)
-            let (number, known, start) = lock.withLock {
-                () -> (Int, Swift.Result<Value, Failure>??, Start?) in
-                lastNumber += 1
-                switch state {
-                case .settled(let outcome): return (lastNumber, outcome, nil)
-                case .abandoned: return (lastNumber, .some(nil), nil)
-                case .running, .awaitingResolver:
-                    waiting[lastNumber] = resolver
-                    return (lastNumber, nil, nil)
+            on { state, _ in
+                // A settled state answers at once, and stays as it is.
+                if case .settled(let outcome) = state { return .resume([resolver], outcome) }
+                arrivals += 1
+                switch consume state {
                 case .idle(let work):
-                    waiting[lastNumber] = resolver
-                    let run = Run.make(
-                        for: work.chain, completing: Callback<Value, Failure>.self,
-                        inside: resolver.run)
-                    state = .running(work, starter: lastNumber, run: run)
-                    return (lastNumber, nil, (work, run))
+                    // The run is made before it starts, so that a run leaving meanwhile cancels
+                    // it, and the work does not begin.
+                    let run = Run.make(for: work.chain, completing: Done.self, inside: resolver.run)
+                    state = .running(work, run, [arrivals: resolver])
+                    return .wait(resolver, arrivals, starting: (work, run))
+                case .running(let work, let run, var waiting):
+                    waiting[arrivals] = resolver
+                    state = .running(work, run, waiting)
+                    return .wait(resolver, arrivals, starting: nil)
+                case .making, .settled: preconditionFailure("no run sees making; settled is above")
                 }
             }
-            if let known { return known.map { resolver($0) } ?? resolver.cancel() }
-            // The run keeps its cancel handler, and so the shared state, until the call resolves
-            // or is cancelled: a run calls an operation and lets go of it, and the caller may
-            // have dropped the shared promise (`work.share().run(...)`, a cache that lets go).
-            resolver.onCancel { [self] _ in leave(number) }
-            guard let (work, run) = start else { return }
-            let settle = { [weak self] (_: Run, outcome: sending Swift.Result<Value, Failure>?) in
-                guard let self else { return }
-                self.settle(outcome, starter: number)
-            }
-            run.start(work, Callback(settle))
         }
 
-        /// A waiting run was cancelled; when none is left, the work is cancelled, if it is to be.
+        /// Waiting run `number` was cancelled; when none is left, the work is cancelled, if it is
+        /// to be.
         private func leave(_ number: Int) {
-            // The resolver that left is let go of outside the lock, as it may be its run's last.
-            let (gone, abandoned) = lock.withLock { () -> (Resolver<Value, Failure>?, Run?) in
-                let left = waiting.removeValue(forKey: number)
-                guard waiting.isEmpty, cancelsWhenAbandoned,
-                    case .running(let work, _, let run) = state
-                else { return (left, nil) }
-                state = .idle(work)
-                return (left, run)
+            on { state, dropped in
+                switch consume state {
+                case .running(let work, let run, var waiting):
+                    dropped = waiting.removeValue(forKey: number)
+                    state = .running(work, run, waiting)
+                    guard waiting.isEmpty, cancelsWhenAbandoned, let work else { return .none }
+                    state = .idle(work)
+                    return .cancelWork(run)
+                case let unchanged: state = unchanged  // idle, settled (resumed as it left); making
+                }
+                return .none
             }
-            withExtendedLifetime(gone) {}  // see `Lock`
-            _ = abandoned?.cancel(call: nil)
         }
 
-        /// The run of the work that run `starter` started (or, for `pending()`, its resolver)
-        /// ended, with `outcome` or (`nil`) by cancellation: the waiting runs go on in the order
-        /// they came. The work, cancelled, stays to be run again.
-        func settle(_ outcome: sending Swift.Result<Value, Failure>?, starter: Int) {
-            // The work goes outside the lock: what its steps captured may run the shared promise.
-            let (waiting, before) = lock.withLock { () -> ([Resolver<Value, Failure>], State) in
-                let before = state
-                switch (state, outcome) {
-                case (.running(_, starter, _), let outcome?), (.awaitingResolver, let outcome?):
-                    state = .settled(outcome)
-                case (.running(let work, starter, _), nil):
-                    state = .idle(work)
-                case (.awaitingResolver, nil):
-                    state = .abandoned
-                default:
-                    return ([], before)  // a run of the work that was cancelled when abandoned
-                }
-                defer { self.waiting = [:] }
-                return (self.waiting.sorted { $0.key < $1.key }.map(\.value), before)
+        /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`
+        /// or (`nil`) by cancellation: the waiting runs go on. The work, cancelled, stays to be
+        /// run again.
+        private func settle(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
+            on(settling: true) { state, dropped in
+                // Else it is an earlier run of the work, cancelled as every run left.
+                guard case .running(let work, let current, let waiting) = state, current === run
+                else { return .none }
+                dropped = work
+                state = if outcome == nil, let work { .idle(work) } else { .settled(outcome) }
+                return .resume(waiting.sorted { $0.key < $1.key }.map(\.value), outcome)
             }
-            withExtendedLifetime(before) {}  // see `Lock`
-            Nesting.settling(waiting) { resolver in
-                if let outcome { resolver(outcome) } else { resolver.cancel() }
+        }
+
+        private static func resume(
+            _ waiter: Resolver<Value, Failure>, with outcome: Swift.Result<Value, Failure>?
+        ) {
+            if let outcome { waiter(outcome) } else { waiter.cancel() }
+        }
+
+        private func perform(_ action: Action) {
+            switch action {
+            case .wait(let resolver, let number, let start):
+                // The run keeps its cancel handler, and so the shared state, until the call
+                // resolves or is cancelled: a run calls an operation and lets go of it, and the
+                // caller may have dropped the promise (`work.share().run(...)`, a cache that lets
+                // go).
+                resolver.onCancel { [self] _ in leave(number) }
+                guard let (work, run) = start else { return }
+                run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
+            case .resume(let waiters, let outcome):
+                for waiter in waiters { Self.resume(waiter, with: outcome) }
+            case .cancelWork(let run): _ = run.cancel(call: nil)
             }
         }
     }
