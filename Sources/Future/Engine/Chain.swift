@@ -38,6 +38,25 @@
 // - share: the one run of a shared promise's work, that many runs wait for.
 // - tie: a run's record of a token's generation, as of the first step tied to the token.
 
+// The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
+// - `@unchecked Sendable`: a stage is immutable once built (its one `var` is written only in its
+//   deinit); a run, a join, a shared promise, the deadlines and a timeline guard what changes
+//   with their lock; `RunHandle` holds a run, Sendable by its lock. No user closure is kept in
+//   one without being `@Sendable`.
+// - `@exclusivity(unchecked)`: one group an object, of fields its lock guards (or a deinit alone
+//   writes): the lock orders every access, so the checks would only cost.
+// - `Unmanaged` and `borrowed(_:)`: the plan walks a chain's stages without reference counting;
+//   the run keeps the chains (`Plan.root`, the spill's `chains`) while their stages are on it.
+// - `unsafeDowncast`: a step reads its own stage, whose class made the step.
+// - `unsafeBitCast`: an operation's closure with its types erased (`Operation`), and the main
+//   actor's isolation assumed on the main queue (MainActor.swift).
+// - Raw memory: the slot (a step's output, typed by the step; debug builds check the type), the
+//   plan's stack, the run's tail (`ManagedBuffer`), a lock's mutex, which must not move.
+// - `nonisolated(unsafe)`: a value moved out of a slot has no other owner.
+// - `UnsafeContinuation`: an awaiting task's, resumed once, by the run's end.
+// - `isKnownUniquelyReferenced`, in a stage's deinit: how far to release a chain link by link,
+//   rather than recursively; it decides when memory goes, never an outcome.
+
 import Dispatch
 
 /// The engine's namespace: the types behind the API, which its files declare in extensions.
