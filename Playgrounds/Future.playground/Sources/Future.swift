@@ -4710,8 +4710,8 @@ nonisolated extension Engine {
             case making(Resolver<Value, Failure>?)
             /// No run of the work is under way: the next run of the promise starts one.
             case idle(Promise<Value, Failure>)
-            /// The work (`nil`: `pending()`'s, whose resolver brings the outcome) runs on `Run`,
-            /// and these runs, keyed by number, wait for it.
+            /// The work (`nil` for a pending promise, whose resolver brings the outcome) runs on
+            /// `Run`, and these runs, keyed by number, wait for it.
             case running(Promise<Value, Failure>?, Run, [Int: Resolver<Value, Failure>])
             /// Every run gets the outcome at once, or (`nil`) ends by cancellation.
             case settled(Swift.Result<Value, Failure>?)
@@ -4774,7 +4774,8 @@ nonisolated extension Engine {
             return (shared, resolver)
         }
 
-        /// Whether a run waits: `pending()`'s resolver, let go of unresolved, is reported only then.
+        /// Whether a run waits: a pending promise's resolver, let go of unresolved, is reported
+        /// only then.
         private func waits() -> Bool {
             lock.withLock { if case .running(_, _, let w) = state { !w.isEmpty } else { false } }
         }
