@@ -57,10 +57,8 @@ nonisolated public class RunBag: @unchecked Sendable {
     /// For a reset that keeps the bag, such as a search field whose old queries are stale:
     /// `model.runs.cancelAll()`.
     public func cancelAll() {
-        let cancelled = lock.withLock { () -> [RunHandle] in
-            defer { runs = [] }
-            return runs
-        }
+        var cancelled: [RunHandle] = []
+        lock.withLock { swap(&cancelled, &runs) }
         for run in cancelled { run.cancel() }
     }
 }
@@ -136,21 +134,21 @@ nonisolated extension Promise {
     public func ignoringCancel() -> Promise {
         typealias Callback = Engine.Callback<Value, Failure>
         let work = self
+        // The work in a run of its own inside `outer`, which `outer`'s cancel does not reach.
+        let start: @Sendable (Engine.Run, Callback) -> Void = { outer, callback in
+            Engine.Run.make(for: work.chain, completing: Callback.self, inside: outer)
+                .start(work, callback)
+        }
         let operation = Engine.Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Value, Failure>) in
-            let run = Engine.Run.make(
-                for: work.chain, completing: Callback.self, inside: resolver.run)
-            run.start(
-                work,
+            start(
+                resolver.run,
                 Callback { _, outcome in
                     if let outcome { resolver(outcome) } else { resolver.cancel() }
                 })
         }
         // The work alone, for a run that reaches this promise cancelled or never starts it.
-        let ignored: @Sendable (Engine.Run) -> Void = { outer in
-            let run = Engine.Run.make(for: work.chain, completing: Callback.self, inside: outer)
-            run.start(work, Callback { _, _ in })
-        }
+        let ignored: @Sendable (Engine.Run) -> Void = { start($0, Callback { _, _ in }) }
         return Promise(last: Engine.Source<Value, Failure>(operation, ignoring: ignored))
     }
 }

@@ -28,11 +28,7 @@
 @inlinable nonisolated public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Promise<[Value], Failure> {
-    // `fatalError`, not `precondition`: its message stays in a release build.
-    guard limit > 0 else {
-        fatalError("when(fulfilled:concurrently:) needs a limit of at least 1, not \(limit)")
-    }
-    return Engine.join(promises, limit) { tally, ending in
+    Engine.join(promises, checkedLimit(limit, "when(fulfilled:concurrently:)")) { tally, ending in
         switch ending {
         case .outcome(_, .failure(let error)): .settle(.failure(error))
         case .cancelled: .cancel
@@ -95,11 +91,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 @inlinable nonisolated public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Guarantee<[Swift.Result<Value, Failure>]> {
-    // `fatalError`, not `precondition`: its message stays in a release build.
-    guard limit > 0 else {
-        fatalError("when(resolved:concurrently:) needs a limit of at least 1, not \(limit)")
-    }
-    return Engine.join(promises, limit) { tally, ending in
+    Engine.join(promises, checkedLimit(limit, "when(resolved:concurrently:)")) { tally, ending in
         if case .cancelled = ending { return .cancel }
         return tally.isComplete ? .settle(.success(tally.results)) : .wait
     }
@@ -128,9 +120,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
     resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max,
     until stop: Guarantee<Void>
 ) -> Guarantee<[Swift.Result<Value, Failure>?]> {
-    guard limit > 0 else {
-        fatalError("when(resolved:concurrently:until:) needs a limit of at least 1, not \(limit)")
-    }
+    let limit = checkedLimit(limit, "when(resolved:concurrently:until:)")
     // The signal is member 0, started first, in a place of its own beside the limit's. With no
     // promises there is nothing to stop: the batch succeeds at once.
     let signal = stop.map { nil as Value? }.setFailureType(to: Failure.self)
@@ -228,6 +218,13 @@ nonisolated public func any<each Value, Failure>(
         return tally.outcomes.contains { $0 == nil }
             ? .cancel : .settle(.failure(AllPromisesFailedError(tally.errors)))
     }
+}
+
+/// `limit`, checked to be at least 1, else the program stops with a message that names `function`.
+/// (`fatalError`, not `precondition`: its message stays in a release build.)
+@inlinable nonisolated func checkedLimit(_ limit: Int, _ function: StaticString) -> Int {
+    guard limit > 0 else { fatalError("\(function) needs a limit of at least 1, not \(limit)") }
+    return limit
 }
 
 /// The error of a combination that needed a value and got none: every error, in input order.

@@ -87,9 +87,7 @@ nonisolated extension Promise {
     /// `Promise(catching: { () throws(DecodingError) in try loadConfig() })`. For a throwing step
     /// in the middle of a chain, use ``tryMap(_:)``.
     @inlinable public init(catching body: @escaping @Sendable () throws(Failure) -> Value) {
-        self = Promise<Void, Failure>(value: ()).then { () -> Outcome in
-            Swift.Result { () throws(Failure) in try body() }
-        }
+        self = Promise<Void, Failure>().tryMap { (_: Void) throws(Failure) in try body() }
     }
 }
 

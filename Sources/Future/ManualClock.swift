@@ -61,18 +61,12 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Suspends until the clock reaches `deadline`, or throws `CancellationError` if the task is
     /// cancelled first (which removes the timer).
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-        let timer = timeline.newTimer()
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation {
-                (waiter: CheckedContinuation<Void, any Swift.Error>) in
-                timeline.schedule(timer, at: deadline) { fired in
-                    fired ? waiter.resume() : waiter.resume(throwing: CancellationError())
-                }
-                if Task.isCancelled { timeline.cancel(timer)?(false) }
-            }
-        } onCancel: {
-            timeline.cancel(timer)?(false)
+        // A run of an alarm, as the time operators set, which the task's cancellation cancels.
+        let wake = Guarantee<Void> { resolver in
+            let cancel = Engine.setAlarm(at: deadline, on: self) { resolver.fulfill() }
+            resolver.onCancel { _ in cancel() }
         }
+        guard await wake.value != nil else { throw CancellationError() }
     }
 
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
@@ -80,9 +74,7 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Advances from several threads at once add up: two threads that each advance by a second
     /// move the clock by two, and an advance from a timer's firing adds to the one that fired it.
     /// Each returns once no timer due by its own target is left.
-    public func advance(by duration: Duration) {
-        fire(until: timeline.claim(nil, by: Self.forward(duration)).horizon)
-    }
+    public func advance(by duration: Duration) { fire(until: claim(by: duration)) }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
     public func advance(to deadline: Instant) { fire(until: claim(deadline)) }
@@ -104,8 +96,7 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// a new `Task` has set its timers (``timerCount``).
     public func advance(by duration: Duration, isolation: isolated (any Actor)? = #isolation) async
     {
-        let deadline = timeline.claim(nil, by: Self.forward(duration)).horizon
-        await fire(until: deadline, isolation)
+        await fire(until: claim(by: duration), isolation)
     }
 
     /// Moves time forward to `deadline` as ``advance(to:)`` does, letting the work under test go
@@ -128,11 +119,11 @@ nonisolated public final class ManualClock: Clock, Sendable {
     }
 
     // `fatalError`, not `precondition`: its message stays in a release build.
-    private static func forward(_ duration: Duration) -> Duration {
+    private func claim(by duration: Duration) -> Instant {
         guard duration >= .zero else {
             fatalError("advance(by:) needs a duration of at least zero, not \(duration)")
         }
-        return duration
+        return timeline.claim(nil, by: duration).horizon
     }
 
     private func claim(_ deadline: Instant) -> Instant {

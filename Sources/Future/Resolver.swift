@@ -111,10 +111,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// }
     /// ```
     public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
-        let call = call
-        reporter.onCancel(call) {
-            handler(Resolver(reporter: $0, call: call))
-        }
+        reporter.onCancel(call) { [call] in handler(Resolver(reporter: $0, call: call)) }
     }
 }
 
@@ -156,13 +153,8 @@ nonisolated extension Resolver where Failure == any Swift.Error {
         _ value: sending Value?, _ error: (any Swift.Error)?,
         cancelledIf isCancellation: (any Swift.Error) -> Bool
     ) {
-        if let error {
-            if isCancellation(error) { cancel() } else { reject(error) }
-        } else if let value {
-            fulfill(value)
-        } else {
-            reject(PromiseError.missingValue)
-        }
+        if let error, isCancellation(error) { return cancel() }
+        resolve(value, error, mapError: { $0 })
     }
 }
 

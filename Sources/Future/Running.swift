@@ -62,9 +62,8 @@ nonisolated extension Promise {
     /// Not for a promise that can fail, as ``run()``: use ``run(some:none:)``.
     // swift-format-ignore
     @available(*, unavailable, message: "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)")
-    @discardableResult public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        fatalError()
-    }
+    @discardableResult
+    public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle { fatalError() }
 }
 
 nonisolated extension Promise where Failure == Never {

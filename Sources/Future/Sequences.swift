@@ -43,9 +43,7 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype {
         concurrently limit: Int = .max,
         _ transform: @escaping @Sendable (Value.Element) -> Promise<NewValue, Failure>
     ) -> Promise<[NewValue], Failure> {
-        guard limit > 0 else {
-            fatalError("thenMap(concurrently:_:) needs a limit of at least 1, not \(limit)")
-        }
+        let limit = checkedLimit(limit, "thenMap(concurrently:_:)")
         return flatMap { when(fulfilled: $0.map(transform), concurrently: limit) }
     }
 

@@ -161,12 +161,9 @@ nonisolated extension Promise where Value: Sendable {
     /// does (see ``timeout(_:orFailWith:clock:)``). (The value waits in a step of its own, which
     /// Swift checks: it must be `Sendable`.)
     public func delay(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
-        let pause = after(interval, clock: clock).setFailureType(to: Failure.self)
-        return flatMap { value in pause.map { _ in value } }
-            .recover { error -> Promise in
-                let kept = Promise(error: error)
-                return pause.flatMap { _ in kept }
-            }
+        let pause = after(interval, clock: clock)
+        let outcome: Guarantee<Outcome> = mapOutcome { .success($0) }
+        return outcome.then { outcome in pause.then { Promise(result: outcome) } }
     }
 }
 

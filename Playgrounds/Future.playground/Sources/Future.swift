@@ -242,10 +242,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// }
     /// ```
     public func onCancel(_ handler: @escaping @Sendable (Resolver) -> Void) {
-        let call = call
-        reporter.onCancel(call) {
-            handler(Resolver(reporter: $0, call: call))
-        }
+        reporter.onCancel(call) { [call] in handler(Resolver(reporter: $0, call: call)) }
     }
 }
 
@@ -287,13 +284,8 @@ nonisolated extension Resolver where Failure == any Swift.Error {
         _ value: sending Value?, _ error: (any Swift.Error)?,
         cancelledIf isCancellation: (any Swift.Error) -> Bool
     ) {
-        if let error {
-            if isCancellation(error) { cancel() } else { reject(error) }
-        } else if let value {
-            fulfill(value)
-        } else {
-            reject(PromiseError.missingValue)
-        }
+        if let error, isCancellation(error) { return cancel() }
+        resolve(value, error, mapError: { $0 })
     }
 }
 
@@ -435,9 +427,7 @@ nonisolated extension Promise {
     /// `Promise(catching: { () throws(DecodingError) in try loadConfig() })`. For a throwing step
     /// in the middle of a chain, use ``tryMap(_:)``.
     @inlinable public init(catching body: @escaping @Sendable () throws(Failure) -> Value) {
-        self = Promise<Void, Failure>(value: ()).then { () -> Outcome in
-            Swift.Result { () throws(Failure) in try body() }
-        }
+        self = Promise<Void, Failure>().tryMap { (_: Void) throws(Failure) in try body() }
     }
 }
 
@@ -567,9 +557,8 @@ nonisolated extension Promise {
     /// Not for a promise that can fail, as ``run()``: use ``run(some:none:)``.
     // swift-format-ignore
     @available(*, unavailable, message: "this promise can fail: handle its error first with catch(_:) or recover(_:), or run it with run(some:none:)")
-    @discardableResult public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle {
-        fatalError()
-    }
+    @discardableResult
+    public func run(some: @escaping @Sendable (Value) -> Void) -> RunHandle { fatalError() }
 }
 
 nonisolated extension Promise where Failure == Never {
@@ -854,11 +843,7 @@ nonisolated extension Promise where Failure == any Swift.Error {
         _ next: @escaping @Sendable (Failure) throws -> Promise<Value, Failure>
     ) -> Promise<Value, Failure> {
         recover { error -> Promise<Value, Failure> in
-            do {
-                return try next(error)
-            } catch {
-                return Promise(error: error)
-            }
+            do { return try next(error) } catch { return Promise(error: error) }
         }
     }
 
@@ -1123,11 +1108,7 @@ nonisolated extension Promise {
 @inlinable nonisolated public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Promise<[Value], Failure> {
-    // `fatalError`, not `precondition`: its message stays in a release build.
-    guard limit > 0 else {
-        fatalError("when(fulfilled:concurrently:) needs a limit of at least 1, not \(limit)")
-    }
-    return Engine.join(promises, limit) { tally, ending in
+    Engine.join(promises, checkedLimit(limit, "when(fulfilled:concurrently:)")) { tally, ending in
         switch ending {
         case .outcome(_, .failure(let error)): .settle(.failure(error))
         case .cancelled: .cancel
@@ -1190,11 +1171,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 @inlinable nonisolated public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Guarantee<[Swift.Result<Value, Failure>]> {
-    // `fatalError`, not `precondition`: its message stays in a release build.
-    guard limit > 0 else {
-        fatalError("when(resolved:concurrently:) needs a limit of at least 1, not \(limit)")
-    }
-    return Engine.join(promises, limit) { tally, ending in
+    Engine.join(promises, checkedLimit(limit, "when(resolved:concurrently:)")) { tally, ending in
         if case .cancelled = ending { return .cancel }
         return tally.isComplete ? .settle(.success(tally.results)) : .wait
     }
@@ -1223,9 +1200,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
     resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max,
     until stop: Guarantee<Void>
 ) -> Guarantee<[Swift.Result<Value, Failure>?]> {
-    guard limit > 0 else {
-        fatalError("when(resolved:concurrently:until:) needs a limit of at least 1, not \(limit)")
-    }
+    let limit = checkedLimit(limit, "when(resolved:concurrently:until:)")
     // The signal is member 0, started first, in a place of its own beside the limit's. With no
     // promises there is nothing to stop: the batch succeeds at once.
     let signal = stop.map { nil as Value? }.setFailureType(to: Failure.self)
@@ -1325,6 +1300,13 @@ nonisolated public func any<each Value, Failure>(
     }
 }
 
+/// `limit`, checked to be at least 1, else the program stops with a message that names `function`.
+/// (`fatalError`, not `precondition`: its message stays in a release build.)
+@inlinable nonisolated func checkedLimit(_ limit: Int, _ function: StaticString) -> Int {
+    guard limit > 0 else { fatalError("\(function) needs a limit of at least 1, not \(limit)") }
+    return limit
+}
+
 /// The error of a combination that needed a value and got none: every error, in input order.
 ///
 /// ``any(_:)-([Promise<Value,Failure>])`` and ``race(fulfilled:)`` fail with it. Look at
@@ -1392,9 +1374,7 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype {
         concurrently limit: Int = .max,
         _ transform: @escaping @Sendable (Value.Element) -> Promise<NewValue, Failure>
     ) -> Promise<[NewValue], Failure> {
-        guard limit > 0 else {
-            fatalError("thenMap(concurrently:_:) needs a limit of at least 1, not \(limit)")
-        }
+        let limit = checkedLimit(limit, "thenMap(concurrently:_:)")
         return flatMap { when(fulfilled: $0.map(transform), concurrently: limit) }
     }
 
@@ -1598,12 +1578,9 @@ nonisolated extension Promise where Value: Sendable {
     /// does (see ``timeout(_:orFailWith:clock:)``). (The value waits in a step of its own, which
     /// Swift checks: it must be `Sendable`.)
     public func delay(_ interval: Duration, clock: some Clock<Duration>) -> Promise {
-        let pause = after(interval, clock: clock).setFailureType(to: Failure.self)
-        return flatMap { value in pause.map { _ in value } }
-            .recover { error -> Promise in
-                let kept = Promise(error: error)
-                return pause.flatMap { _ in kept }
-            }
+        let pause = after(interval, clock: clock)
+        let outcome: Guarantee<Outcome> = mapOutcome { .success($0) }
+        return outcome.then { outcome in pause.then { Promise(result: outcome) } }
     }
 }
 
@@ -1729,18 +1706,12 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Suspends until the clock reaches `deadline`, or throws `CancellationError` if the task is
     /// cancelled first (which removes the timer).
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-        let timer = timeline.newTimer()
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation {
-                (waiter: CheckedContinuation<Void, any Swift.Error>) in
-                timeline.schedule(timer, at: deadline) { fired in
-                    fired ? waiter.resume() : waiter.resume(throwing: CancellationError())
-                }
-                if Task.isCancelled { timeline.cancel(timer)?(false) }
-            }
-        } onCancel: {
-            timeline.cancel(timer)?(false)
+        // A run of an alarm, as the time operators set, which the task's cancellation cancels.
+        let wake = Guarantee<Void> { resolver in
+            let cancel = Engine.setAlarm(at: deadline, on: self) { resolver.fulfill() }
+            resolver.onCancel { _ in cancel() }
         }
+        guard await wake.value != nil else { throw CancellationError() }
     }
 
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
@@ -1748,9 +1719,7 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Advances from several threads at once add up: two threads that each advance by a second
     /// move the clock by two, and an advance from a timer's firing adds to the one that fired it.
     /// Each returns once no timer due by its own target is left.
-    public func advance(by duration: Duration) {
-        fire(until: timeline.claim(nil, by: Self.forward(duration)).horizon)
-    }
+    public func advance(by duration: Duration) { fire(until: claim(by: duration)) }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
     public func advance(to deadline: Instant) { fire(until: claim(deadline)) }
@@ -1772,8 +1741,7 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// a new `Task` has set its timers (``timerCount``).
     public func advance(by duration: Duration, isolation: isolated (any Actor)? = #isolation) async
     {
-        let deadline = timeline.claim(nil, by: Self.forward(duration)).horizon
-        await fire(until: deadline, isolation)
+        await fire(until: claim(by: duration), isolation)
     }
 
     /// Moves time forward to `deadline` as ``advance(to:)`` does, letting the work under test go
@@ -1796,11 +1764,11 @@ nonisolated public final class ManualClock: Clock, Sendable {
     }
 
     // `fatalError`, not `precondition`: its message stays in a release build.
-    private static func forward(_ duration: Duration) -> Duration {
+    private func claim(by duration: Duration) -> Instant {
         guard duration >= .zero else {
             fatalError("advance(by:) needs a duration of at least zero, not \(duration)")
         }
-        return duration
+        return timeline.claim(nil, by: duration).horizon
     }
 
     private func claim(_ deadline: Instant) -> Instant {
@@ -1986,10 +1954,8 @@ nonisolated public class RunBag: @unchecked Sendable {
     /// For a reset that keeps the bag, such as a search field whose old queries are stale:
     /// `model.runs.cancelAll()`.
     public func cancelAll() {
-        let cancelled = lock.withLock { () -> [RunHandle] in
-            defer { runs = [] }
-            return runs
-        }
+        var cancelled: [RunHandle] = []
+        lock.withLock { swap(&cancelled, &runs) }
         for run in cancelled { run.cancel() }
     }
 }
@@ -2065,21 +2031,21 @@ nonisolated extension Promise {
     public func ignoringCancel() -> Promise {
         typealias Callback = Engine.Callback<Value, Failure>
         let work = self
+        // The work in a run of its own inside `outer`, which `outer`'s cancel does not reach.
+        let start: @Sendable (Engine.Run, Callback) -> Void = { outer, callback in
+            Engine.Run.make(for: work.chain, completing: Callback.self, inside: outer)
+                .start(work, callback)
+        }
         let operation = Engine.Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Value, Failure>) in
-            let run = Engine.Run.make(
-                for: work.chain, completing: Callback.self, inside: resolver.run)
-            run.start(
-                work,
+            start(
+                resolver.run,
                 Callback { _, outcome in
                     if let outcome { resolver(outcome) } else { resolver.cancel() }
                 })
         }
         // The work alone, for a run that reaches this promise cancelled or never starts it.
-        let ignored: @Sendable (Engine.Run) -> Void = { outer in
-            let run = Engine.Run.make(for: work.chain, completing: Callback.self, inside: outer)
-            run.start(work, Callback { _, _ in })
-        }
+        let ignored: @Sendable (Engine.Run) -> Void = { start($0, Callback { _, _ in }) }
         return Promise(last: Engine.Source<Value, Failure>(operation, ignoring: ignored))
     }
 }
