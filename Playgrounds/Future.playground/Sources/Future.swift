@@ -843,7 +843,11 @@ nonisolated extension Promise where Failure == any Swift.Error {
         _ next: @escaping @Sendable (Failure) throws -> Promise<Value, Failure>
     ) -> Promise<Value, Failure> {
         recover { error -> Promise<Value, Failure> in
-            do { return try next(error) } catch { return Promise(error: error) }
+            do {
+                return try next(error)
+            } catch {
+                return Promise(error: error)
+            }
         }
     }
 
