@@ -15,39 +15,43 @@
 // hears of it (`finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
-// call pending, if any, hs its cancel handlers; h: the holds on a cancelled run's end (see
-// `hold()`). A resolver's cancel (`cancel(call:)` with its call) counts only while c is its call.
+// call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
+// none. A cancel is a handle's, or the pending call's own (its resolver cancelled, or let go of
+// unresolved); a call's events count only while it is pending. Then "release": the canceller's
+// hold, let go of once the handlers (hs, or none) have returned; "stop next": the driving thread
+// stops before its next step (`Driver.cancelledByStep`).
 //
-//   state                     event                       new state                   then
-//   idle, ended(false)        start                       driving(t)                  drive
-//   ended(true)               start                       cancelledWhileDriving(t,0,-) stop
-//   cancelledWhileDriving(-)  start                       unchanged                   stop
-//   driving(t)                an operation called         calling(t,c,[])             call it
-//   calling/awaiting…(c,hs)   c's onCancel                … (c, hs + handler)         -
-//   calling(t,c,hs)           c's resolver reports        driving(t)                  go on
-//   calling(t,c,hs)           the operation returns       awaitingResolver(c,hs)      wait
-//   awaitingResolver(c,hs)    c's resolver reports        driving(reporter's thread)  drive
-//   driving(t)                a hop                       awaitingQueue               wait
-//   awaitingQueue             the queue arrives           driving(queue's thread)     drive
-//   driving(t)                the last step ran           ended(false)                complete
-//   idle, driving(t)          cancel                      cancelledWhileDriving(t,1,-) release
-//   calling(t,c,hs)           cancel                      cancelledWhileDriving(t,1,c) hs, release
-//   awaitingResolver(c,hs)    cancel                      cancelledWhileWaiting(1,c)  hs, release
-//   awaitingQueue             cancel                      cancelledWhileWaiting(1,-)  release
-//   ended(false)              cancel                      ended(true)                 -
-//   cancelledWhileDriving(t)  a step of t cancels         unchanged                   stop next
-//   cancelled…(c)             c's onCancel                unchanged                   call it
-//   cancelled…(h)             hold (a combination)        cancelled…(h + 1)           -
-//   cancelled…(h)             release                     cancelled…(h - 1)           -
-//   cancelledWhileWaiting(1,c) release                    cancelled(c)                end
-//   cancelledWhileDriving(t,h,c) t stops (h > 0)          cancelledWhileWaiting(h,c)  -
-//   cancelledWhileDriving(t,0,c) t stops                  cancelled(c)                end
-//   any other                 any other event             unchanged                   -
+//   state                         event                  new state                     then
+//   idle, ended(false)            start                  driving(t)                    drive
+//   ended(true)                   start                  cancelledWhileDriving(t,0,-)  stop
+//   cancelledWhileDriving(-,h,-)  start                  unchanged                     stop
+//   driving(t)                    an operation called    calling(t,c,-)                call it
+//   calling(t,c,hs)               c's onCancel           calling(t,c,hs+1)             -
+//   awaitingResolver(c,hs)        c's onCancel           awaitingResolver(c,hs+1)      -
+//   calling(t,c,hs)               c's resolver reports   driving(t)                    go on
+//   calling(t,c,hs)               the operation returns  awaitingResolver(c,hs)        wait
+//   awaitingResolver(c,hs)        c's resolver reports   driving(its thread)           drive
+//   driving(t)                    a hop                  awaitingQueue                 wait
+//   awaitingQueue                 the queue arrives      driving(its thread)           drive
+//   driving(t)                    the last step ran      ended(false)                  complete
+//   idle, driving(t)              cancel                 cancelledWhileDriving(t,1,-)  release
+//   calling(t,c,hs)               cancel                 cancelledWhileDriving(t,1,c)  hs, release
+//   awaitingResolver(c,hs)        cancel                 cancelledWhileWaiting(1,c)    hs, release
+//   awaitingQueue                 cancel                 cancelledWhileWaiting(1,-)    release
+//   ended(false)                  cancel                 ended(true)                   -
+//   cancelledWhileDriving(t,h,c)  a step of t cancels    unchanged                     stop next
+//   cancelled…(c)                 c's onCancel           unchanged                     call it
+//   cancelledWhile…(h)            hold (a combination)   cancelledWhile…(h+1)          -
+//   cancelledWhileDriving(t,h,c)  release                cancelledWhileDriving(t,h-1,c)
+//   cancelledWhileWaiting(h,c)    release (h > 1)        cancelledWhileWaiting(h-1,c)  -
+//   cancelledWhileWaiting(1,c)    release                cancelled(c)                  end
+//   cancelledWhileDriving(t,h,c)  t stops (h > 0)        cancelledWhileWaiting(h,c)    -
+//   cancelledWhileDriving(t,0,c)  t stops                cancelled(c)                  end
+//   any other                     any other event        unchanged                     -
 //
-// `release` after the handlers is the canceller's hold, let go of once they have returned. Beside
-// the state, under the lock, what means the same in every state: the ties to tokens, and the
-// first call of the chain now running (see `isCancelled(since:)`). The calls' count is the
-// driving thread's, which begins every call.
+// Beside the state, under the lock, what means the same in every state: the ties to tokens, and
+// the first call of the chain now running (see `isCancelled(since:)`). The count of calls is the
+// driving thread's (`Driver.calls`): it begins every call.
 
 import Dispatch
 
@@ -157,7 +161,8 @@ nonisolated extension Engine {
         let generation: Int
     }
 
-    /// A pending call's cancel handlers.
+    /// A pending call's cancel handlers, `nil` in a state until one is registered: an empty array
+    /// costs a retain and a release at every call.
     typealias CancelHandlers = [@Sendable (any Reporter) -> Void]
 
     /// Where a run is (see the table above). Cancelling moves a run that has not ended to one of
@@ -168,11 +173,11 @@ nonisolated extension Engine {
         /// `thread` takes the steps, one after another.
         case driving(thread: pthread_t)
         /// The driving thread, `thread`, is inside the operation of call `call`, which has not
-        /// resolved yet.
-        case calling(thread: pthread_t, call: Int, handlers: CancelHandlers)
+        /// resolved yet; `handlers` run if the run is cancelled first.
+        case calling(thread: pthread_t, call: Int, handlers: CancelHandlers?)
         /// The operation of call `call` returned before its resolver reported: the resolver
         /// carries the run on.
-        case awaitingResolver(call: Int, handlers: CancelHandlers)
+        case awaitingResolver(call: Int, handlers: CancelHandlers?)
         /// The run waits for a queue to carry it on (see `Driver.Start.hop`).
         case awaitingQueue
         /// Cancelled while `thread` drives it (`nil` before it started), which stops it at its
@@ -202,6 +207,14 @@ nonisolated extension Engine {
             case .ended, .cancelled: true
             default: false
             }
+        }
+
+        /// Moves the state out, leaving `idle` until the caller sets the next: so that the cancel
+        /// handlers it holds move rather than being copied.
+        mutating func take() -> State {
+            let state = consume self
+            self = .idle
+            return state
         }
 
         /// The call that has not resolved: its resolver is the one that counts.
@@ -515,7 +528,7 @@ nonisolated extension Engine.Run {
         let call = driver.pointee.calls + 1
         let began = locked { fields -> Bool in
             guard case .driving(let thread) = fields.state else { return false }
-            fields.state = .calling(thread: thread, call: call, handlers: [])
+            fields.state = .calling(thread: thread, call: call, handlers: nil)
             return true
         }
         guard began else { return nil }
@@ -553,7 +566,7 @@ nonisolated extension Engine.Run {
         // operation, or the run waits. The cancel handlers no longer needed go outside the lock:
         // releasing a handler may run any deinit.
         let (resume, unneeded) = locked { fields -> (Bool, Engine.CancelHandlers?) in
-            switch fields.state {
+            switch fields.state.take() {
             case .calling(let thread, call, let handlers):
                 write(slot)
                 fields.state = .driving(thread: thread)
@@ -566,7 +579,9 @@ nonisolated extension Engine.Run {
                 write(slot)
                 fields.state = .driving(thread: pthread_self())
                 return (true, handlers)
-            default: return (false, nil)
+            case let other:
+                fields.state = other
+                return (false, nil)
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
@@ -578,11 +593,11 @@ nonisolated extension Engine.Run {
     ) {
         let callNow = locked { fields -> Bool in
             switch fields.state {
-            case .calling(let thread, call, var handlers):
-                handlers.append(handler)
+            case .calling(let thread, call, let handlers):
+                let handlers = (handlers ?? []) + [handler]
                 fields.state = .calling(thread: thread, call: call, handlers: handlers)
-            case .awaitingResolver(call, var handlers):
-                handlers.append(handler)
+            case .awaitingResolver(call, let handlers):
+                let handlers = (handlers ?? []) + [handler]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
             default: return fields.state.isCancelled && fields.state.pendingCall == call
             }
@@ -667,10 +682,10 @@ nonisolated extension Engine.Run {
                 fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: nil)
             case .calling(let thread, let pending, let handlers):
                 fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: pending)
-                return handlers
+                return handlers ?? []
             case .awaitingResolver(let pending, let handlers):
                 fields.state = .cancelledWhileWaiting(holds: 1, call: pending)
-                return handlers
+                return handlers ?? []
             case .awaitingQueue:
                 fields.state = .cancelledWhileWaiting(holds: 1, call: nil)
             case .cancelledWhileDriving(let thread?, _, _)
