@@ -706,7 +706,9 @@ nonisolated extension Engine.Run {
         // run, inside the one it cancels, was cancelled already, by another thread.
         if call == nil { Engine.Nesting.drivenRun?.stopIfCancelledHere() }
         guard let handlers else { return false }
-        callCancelHandlers(handlers)
+        // Once what the handlers cancelled has ended too, the run ends if it waits.
+        Engine.Nesting.cancelling(
+            { for handler in handlers { handler(self) } }, then: { self.release() })
         return true
     }
 
@@ -718,13 +720,6 @@ nonisolated extension Engine.Run {
             else { return }
             self.driver.pointee.cancelledByStep = true
         }
-    }
-
-    /// Calls a cancelled run's handlers, then, once what they cancelled has ended too (see
-    /// `Nesting.cancelling`), ends the run if it waits.
-    private final func callCancelHandlers(_ handlers: Engine.CancelHandlers) {
-        Engine.Nesting.cancelling(
-            { for handler in handlers { handler(self) } }, then: { self.release() })
     }
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
