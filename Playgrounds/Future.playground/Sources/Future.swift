@@ -3449,34 +3449,33 @@ nonisolated extension Engine.Run {
     /// the handlers, then ends the run if it waits, or once the thread driving it stops.
     @usableFromInline final func cancel(call: Int?) -> Bool {
         let handlers = locked { fields -> Engine.CancelHandlers? in
-            if let call, fields.state.pendingCall != call { return nil }
             switch fields.state {
+            case .calling(let thread, let pending, let handlers) where (call ?? pending) == pending:
+                fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: pending)
+                return handlers ?? []
+            case .awaitingResolver(let pending, let handlers) where (call ?? pending) == pending:
+                fields.state = .cancelledWhileWaiting(holds: 1, call: pending)
+                return handlers ?? []
+            case _ where call != nil: return nil  // a call's own cancel counts while it is pending
             case .idle:
                 fields.state = .cancelledWhileDriving(thread: nil, holds: 1, call: nil)
             case .driving(let thread):
-                if call == nil, pthread_equal(thread, pthread_self()) != 0 {
+                if pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledByStep = true
                 }
                 fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: nil)
-            case .calling(let thread, let pending, let handlers):
-                fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: pending)
-                return handlers ?? []
-            case .awaitingResolver(let pending, let handlers):
-                fields.state = .cancelledWhileWaiting(holds: 1, call: pending)
-                return handlers ?? []
             case .awaitingQueue:
                 fields.state = .cancelledWhileWaiting(holds: 1, call: nil)
             case .cancelledWhileDriving(let thread?, _, _)
-            where call == nil && pthread_equal(thread, pthread_self()) != 0:
+            where pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
                 // driving, even once another thread's cancel came.
                 self.driver.pointee.cancelledByStep = true
                 return nil
             case .ended(cancelledSince: false):
-                if call == nil { fields.state = .ended(cancelledSince: true) }
+                fields.state = .ended(cancelledSince: true)
                 return nil
-            case .ended, .cancelledWhileDriving, .cancelledWhileWaiting, .cancelled:
-                return nil
+            default: return nil
             }
             return []
         }
