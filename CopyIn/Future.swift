@@ -3183,13 +3183,7 @@ nonisolated extension Engine.Run {
                 swap(&plan, &driver.pointee.plan)
                 return stop()
             }
-        case nil:
-            guard let first = plan.pop() else {
-                swap(&plan, &driver.pointee.plan)
-                return complete()
-            }
-            stage = first
-            next = first.borrowed { $0.step($0, slot, self) }
+        case nil: break  // a resolver carries the run on: the loop pops the next step
         }
         while true {
             if case .called = next { next = operationReturned(&plan) }
