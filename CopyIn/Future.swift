@@ -2774,35 +2774,44 @@ nonisolated extension Promise {
 // (`endCancelled`): it skips the stages ahead, running their `ensure` steps, and its completion
 // hears of it (`finish(nil)`).
 //
-// The transitions (t: the thread that drives, or nil before the run started; h: holds on a
-// cancelled run's end, see `hold()`):
+// The transitions. t: the thread that drives (nil before the run started); c: the number of the
+// call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
+// none. A cancel is a handle's, or the pending call's own (its resolver cancelled, or let go of
+// unresolved); a call's events count only while it is pending. Then "release": the canceller's
+// hold, let go of once the handlers (hs, or none) have returned; "stop next": the driving thread
+// stops before its next step (`Driver.cancelledByStep`).
 //
-//   state                       event                          new state                  then
-//   idle                        start                          driving(t)                 drive
-//   ended(cancelled…: false)    start (the next member)        driving(t)                 drive
-//   ended(cancelled…: true)     start                          cancelledWhileDriving(t,0) stop
-//   driving(t)                  an operation called            calling(t)                 call it
-//   calling(t)                  its resolver reports           driving(t)                 go on
-//   calling(t)                  the operation returns          awaitingResolver           wait
-//   awaitingResolver            its resolver reports           driving(reporter's)        drive
-//   driving(t)                  a hop                          awaitingQueue              wait
-//   awaitingQueue               the queue arrives              driving(queue's)           drive
-//   driving(t)                  the last step ran              ended(cancelled…: false)   complete
-//   idle, driving, calling      cancel                         cancelledWhileDriving(t,1) handlers
-//   awaitingResolver/Queue      cancel                         cancelledWhileWaiting(1)   handlers
-//   ended(cancelled…: false)    cancel                         ended(cancelled…: true)    -
-//   cancelledWhileDriving(t,h)  a step of t cancels            unchanged                  stop next
-//   cancelled…(h)               hold (a combination)           cancelled…(h + 1)          -
-//   cancelled…(h)               release (handlers returned)    cancelled…(h - 1)          -
-//   cancelledWhileWaiting(1)    release                        cancelled                  end
-//   cancelledWhileDriving(t,h)  t stops (h > 0)                cancelledWhileWaiting(h)   -
-//   cancelledWhileDriving(t,0)  t stops                        cancelled                  end
-//   any other                   any other event                unchanged                  -
+//   state                         event                  new state                     then
+//   idle, ended(false)            start                  driving(t)                    drive
+//   ended(true)                   start                  cancelledWhileDriving(t,0,-)  stop
+//   cancelledWhileDriving(-,h,-)  start                  unchanged                     stop
+//   driving(t)                    an operation called    calling(t,c,-)                call it
+//   calling(t,c,hs)               c's onCancel           calling(t,c,hs+1)             -
+//   awaitingResolver(c,hs)        c's onCancel           awaitingResolver(c,hs+1)      -
+//   calling(t,c,hs)               c's resolver reports   driving(t)                    go on
+//   calling(t,c,hs)               the operation returns  awaitingResolver(c,hs)        wait
+//   awaitingResolver(c,hs)        c's resolver reports   driving(its thread)           drive
+//   driving(t)                    a hop                  awaitingQueue                 wait
+//   awaitingQueue                 the queue arrives      driving(its thread)           drive
+//   driving(t)                    the last step ran      ended(false)                  complete
+//   idle, driving(t)              cancel                 cancelledWhileDriving(t,1,-)  release
+//   calling(t,c,hs)               cancel                 cancelledWhileDriving(t,1,c)  hs, release
+//   awaitingResolver(c,hs)        cancel                 cancelledWhileWaiting(1,c)    hs, release
+//   awaitingQueue                 cancel                 cancelledWhileWaiting(1,-)    release
+//   ended(false)                  cancel                 ended(true)                   -
+//   cancelledWhileDriving(t,h,c)  a step of t cancels    unchanged                     stop next
+//   cancelled…(c)                 c's onCancel           unchanged                     call it
+//   cancelledWhile…(h)            hold (a combination)   cancelledWhile…(h+1)          -
+//   cancelledWhileDriving(t,h,c)  release                cancelledWhileDriving(t,h-1,c)
+//   cancelledWhileWaiting(h,c)    release (h > 1)        cancelledWhileWaiting(h-1,c)  -
+//   cancelledWhileWaiting(1,c)    release                cancelled(c)                  end
+//   cancelledWhileDriving(t,h,c)  t stops (h > 0)        cancelledWhileWaiting(h,c)    -
+//   cancelledWhileDriving(t,0,c)  t stops                cancelled(c)                  end
+//   any other                     any other event        unchanged                     -
 //
-// Beside the state, under the lock: the number of calls (in every state, so that a resolver of
-// an earlier call counts for nothing), whether the latest call resolved (which a cancel that
-// comes between its report and the driving thread's next check needs), and the pending call's
-// cancel handlers.
+// Beside the state, under the lock, what means the same in every state: the ties to tokens, and
+// the first call of the chain now running (see `isCancelled(since:)`). The count of calls is the
+// driving thread's (`Driver.calls`): it begins every call.
 
 /// A run of a promise, returned by every terminal, to cancel it.
 ///
@@ -2834,24 +2843,12 @@ nonisolated extension Engine {
         /// First, so that the lock's address is the fields'.
         var mutex = pthread_mutex_t()
         var state = State.idle
-        /// Whether the latest call's resolver reported an outcome.
-        var resolved = false
-        /// How many operations the run has called: each call's number is its count.
-        var calls = 0
-        /// What fewer runs need, made when first needed.
-        var extras: Extras?
+        /// The generation of each token the steps of a user's run tied to, as of the first tie.
+        var ties: [Tie] = []
+        /// The first call of the chain now running: a combination's lane may have run others.
+        var firstCallOfChain = 1
 
         @usableFromInline init() {}
-
-        /// The pending call's cancel handlers.
-        var cancelHandlers: [@Sendable (any Reporter) -> Void] {
-            get { extras?.guarded.cancelHandlers ?? [] }
-            set {
-                guard extras != nil || !newValue.isEmpty else { return }
-                Extras.make(&self).guarded.cancelHandlers = newValue
-            }
-        }
-
     }
 
     /// What the thread that drives a run owns (and hands over under the lock), at the start of
@@ -2862,22 +2859,23 @@ nonisolated extension Engine {
         /// part of `state`: the driving thread, the one that sets it, reads it after every step
         /// without taking the lock.
         var cancelledByStep = false
-        /// What the slot holds for the run to start with, if it has not started yet.
-        @usableFromInline var startsWith: Start?
-        /// Whether the run waits for a queue: the step that hopped is back on top of the plan,
-        /// its output in the slot, to pop again when the queue carries the run on.
-        var hopped = false
+        /// Where the next drive starts, if not at the top of the plan.
+        @usableFromInline var start: Start?
         /// The queue the run last hopped to, while the run is on it: until a thread other than
         /// the queue's carries the run on, or the run ends. For a step to read: the cleanup of
         /// an ensure(on:) goes back to it.
         var queue: DispatchQueue?
-        /// Whether the operation being called resolved on the driving thread (see `resolve`).
-        var resolvedHere = false
+        /// Whether the operation being called resolved on the driving thread (see `resolve`),
+        /// which `perform` reads as it returns: the run goes on with no lock of its own.
+        @usableFromInline var resolvedHere = false
         /// Whether the tail holds a completion, still to be called or let go of.
         @usableFromInline var hasCompletion = false
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
+        /// How many operations the run has called: each call's number is its count, so that a
+        /// resolver of an earlier call matches no pending one. Only the driving thread calls.
+        @usableFromInline var calls = 0
         /// The latest call's resolver, kept through the call (see `perform`).
         @usableFromInline var resolver: AnyObject?
         var plan = Plan()
@@ -2888,10 +2886,12 @@ nonisolated extension Engine {
         /// The type the slot holds, which debug builds check (see `Slot`).
         @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
-        /// What a run starts with: the operation of a promise made from one alone, or the first
-        /// stage of its chain, which its plan does not hold (see `Plan.start`).
+        /// Where a drive starts that does not pop the plan: with the operation of a promise made
+        /// from one alone, or the first stage of its chain, which its plan does not hold (see
+        /// `Plan.start`), in the slot; or past the step that hopped, back on top of the plan, its
+        /// output in the slot, once the queue carries the run on.
         @usableFromInline enum Start: UInt8 {
-            case operation, stage
+            case operation, stage, hop
         }
 
         @usableFromInline init(
@@ -2903,61 +2903,44 @@ nonisolated extension Engine {
         }
     }
 
-    /// The run's state that fewer runs need, out of line so that a run stays small.
-    final class Extras {
-        /// Read and changed only under the run's lock, which orders every access: so they skip
-        /// exclusivity checks, which would cost one at every use.
-        @exclusivity(unchecked) var guarded = Guarded()
-
-        struct Guarded {
-            var cancelHandlers: [@Sendable (any Reporter) -> Void] = []
-            /// The generation of each token the steps of a user's run tied to, as of the first tie.
-            var ties: [Tie] = []
-            /// The first call of the chain now running: a combination's lane may have run others.
-            var firstCallOfChain = 1
-        }
-
-        /// The run's extras, made now if it has none (under the lock).
-        static func make(_ fields: inout Fields) -> Extras {
-            if let extras = fields.extras { return extras }
-            let made = Extras()
-            fields.extras = made
-            return made
-        }
-    }
-
     struct Tie {
         weak var token: InvalidationToken?
         let identity: ObjectIdentifier
         let generation: Int
     }
 
-    /// Where a run is. Cancelling moves a run that has not ended to one of the `cancelled`
-    /// states, which end in `.cancelled` once its `ensure` steps have run.
-    enum State: CustomDebugStringConvertible {
+    /// A pending call's cancel handlers, `nil` in a state until one is registered: an empty array
+    /// costs a retain and a release at every call.
+    typealias CancelHandlers = [@Sendable (any Reporter) -> Void]
+
+    /// Where a run is (see the table above). Cancelling moves a run that has not ended to one of
+    /// the `cancelled` states, which end in `.cancelled` once its `ensure` steps have run.
+    enum State {
         /// Made, not started yet.
         case idle
         /// `thread` takes the steps, one after another.
         case driving(thread: pthread_t)
-        /// The driving thread, `thread`, is inside an operation that has not resolved yet.
-        case calling(thread: pthread_t)
-        /// The operation returned before its resolver reported: the resolver carries the run on.
-        case awaitingResolver
-        /// The run waits for a queue to carry it on (see `Driver.hopped`).
+        /// The driving thread, `thread`, is inside the operation of call `call`, which has not
+        /// resolved yet; `handlers` run if the run is cancelled first.
+        case calling(thread: pthread_t, call: Int, handlers: CancelHandlers?)
+        /// The operation of call `call` returned before its resolver reported: the resolver
+        /// carries the run on.
+        case awaitingResolver(call: Int, handlers: CancelHandlers?)
+        /// The run waits for a queue to carry it on (see `Driver.Start.hop`).
         case awaitingQueue
         /// Cancelled while `thread` drives it (`nil` before it started), which stops it at its
         /// next check. `holds`: what its end waits for (see `hold()`): the canceller, until the
         /// cancel handlers have returned, and each combination it runs whose members' runs have
-        /// not stopped yet.
-        case cancelledWhileDriving(thread: pthread_t?, holds: Int)
+        /// not stopped yet. `call`: the call that was pending, whose late handlers run at once.
+        case cancelledWhileDriving(thread: pthread_t?, holds: Int, call: Int?)
         /// Cancelled while no thread drives it (or its driver stopped): the last of its `holds`
         /// to be released ends it.
-        case cancelledWhileWaiting(holds: Int)
+        case cancelledWhileWaiting(holds: Int, call: Int?)
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
         /// Ended by cancellation, its `ensure` steps run.
-        case cancelled
+        case cancelled(call: Int?)
 
         /// Whether the run is cancelled: no operation starts or reports.
         var isCancelled: Bool {
@@ -2974,21 +2957,25 @@ nonisolated extension Engine {
             }
         }
 
-        var debugDescription: String {
+        /// Moves the state out, leaving `idle` until the caller sets the next: so that the cancel
+        /// handlers it holds move rather than being copied.
+        mutating func take() -> State {
+            let state = consume self
+            self = .idle
+            return state
+        }
+
+        /// The call that has not resolved: its resolver is the one that counts.
+        var pendingCall: Int? {
             switch self {
-            case .idle: "idle"
-            case .driving: "driving"
-            case .calling: "calling an operation"
-            case .awaitingResolver: "awaiting a resolver"
-            case .awaitingQueue: "awaiting a queue"
-            case .cancelledWhileDriving(_, let holds): "cancelled while driving, \(holds) holds"
-            case .cancelledWhileWaiting(let holds): "cancelled while waiting, \(holds) holds"
-            case .ended(let cancelledSince): cancelledSince ? "ended, then cancelled" : "ended"
-            case .cancelled: "cancelled"
+            case .calling(_, let call, _), .awaitingResolver(let call, _): call
+            case .cancelledWhileDriving(_, _, let call), .cancelledWhileWaiting(_, let call),
+                .cancelled(let call):
+                call
+            case .idle, .driving, .awaitingQueue, .ended: nil
             }
         }
     }
-
     /// One execution of a chain. Its own code is not generic: what depends on the types of its
     /// outcome and its completion, which waits in its tail, is its `specialized` work.
     @usableFromInline final class Run: ManagedBuffer<Fields, UInt64> {
@@ -2999,7 +2986,7 @@ nonisolated extension Engine {
         @usableFromInline typealias Run = Engine.Run
 
         deinit {
-            withUnsafeMutablePointerToHeader { _ = pthread_mutex_destroy(&$0.pointee.mutex) }
+            _ = pthread_mutex_destroy(&fields.pointee.mutex)
             if driver.pointee.hasCompletion {
                 _ = driver.pointee.specialized(self, .dropCompletion)
             }
@@ -3103,18 +3090,18 @@ nonisolated extension Engine.Run {
     /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
     /// `start(_:_:immediately:)`, which calls it).
     @usableFromInline final func begin(_ last: consuming Stage?, immediately: Bool) {
+        let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
         let cancelled = locked { fields -> Bool in
-            if fields.calls > 0 {  // a combination's lane, running another member
-                Engine.Extras.make(&fields).guarded.firstCallOfChain = fields.calls + 1
-            }
+            fields.firstCallOfChain = firstCall
             switch fields.state {
             case .ended(cancelledSince: true):
-                fields.state = .cancelledWhileDriving(
-                    thread: pthread_self(), holds: 0)
+                fields.state = .cancelledWhileDriving(thread: pthread_self(), holds: 0, call: nil)
             case .idle, .ended(cancelledSince: false):
                 fields.state = .driving(thread: pthread_self())
-            default:
+            case .cancelledWhileDriving(nil, _, _):
                 break  // cancelled before the start, e.g. an awaiting task
+            default:
+                preconditionFailure("a run started \(fields.state)")
             }
             return fields.state.isCancelled
         }
@@ -3125,7 +3112,7 @@ nonisolated extension Engine.Run {
             let first = driver.pointee.plan.start(
                 consume last, in: room, spill: &driver.pointee.spill)
             slot.put(first)
-            driver.pointee.startsWith = .stage
+            driver.pointee.start = .stage
         }
         let resumption = cancelled ? Resumption.stop : .drive
         immediately ? resume(resumption) : resumeWhenRoom(resumption)
@@ -3146,20 +3133,16 @@ nonisolated extension Engine.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
-        if !driver.pointee.hopped { driver.pointee.queue = nil }  // another thread carries it on
-        if driver.pointee.hopped {  // the queue carried it on: past the step that hopped
-            driver.pointee.hopped = false
-            stage = plan.pop()
-        } else if let start = driver.pointee.startsWith {
-            driver.pointee.startsWith = nil
-            switch start {
-            case .operation: next = driver.pointee.specialized(self, .performFirst)
-            case .stage:
-                let first = slot.take(Unmanaged<Stage>.self)
-                stage = first
-                next = first.borrowed { $0.step($0, slot, self) }
-            }
-        } else if driver.pointee.cancelledByStep {
+        let start = driver.pointee.start.take()
+        if start != .hop { driver.pointee.queue = nil }  // another thread carries the run on
+        switch start {
+        case .hop?: stage = plan.pop()  // past the step that hopped
+        case .operation?: next = driver.pointee.specialized(self, .performFirst)
+        case .stage?:
+            let first = slot.take(Unmanaged<Stage>.self)
+            stage = first
+            next = first.borrowed { $0.step($0, slot, self) }
+        case nil where driver.pointee.cancelledByStep:
             // Cancelled by this thread while the drive waited for room on its stack (see
             // `resumeWhenRoom`): no step starts. The slot holds the next step's input, its parent's
             // output: a run waits only after a step, which is the next one's parent, or the last
@@ -3170,22 +3153,10 @@ nonisolated extension Engine.Run {
                 swap(&plan, &driver.pointee.plan)
                 return stop()
             }
-        } else if let first = plan.pop() {
-            stage = first
-            next = first.borrowed { $0.step($0, slot, self) }
-        } else {
-            swap(&plan, &driver.pointee.plan)
-            return complete()
+        case nil: break  // a resolver carries the run on: the loop pops the next step
         }
         while true {
-            if case .called = next {
-                if driver.pointee.resolvedHere {
-                    driver.pointee.resolvedHere = false
-                    next = .proceed
-                } else {
-                    next = operationReturned(&plan)
-                }
-            }
+            if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed:
                 if driver.pointee.cancelledByStep {
@@ -3278,7 +3249,9 @@ nonisolated extension Engine.Run {
         let resolver = Resolver<Value, Failure>(reporter: self, call: call, of: operation)
         driver.pointee.resolver = resolver
         operation(resolver)
-        return .called
+        guard driver.pointee.resolvedHere else { return .called }
+        driver.pointee.resolvedHere = false
+        return .proceed
     }
 
     /// What a step that returns `promise` does next: call its operation here, if it is an
@@ -3294,29 +3267,32 @@ nonisolated extension Engine.Run {
 
     /// Numbers a new call of an operation, unless the run is cancelled.
     @usableFromInline final func beginCall() -> Int? {
-        locked { fields -> Int? in
-            guard case .driving(let thread) = fields.state else { return nil }
-            fields.state = .calling(thread: thread)
-            fields.calls += 1
-            fields.resolved = false
-            return fields.calls
+        let call = driver.pointee.calls + 1
+        let began = locked { fields -> Bool in
+            guard case .driving(let thread) = fields.state else { return false }
+            fields.state = .calling(thread: thread, call: call, handlers: nil)
+            return true
         }
+        guard began else { return nil }
+        driver.pointee.calls = call
+        return call
     }
 
-    /// After an operation returns: go on if it resolved meanwhile, else wait for its resolver.
+    /// After an operation returns unresolved: go on if its resolver reported meanwhile on another
+    /// thread, else wait for it.
     private final func operationReturned(_ plan: inout Plan) -> Next {
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
         // A resolver the run no longer keeps is let go of after the lock: if the operation let go
         // of it unresolved, its deinit cancels the run.
         let (next, released) = locked { fields -> (Next, AnyObject?) in
             switch fields.state {
-            case .calling:
-                fields.state = .awaitingResolver
+            case .calling(_, let call, let handlers):
+                fields.state = .awaitingResolver(call: call, handlers: handlers)
                 return (.wait, self.driver.pointee.resolver.take())
             case .driving: return (.proceed, nil)
             default:
                 // Cancelled: an outcome that came first is in the slot, for the loop to drop.
-                let next: Next = fields.resolved ? .proceed : .stop
+                let next: Next = fields.state.pendingCall == nil ? .proceed : .stop
                 return (next, self.driver.pointee.resolver.take())
             }
         }
@@ -3328,48 +3304,45 @@ nonisolated extension Engine.Run {
 
     /// Takes the outcome of call `call`, which `write` puts in the slot, if it still counts.
     @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
-        // The cancel handlers no longer needed go outside the lock: releasing a handler may run
-        // any deinit.
-        typealias Handlers = [@Sendable (any Engine.Reporter) -> Void]
-        let (resume, unneeded) = locked { fields -> (Bool, Handlers?) in
-            guard isPending(call, fields), !fields.state.isCancelled else { return (false, nil) }
-            // The slot is read only now: while the call is pending, the driving thread is inside
-            // the operation, or the run waits.
-            write(slot)
-            fields.resolved = true
-            let unneeded = fields.extras.map { extras in
-                defer { extras.guarded.cancelHandlers = [] }
-                return extras.guarded.cancelHandlers
-            }
-            switch fields.state {
-            case .calling(let thread):
+        // The slot is written only while the call is pending: the driving thread is inside the
+        // operation, or the run waits. The cancel handlers no longer needed go outside the lock:
+        // releasing a handler may run any deinit.
+        let (resume, unneeded) = locked { fields -> (Bool, Engine.CancelHandlers?) in
+            switch fields.state.take() {
+            case .calling(let thread, call, let handlers):
+                write(slot)
                 fields.state = .driving(thread: thread)
                 // Resolved inside the operation, on its thread: the driving thread may go on when
                 // the operation returns with no lock of its own (a cancel that comes meanwhile
                 // is seen at the run's next lock).
                 if pthread_equal(thread, pthread_self()) != 0 { driver.pointee.resolvedHere = true }
-                return (false, unneeded)
-            default:
+                return (false, handlers)
+            case .awaitingResolver(call, let handlers):
+                write(slot)
                 fields.state = .driving(thread: pthread_self())
-                return (true, unneeded)
+                return (true, handlers)
+            case let other:
+                fields.state = other
+                return (false, nil)
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
         if resume { resumeWhenRoom(.drive) }
     }
 
-    /// Whether call `call` is the latest and has not resolved (under the lock).
-    private final func isPending(_ call: Int, _ fields: Engine.Fields) -> Bool {
-        call == fields.calls && !fields.resolved
-    }
-
     @usableFromInline final func onCancel(
         _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
     ) {
         let callNow = locked { fields -> Bool in
-            let pending = isPending(call, fields)
-            guard pending, !fields.state.isCancelled else { return pending }
-            fields.cancelHandlers.append(handler)
+            switch fields.state {
+            case .calling(let thread, call, let handlers):
+                let handlers = (handlers ?? []) + [handler]
+                fields.state = .calling(thread: thread, call: call, handlers: handlers)
+            case .awaitingResolver(call, let handlers):
+                let handlers = (handlers ?? []) + [handler]
+                fields.state = .awaitingResolver(call: call, handlers: handlers)
+            default: return fields.state.isCancelled && fields.state.pendingCall == call
+            }
             return false
         }
         if callNow { handler(self) }
@@ -3378,7 +3351,7 @@ nonisolated extension Engine.Run {
     /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
     /// ran before ended with an outcome, so it was not.
     @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isCancelled && call >= ($0.extras?.guarded.firstCallOfChain ?? 1) }
+        locked { $0.state.isCancelled && call >= $0.firstCallOfChain }
     }
 
     /// Call `call` ended its run as cancelled.
@@ -3406,7 +3379,7 @@ nonisolated extension Engine.Run {
         let handle = RunHandle(self)
         let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
-        driver.pointee.hopped = true
+        driver.pointee.start = .hop
         driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         let parked = locked { fields -> Bool in
@@ -3416,21 +3389,8 @@ nonisolated extension Engine.Run {
             deadline.map(Engine.Deadlines.shared.arm)
             return true
         }
-        guard parked else {
-            cancelHop()
-            return stop()
-        }
+        guard parked else { return stop() }
         if deadline == nil { queue.async { handle.run.queueArrived() } }
-    }
-
-    /// Lets go of the hop a run no longer waits for: its deadline, and the output it held.
-    private final func cancelHop() {
-        let driver = self.driver
-        guard driver.pointee.hopped else { return }
-        driver.pointee.hopped = false
-        driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
-        let hop = driver.pointee.plan.pop()!
-        hop.borrowed { $0.output }.discard(from: slot)
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
@@ -3452,60 +3412,55 @@ nonisolated extension Engine.Run {
     /// Cancels the run, if it is still going (and call `call`, if given, is still pending): calls
     /// the handlers, then ends the run if it waits, or once the thread driving it stops.
     @usableFromInline final func cancel(call: Int?) -> Bool {
-        let handlers = locked { fields -> [@Sendable (any Engine.Reporter) -> Void]? in
-            if let call, !isPending(call, fields) { return nil }
+        let handlers = locked { fields -> Engine.CancelHandlers? in
             switch fields.state {
+            case .calling(let thread, let pending, let handlers) where (call ?? pending) == pending:
+                fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: pending)
+                return handlers ?? []
+            case .awaitingResolver(let pending, let handlers) where (call ?? pending) == pending:
+                fields.state = .cancelledWhileWaiting(holds: 1, call: pending)
+                return handlers ?? []
+            case _ where call != nil: return nil  // a call's own cancel counts while it is pending
             case .idle:
-                fields.state = .cancelledWhileDriving(thread: nil, holds: 1)
-            case .calling(let thread):
-                fields.state = .cancelledWhileDriving(thread: thread, holds: 1)
+                fields.state = .cancelledWhileDriving(thread: nil, holds: 1, call: nil)
             case .driving(let thread):
-                if call == nil, pthread_equal(thread, pthread_self()) != 0 {
+                if pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledByStep = true
                 }
-                fields.state = .cancelledWhileDriving(thread: thread, holds: 1)
-            case .awaitingResolver, .awaitingQueue:
-                fields.state = .cancelledWhileWaiting(holds: 1)
-            case .cancelledWhileDriving(let thread?, _)
-            where call == nil && pthread_equal(thread, pthread_self()) != 0:
+                fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: nil)
+            case .awaitingQueue:
+                fields.state = .cancelledWhileWaiting(holds: 1, call: nil)
+            case .cancelledWhileDriving(let thread?, _, _)
+            where pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
                 // driving, even once another thread's cancel came.
                 self.driver.pointee.cancelledByStep = true
                 return nil
             case .ended(cancelledSince: false):
-                if call == nil { fields.state = .ended(cancelledSince: true) }
+                fields.state = .ended(cancelledSince: true)
                 return nil
-            case .ended, .cancelledWhileDriving, .cancelledWhileWaiting, .cancelled:
-                return nil
+            default: return nil
             }
-            defer { fields.cancelHandlers = [] }
-            return fields.cancelHandlers
+            return []
         }
         // A step that cancels stops the run it is part of before the next step, even when that
         // run, inside the one it cancels, was cancelled already, by another thread.
         if call == nil { Engine.Nesting.drivenRun?.stopIfCancelledHere() }
         guard let handlers else { return false }
-        callCancelHandlers(handlers)
+        // Once what the handlers cancelled has ended too, the run ends if it waits.
+        Engine.Nesting.cancelling(
+            { for handler in handlers { handler(self) } }, then: { self.release() })
         return true
     }
 
     /// Stops the run before its next step, if it was cancelled while this thread drives it.
     private final func stopIfCancelledHere() {
         locked { fields in
-            guard case .cancelledWhileDriving(let thread?, _) = fields.state,
+            guard case .cancelledWhileDriving(let thread?, _, _) = fields.state,
                 pthread_equal(thread, pthread_self()) != 0
             else { return }
             self.driver.pointee.cancelledByStep = true
         }
-    }
-
-    /// Calls a cancelled run's handlers, then, once what they cancelled has ended too (see
-    /// `Nesting.cancelling`), ends the run if it waits.
-    private final func callCancelHandlers(
-        _ handlers: [@Sendable (any Engine.Reporter) -> Void]
-    ) {
-        Engine.Nesting.cancelling(
-            { for handler in handlers { handler(self) } }, then: { self.release() })
     }
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
@@ -3514,10 +3469,10 @@ nonisolated extension Engine.Run {
     @usableFromInline final func hold() -> Bool {
         locked { fields in
             switch fields.state {
-            case .cancelledWhileDriving(let thread, let holds):
-                fields.state = .cancelledWhileDriving(thread: thread, holds: holds + 1)
-            case .cancelledWhileWaiting(let holds):
-                fields.state = .cancelledWhileWaiting(holds: holds + 1)
+            case .cancelledWhileDriving(let thread, let holds, let call):
+                fields.state = .cancelledWhileDriving(thread: thread, holds: holds + 1, call: call)
+            case .cancelledWhileWaiting(let holds, let call):
+                fields.state = .cancelledWhileWaiting(holds: holds + 1, call: call)
             default: return false
             }
             return true
@@ -3529,13 +3484,13 @@ nonisolated extension Engine.Run {
     @usableFromInline final func release() {
         let ends = locked { fields -> Bool in
             switch fields.state {
-            case .cancelledWhileWaiting(holds: 1):
-                fields.state = .cancelled
+            case .cancelledWhileWaiting(holds: 1, let call):
+                fields.state = .cancelled(call: call)
                 return true
-            case .cancelledWhileWaiting(let holds):
-                fields.state = .cancelledWhileWaiting(holds: holds - 1)
-            case .cancelledWhileDriving(let thread, let holds):
-                fields.state = .cancelledWhileDriving(thread: thread, holds: holds - 1)
+            case .cancelledWhileWaiting(let holds, let call):
+                fields.state = .cancelledWhileWaiting(holds: holds - 1, call: call)
+            case .cancelledWhileDriving(let thread, let holds, let call):
+                fields.state = .cancelledWhileDriving(thread: thread, holds: holds - 1, call: call)
             default:
                 preconditionFailure("a hold released on a run \(fields.state)")
             }
@@ -3546,27 +3501,32 @@ nonisolated extension Engine.Run {
 
     /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
     private final func stop() {
-        switch driver.pointee.startsWith.take() {  // cancelled before it started
-        case .operation?: _ = slot.take(Engine.Operation.self)
-        case .stage?: skip(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
-        case nil: break
-        }
         let ends = locked { fields -> Bool in
-            if case .cancelledWhileDriving(_, let holds) = fields.state, holds > 0 {
-                fields.state = .cancelledWhileWaiting(holds: holds)
+            guard case .cancelledWhileDriving(_, let holds, let call) = fields.state else {
+                preconditionFailure("a run stopped \(fields.state)")
+            }
+            guard holds == 0 else {
+                fields.state = .cancelledWhileWaiting(holds: holds, call: call)
                 return false
             }
-            fields.state = .cancelled
+            fields.state = .cancelled(call: call)
             return true
         }
         if ends { endCancelled() }
     }
 
-    /// Ends a cancelled run: lets go of what waited for a queue or a deadline, then runs the
-    /// `ensure` steps still ahead, innermost chain first.
+    /// Ends a cancelled run: lets go of what it was to start with, or of its hop (the deadline,
+    /// the output), then runs the `ensure` steps still ahead, innermost chain first.
     private final func endCancelled() {
-        cancelHop()
         let driver = self.driver
+        switch driver.pointee.start.take() {
+        case .operation?: _ = slot.take(Engine.Operation.self)
+        case .stage?: skip(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
+        case .hop?:
+            driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
+            driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
+        case nil: break
+        }
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         var rest = Plan()
@@ -3639,11 +3599,9 @@ nonisolated extension Engine.Run {
         // tie's weak reference is read only when its identity is `token`'s, which the caller
         // holds: so it is never a token's last reference, let go of inside the lock.
         return user.locked { fields in
-            let extras = Engine.Extras.make(&fields)
-            let tied = extras.guarded.ties.first { $0.identity == identity && $0.token === token }
+            let tied = fields.ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
-            let tie = Engine.Tie(token: token, identity: identity, generation: current)
-            extras.guarded.ties.append(tie)
+            fields.ties.append(Engine.Tie(token: token, identity: identity, generation: current))
             return current
         }
     }
@@ -3777,7 +3735,7 @@ nonisolated extension Engine.Run {
         case .chain(let last): begin(last, immediately: immediately)
         case .operation(let operation):
             slot.put(operation)
-            driver.pointee.startsWith = .operation
+            driver.pointee.start = .operation
             begin(nil, immediately: immediately)
         }
     }

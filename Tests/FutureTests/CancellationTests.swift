@@ -74,6 +74,21 @@ final class Pending<Value>: @unchecked Sendable {
         #expect(ran.value == 1)
     }
 
+    @Test func anOnCancelHandlerAddedOnceTheOperationResolvedNeverRuns() {
+        final class Box: @unchecked Sendable { var handle: RunHandle? }
+        let box = Box()
+        let resolvers = Delivery<Resolver<Int, Never>>()
+        box.handle = Promise<Int, Never> { resolvers.send($0) }
+            .get { _ in box.handle?.cancel() }  // cancelled after the operation resolved
+            .run { _ in Issue.record("a cancelled run delivers nothing") }
+        let resolver = resolvers.wait()
+        resolver?.fulfill(1)
+        #expect(box.handle?.isCancelled == true)
+        let ran = Counter()
+        resolver?.onCancel { _ in ran.increment() }
+        #expect(ran.value == 0)
+    }
+
     @Test func onCancelHandlersAreDroppedOnceTheOperationResolves() {
         let pending = Pending<Int>()
         let delivered = Delivery<Result<Int, TestError>>()
