@@ -2605,9 +2605,9 @@ nonisolated extension Engine {
         mutating func start(
             _ chain: consuming Stage, in room: Room, spill: inout Spill?
         ) -> Unmanaged<Stage> {
-            let memory = spill?.owned.stages ?? (room.start, Int32(room.capacity))
-            stages = memory.0
-            capacity = memory.1
+            let memory = spill?.owned.stages ?? room
+            stages = memory.baseAddress
+            capacity = Int32(memory.count)
             count = 0
             if chain.depth - 1 > capacity { grow(by: chain.depth - 1, spill: &spill) }
             let last = Unmanaged.passUnretained(chain)
@@ -2646,11 +2646,13 @@ nonisolated extension Engine {
 
         /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
         private mutating func grow(by depth: Int, spill: inout Spill?) {
-            let needed = Int(count) + depth
-            let room = Spill.make(&spill).growStages(
-                to: max(needed, 2 * Int(capacity)), keeping: stages, count: Int(count))
-            stages = room.start
-            capacity = Int32(room.capacity)
+            let room = Room.allocate(capacity: max(Int(count) + depth, 2 * Int(capacity)))
+            if let stages { room.baseAddress!.moveInitialize(from: stages, count: Int(count)) }
+            let kept = Spill.make(&spill)
+            kept.owned.stages?.deallocate()
+            kept.owned.stages = room
+            stages = room.baseAddress
+            capacity = Int32(room.count)
         }
 
         /// The next stage, left on the plan.
@@ -2678,11 +2680,8 @@ nonisolated extension Engine {
         }
     }
 
-    /// Room for stages: where it starts, and how many it holds.
-    struct Room {
-        let start: UnsafeMutablePointer<Unmanaged<Stage>>
-        let capacity: Int
-    }
+    /// Memory for a plan's stages.
+    typealias Room = UnsafeMutableBufferPointer<Unmanaged<Stage>>
 
     /// What a run needs beyond its tail: the chains its steps entered, which it keeps until their
     /// stages have run, and, once its tail is too small, the memory of its stack or its slot.
@@ -2701,7 +2700,7 @@ nonisolated extension Engine {
             var member = 0
             /// The deadline of the queue the run waits for, if it has one.
             var hopDeadline: Deadline?
-            fileprivate(set) var stages: (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
+            fileprivate(set) var stages: Room?
             fileprivate(set) var slot: (memory: UnsafeMutableRawPointer, size: Int, alignment: Int)?
         }
 
@@ -2712,17 +2711,6 @@ nonisolated extension Engine {
             return made
         }
 
-        /// Memory for `capacity` stages, with the `count` stages of `old` in it.
-        func growStages(
-            to capacity: Int, keeping old: UnsafeMutablePointer<Unmanaged<Stage>>?, count: Int
-        ) -> Room {
-            let memory = UnsafeMutablePointer<Unmanaged<Stage>>.allocate(capacity: capacity)
-            if let old { memory.moveInitialize(from: old, count: count) }
-            owned.stages.map { $0.0.deallocate() }
-            owned.stages = (memory, Int32(capacity))
-            return Room(start: memory, capacity: capacity)
-        }
-
         /// Memory for a slot of `size` bytes, aligned to `alignment` (the slot is empty).
         func growSlot(size: Int, alignment: Int) {
             owned.slot.map { $0.memory.deallocate() }
@@ -2730,7 +2718,7 @@ nonisolated extension Engine {
         }
 
         deinit {
-            owned.stages.map { $0.0.deallocate() }
+            owned.stages?.deallocate()
             owned.slot.map { $0.memory.deallocate() }
         }
     }
@@ -3123,7 +3111,7 @@ nonisolated extension Engine.Run {
     final var room: Engine.Room {
         let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
         let start = (tail + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
-        return Engine.Room(start: start, capacity: capacity - Self.driverWords - words)
+        return Engine.Room(start: start, count: capacity - Self.driverWords - words)
     }
 }
 
@@ -4004,11 +3992,10 @@ nonisolated extension Engine {
 
         // One thread uses these. The counters of levels change only in the methods below, which
         // are never inlined, so that an optimizer cannot assume that a level's work, between two
-        // of them, leaves them alone; and they skip exclusivity checks, as that thread alone can
-        // reach them. The rest keep their checks: they change around a release, which may run any
-        // deinit, and with the checks off the optimizer assumed that a release cannot touch them
-        // (seen in Swift 6.3.1 release builds: a double free of `held`).
-        @exclusivity(unchecked) private var levels = (runs: 0, releases: 0)
+        // of them, leaves them alone. Every field keeps its exclusivity checks: they change around
+        // a release, which may run any deinit, and with the checks off the optimizer assumed that
+        // a release cannot touch them (seen in Swift 6.3.1 release builds: a double free of `held`).
+        private var levels = (runs: 0, releases: 0)
         private var isDraining = false
         private var isReleasing = false
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
@@ -4054,7 +4041,9 @@ nonisolated extension Engine {
         /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
         static func resume(_ run: Run, _ resumption: Run.Resumption) {
             withCurrent { nesting in
-                guard nesting.enterRun() else { return nesting.wait(run, resumption) }
+                guard nesting.enterRun() else {
+                    return nesting.waiting.append { run.resume(resumption) }
+                }
                 let mark = nesting.isSettling ? nesting.waiting.count : nil
                 run.resume(resumption)
                 mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
@@ -4096,10 +4085,6 @@ nonisolated extension Engine {
             guard levels.runs < Nesting.limit else { return false }
             levels.runs += 1
             return true
-        }
-
-        @inline(never) private func wait(_ run: Run, _ resumption: Run.Resumption) {
-            waiting.append { run.resume(resumption) }
         }
 
         /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
@@ -4181,7 +4166,7 @@ nonisolated extension Engine {
         /// out and written back, and released after the level.)
         static func release(_ kept: () -> Any, by clear: () -> Void) {
             withCurrent { nesting in
-                if !nesting.enterRelease() { nesting.hold(kept()) }
+                if !nesting.enterRelease() { nesting.held.append(kept()) }
                 clear()
                 nesting.leaveRelease()
             }
@@ -4191,8 +4176,6 @@ nonisolated extension Engine {
             levels.releases += 1
             return levels.releases <= Nesting.limit
         }
-
-        @inline(never) private func hold(_ value: Any) { held.append(value) }
 
         /// The bottom level releases what the levels above kept, unless it already does.
         @inline(never) private func leaveRelease() {

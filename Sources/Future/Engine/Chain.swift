@@ -349,9 +349,9 @@ nonisolated extension Engine {
         mutating func start(
             _ chain: consuming Stage, in room: Room, spill: inout Spill?
         ) -> Unmanaged<Stage> {
-            let memory = spill?.owned.stages ?? (room.start, Int32(room.capacity))
-            stages = memory.0
-            capacity = memory.1
+            let memory = spill?.owned.stages ?? room
+            stages = memory.baseAddress
+            capacity = Int32(memory.count)
             count = 0
             if chain.depth - 1 > capacity { grow(by: chain.depth - 1, spill: &spill) }
             let last = Unmanaged.passUnretained(chain)
@@ -390,11 +390,13 @@ nonisolated extension Engine {
 
         /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
         private mutating func grow(by depth: Int, spill: inout Spill?) {
-            let needed = Int(count) + depth
-            let room = Spill.make(&spill).growStages(
-                to: max(needed, 2 * Int(capacity)), keeping: stages, count: Int(count))
-            stages = room.start
-            capacity = Int32(room.capacity)
+            let room = Room.allocate(capacity: max(Int(count) + depth, 2 * Int(capacity)))
+            if let stages { room.baseAddress!.moveInitialize(from: stages, count: Int(count)) }
+            let kept = Spill.make(&spill)
+            kept.owned.stages?.deallocate()
+            kept.owned.stages = room
+            stages = room.baseAddress
+            capacity = Int32(room.count)
         }
 
         /// The next stage, left on the plan.
@@ -422,11 +424,8 @@ nonisolated extension Engine {
         }
     }
 
-    /// Room for stages: where it starts, and how many it holds.
-    struct Room {
-        let start: UnsafeMutablePointer<Unmanaged<Stage>>
-        let capacity: Int
-    }
+    /// Memory for a plan's stages.
+    typealias Room = UnsafeMutableBufferPointer<Unmanaged<Stage>>
 
     /// What a run needs beyond its tail: the chains its steps entered, which it keeps until their
     /// stages have run, and, once its tail is too small, the memory of its stack or its slot.
@@ -445,7 +444,7 @@ nonisolated extension Engine {
             var member = 0
             /// The deadline of the queue the run waits for, if it has one.
             var hopDeadline: Deadline?
-            fileprivate(set) var stages: (UnsafeMutablePointer<Unmanaged<Stage>>, Int32)?
+            fileprivate(set) var stages: Room?
             fileprivate(set) var slot: (memory: UnsafeMutableRawPointer, size: Int, alignment: Int)?
         }
 
@@ -456,17 +455,6 @@ nonisolated extension Engine {
             return made
         }
 
-        /// Memory for `capacity` stages, with the `count` stages of `old` in it.
-        func growStages(
-            to capacity: Int, keeping old: UnsafeMutablePointer<Unmanaged<Stage>>?, count: Int
-        ) -> Room {
-            let memory = UnsafeMutablePointer<Unmanaged<Stage>>.allocate(capacity: capacity)
-            if let old { memory.moveInitialize(from: old, count: count) }
-            owned.stages.map { $0.0.deallocate() }
-            owned.stages = (memory, Int32(capacity))
-            return Room(start: memory, capacity: capacity)
-        }
-
         /// Memory for a slot of `size` bytes, aligned to `alignment` (the slot is empty).
         func growSlot(size: Int, alignment: Int) {
             owned.slot.map { $0.memory.deallocate() }
@@ -474,7 +462,7 @@ nonisolated extension Engine {
         }
 
         deinit {
-            owned.stages.map { $0.0.deallocate() }
+            owned.stages?.deallocate()
             owned.slot.map { $0.memory.deallocate() }
         }
     }
