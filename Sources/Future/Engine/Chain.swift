@@ -44,7 +44,9 @@
 //   with their lock; `RunHandle` holds a run, Sendable by its lock. No user closure is kept in
 //   one without being `@Sendable`.
 // - `@exclusivity(unchecked)`: one group an object, of fields its lock guards (or a deinit alone
-//   writes): the lock orders every access, so the checks would only cost.
+//   writes): the lock orders every access, so the checks would only cost. (A stage's fields are
+//   `@usableFromInline`, for the inlinable inits that set them, so Swift keeps their checks:
+//   measured, a built chain's run then takes 1.9× the instructions, a promise step 1.25×.)
 // - `Unmanaged` and `borrowed(_:)`: the plan walks a chain's stages without reference counting;
 //   the run keeps the chains (`Plan.root`, the spill's `chains`) while their stages are on it.
 // - `unsafeDowncast`: a step reads its own stage, whose class made the step.
@@ -354,31 +356,31 @@ nonisolated extension Engine {
             capacity = Int32(memory.count)
             count = 0
             if chain.depth - 1 > capacity { grow(by: chain.depth - 1, spill: &spill) }
-            let last = Unmanaged.passUnretained(chain)
+            let first = push(chain, leavingFirst: true)
             root = consume chain
-            return push(last, leavingFirst: true)
+            return first
         }
 
         /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
         mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
             if count + Int32(chain.depth) > capacity { grow(by: chain.depth, spill: &spill) }
-            let last = Unmanaged.passUnretained(chain)
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
             while let entered = kept.owned.chains.last, entered.base >= count {
                 kept.owned.chains.removeLast()
             }
-            kept.owned.chains.append((consume chain, count))
-            push(last)
+            let base = count
+            push(chain)
+            kept.owned.chains.append((consume chain, base))
         }
 
         /// Pushes a chain's stages: its last at the bottom, its first on top, or `leavingFirst`
         /// out, to return.
         @discardableResult private mutating func push(
-            _ last: Unmanaged<Stage>, leavingFirst: Bool = false
+            _ last: Stage, leavingFirst: Bool = false
         ) -> Unmanaged<Stage> {
-            var stage = last
-            let depth = Int32(stage.borrowed { $0.depth }) - (leavingFirst ? 1 : 0)
+            var stage = Unmanaged.passUnretained(last)
+            let depth = Int32(last.depth) - (leavingFirst ? 1 : 0)
             for index in count..<count + depth {
                 stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.

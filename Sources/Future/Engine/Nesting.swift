@@ -32,9 +32,9 @@ nonisolated extension Engine {
         /// Each thread's own, made on first use, released when the thread ends.
         static let key = {
             var key = pthread_key_t()
+            // Optional on Linux, not on Darwin; never nil, as a destructor runs only for a value.
             pthread_key_create(&key) {
-                let nesting: UnsafeMutableRawPointer? = $0  // optional on Linux, not on Darwin
-                nesting.map { Unmanaged<Nesting>.fromOpaque($0).release() }
+                Unmanaged<Nesting>.fromOpaque(($0 as UnsafeMutableRawPointer?)!).release()
             }
             return key
         }()
