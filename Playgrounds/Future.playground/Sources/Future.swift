@@ -2307,7 +2307,8 @@ nonisolated public enum PromiseDiagnostics {
 //   measured, a built chain's run then takes 1.9× the instructions, a promise step 1.25×.)
 // - `Unmanaged` and `borrowed(_:)`: the plan walks a chain's stages without reference counting;
 //   the run keeps the chains (`Plan.root`, the spill's `chains`) while their stages are on it.
-// - `unsafeDowncast`: a step reads its own stage, whose class made the step.
+// - `unsafeDowncast`, in `Stage.downcast(to:)`: a step reads its own stage, whose class made
+//   the step.
 // - `unsafeBitCast`: an operation's closure with its types erased (`Operation`), and the main
 //   actor's isolation assumed on the main queue (MainActor.swift).
 // - Raw memory: the slot (a step's output, typed by the step; debug builds check the type), the
@@ -2349,11 +2350,16 @@ nonisolated extension Engine {
         @usableFromInline let output: any SlotType.Type
         /// Starts, inside a run, the work of the `ignoringCancel()` promise this step is the
         /// first of, in a run of its own that cancelling does not reach.
-        @usableFromInline var ignoring: (@Sendable (Run) -> Void)? { nil }
+        var ignoring: (@Sendable (Run) -> Void)? { nil }
 
         /// The chain a stopped run's walk goes on into from this step (see `Run.skip`): a
         /// `timeout`'s work, which the run has not started when it stops before the timeout.
-        @usableFromInline var ahead: Stage? { nil }
+        var ahead: Stage? { nil }
+
+        /// This stage as the class it is, for the step that class made: unchecked (see above).
+        @inlinable final func downcast<Kind: Stage>(to _: Kind.Type) -> Kind {
+            unsafeDowncast(self, to: Kind.self)
+        }
 
         /// The work of the `ignoringCancel()` promise this chain starts with, if it does (inside
         /// a `timeout` too, whose first stage holds the work's chain).
@@ -2400,7 +2406,7 @@ nonisolated extension Engine {
         }
 
         @inlinable static func payload(of stage: Stage) -> Payload {
-            unsafeDowncast(stage, to: Node.self).payload
+            stage.downcast(to: Node.self).payload
         }
     }
 
@@ -2424,7 +2430,7 @@ nonisolated extension Engine {
         }
 
         @inlinable static func next(of stage: Stage) -> Next {
-            unsafeDowncast(stage, to: Nest.self).next.unsafelyUnwrapped
+            stage.downcast(to: Nest.self).next!
         }
 
         deinit { Nesting.release({ next as Any }, by: { next = nil }) }
@@ -2501,15 +2507,15 @@ nonisolated extension Engine {
             self.work = work
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
-                let source = unsafeDowncast(stage, to: Source.self)
+                let source = stage.downcast(to: Source.self)
                 return run.perform(
                     source.operation!, Value.self, Failure.self, ignored: source.ignored)
             }
         }
 
-        @usableFromInline override var ignoring: (@Sendable (Run) -> Void)? { ignored }
+        override var ignoring: (@Sendable (Run) -> Void)? { ignored }
 
-        @usableFromInline override var ahead: Stage? { work }
+        override var ahead: Stage? { work }
 
         // An operation may keep promises (a combination its members, a shared promise its work),
         // whose operations keep more: each is released as a level of releases, in this body (Swift
@@ -5036,12 +5042,12 @@ nonisolated extension Engine {
     @usableFromInline struct Lock {
         @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-        @inlinable init() {
+        init() {
             mutex = .allocate(capacity: 1)
             pthread_mutex_init(mutex, nil)
         }
 
-        @usableFromInline func free() {
+        func free() {
             pthread_mutex_destroy(mutex)
             mutex.deallocate()
         }
