@@ -4035,12 +4035,12 @@ nonisolated extension Engine {
 
         /// Calls `body`, which drives `run`, with `run` as the run this thread drives.
         static func driving(_ run: Run, _ body: () -> Void) {
-            let outer = withCurrent { nesting in
-                defer { nesting.driven = run }
-                return nesting.driven
+            withCurrent { nesting in
+                let outer = nesting.driven
+                nesting.driven = run
+                body()
+                nesting.driven = outer
             }
-            body()
-            withCurrent { $0.driven = outer }
         }
 
         /// The run this thread drives, if any.
