@@ -237,6 +237,7 @@ nonisolated extension Engine {
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
         /// `var`s only for `deinit`, which releases them as a level of releases (see `Nesting`).
+        /// Their exclusivity checks cost 2 % of an unfired timeout, and nothing elsewhere measured.
         @usableFromInline var operation: Operation?
         @usableFromInline var work: Stage?
         @usableFromInline let ignored: (@Sendable (Run) -> Void)?
