@@ -18,12 +18,12 @@ nonisolated extension Engine {
     @usableFromInline struct Lock {
         @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-        @inlinable init() {
+        init() {
             mutex = .allocate(capacity: 1)
             pthread_mutex_init(mutex, nil)
         }
 
-        @usableFromInline func free() {
+        func free() {
             pthread_mutex_destroy(mutex)
             mutex.deallocate()
         }

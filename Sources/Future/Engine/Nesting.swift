@@ -32,20 +32,19 @@ nonisolated extension Engine {
         /// Each thread's own, made on first use, released when the thread ends.
         static let key = {
             var key = pthread_key_t()
+            // Optional on Linux, not on Darwin; never nil, as a destructor runs only for a value.
             pthread_key_create(&key) {
-                let nesting: UnsafeMutableRawPointer? = $0  // optional on Linux, not on Darwin
-                nesting.map { Unmanaged<Nesting>.fromOpaque($0).release() }
+                Unmanaged<Nesting>.fromOpaque(($0 as UnsafeMutableRawPointer?)!).release()
             }
             return key
         }()
 
         // One thread uses these. The counters of levels change only in the methods below, which
         // are never inlined, so that an optimizer cannot assume that a level's work, between two
-        // of them, leaves them alone; and they skip exclusivity checks, as that thread alone can
-        // reach them. The rest keep their checks: they change around a release, which may run any
-        // deinit, and with the checks off the optimizer assumed that a release cannot touch them
-        // (seen in Swift 6.3.1 release builds: a double free of `held`).
-        @exclusivity(unchecked) private var levels = (runs: 0, releases: 0)
+        // of them, leaves them alone. Every field keeps its exclusivity checks: they change around
+        // a release, which may run any deinit, and with the checks off the optimizer assumed that
+        // a release cannot touch them (seen in Swift 6.3.1 release builds: a double free of `held`).
+        private var levels = (runs: 0, releases: 0)
         private var isDraining = false
         private var isReleasing = false
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
@@ -77,12 +76,12 @@ nonisolated extension Engine {
 
         /// Calls `body`, which drives `run`, with `run` as the run this thread drives.
         static func driving(_ run: Run, _ body: () -> Void) {
-            let outer = withCurrent { nesting in
-                defer { nesting.driven = run }
-                return nesting.driven
+            withCurrent { nesting in
+                let outer = nesting.driven
+                nesting.driven = run
+                body()
+                nesting.driven = outer
             }
-            body()
-            withCurrent { $0.driven = outer }
         }
 
         /// The run this thread drives, if any.
@@ -91,7 +90,9 @@ nonisolated extension Engine {
         /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
         static func resume(_ run: Run, _ resumption: Run.Resumption) {
             withCurrent { nesting in
-                guard nesting.enterRun() else { return nesting.wait(run, resumption) }
+                guard nesting.enterRun() else {
+                    return nesting.waiting.append { run.resume(resumption) }
+                }
                 let mark = nesting.isSettling ? nesting.waiting.count : nil
                 run.resume(resumption)
                 mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
@@ -133,10 +134,6 @@ nonisolated extension Engine {
             guard levels.runs < Nesting.limit else { return false }
             levels.runs += 1
             return true
-        }
-
-        @inline(never) private func wait(_ run: Run, _ resumption: Run.Resumption) {
-            waiting.append { run.resume(resumption) }
         }
 
         /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
@@ -218,7 +215,7 @@ nonisolated extension Engine {
         /// out and written back, and released after the level.)
         static func release(_ kept: () -> Any, by clear: () -> Void) {
             withCurrent { nesting in
-                if !nesting.enterRelease() { nesting.hold(kept()) }
+                if !nesting.enterRelease() { nesting.held.append(kept()) }
                 clear()
                 nesting.leaveRelease()
             }
@@ -228,8 +225,6 @@ nonisolated extension Engine {
             levels.releases += 1
             return levels.releases <= Nesting.limit
         }
-
-        @inline(never) private func hold(_ value: Any) { held.append(value) }
 
         /// The bottom level releases what the levels above kept, unless it already does.
         @inline(never) private func leaveRelease() {

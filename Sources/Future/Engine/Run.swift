@@ -332,7 +332,7 @@ nonisolated extension Engine.Run {
     final var room: Engine.Room {
         let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
         let start = (tail + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
-        return Engine.Room(start: start, capacity: capacity - Self.driverWords - words)
+        return Engine.Room(start: start, count: capacity - Self.driverWords - words)
     }
 }
 
