@@ -2,28 +2,37 @@
 // `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join calls each member that is
 // an operation alone, and starts a run for each other member (inside the combination's run, for
 // its ties); it asks its policy what to do each time a member ends, and settles the
-// combination's resolver with the policy's verdict. The transitions of its `state` (r: the
-// combination's resolver; o: an outcome; "member runs going": members in runs of their own that
-// have not ended):
+// combination's resolver with the policy's verdict. The transitions of its `state` (p: an open
+// combination's progress, with r, its resolver; o: an outcome; "runs going": members in runs of
+// their own that have not ended), each in one lock section, then what is done outside the lock:
 //
-//   state           event                                         new state       then
-//   closed (made)   start                                         open(r)         launch members
-//   open(r)         a member ends; verdict wait                   open(r)         launch more
-//   open(r)         a member ends; verdict settle(o)              closed          cancel members, r(o)
-//   open(r)         a member ends; verdict cancel                 closed          cancel members, r's
-//                                                                                 run
-//   open(r)         a member ends; verdict settleOnceStopped(o),
-//                   member runs going                             stopping(r, o)  cancel members
-//   open(r)         … the same, no member runs going              closed          r(o)
-//   stopping(r, o)  the last member run ends                      closed          r(o)
-//   open, stopping  its run is cancelled; member runs going       holding(run)    hold its run's end,
-//                                                                                 cancel members
-//   open, stopping  its run is cancelled; none going              closed          cancel members
-//   holding(run)    the last member run ends                      closed          release the hold
-//   closed          a member ends, or reports                     closed          -
+//   state           event                                        new state        then
+//   open(p)         start                                        open(p)          launch
+//   closed          start (made with no members)                 closed           r(verdict)
+//   open(p)         launch: room, and a member not started       open(p)          start it
+//   open(p)         launch: no room, or none left                open(p)          end the loop
+//   open(p)         a member ends; verdict wait                  open(p)          launch, if no
+//                                                                                 thread does
+//   open(p)         a member ends; verdict settle(o), cancel, or
+//                   settleOnceStopped(o) with no runs going      closed           stop, r(o) or
+//                                                                                 cancel r
+//   open(p)         a member ends; settleOnceStopped(o),
+//                   runs going                                   stopping(r, o)   stop
+//   stopping(r, o)  the last member run ends                     closed           r(o)
+//   holding(run)    the last member run ends                     closed           release run
+//   any             its run is cancelled, runs going, and the
+//                   run's end held (see `Run.hold()`)            holding(run)     stop
+//   open(p)         its run is cancelled, else                   closed           stop, release
+//                                                                                 a hold
+//   other           the same                                     unchanged        the same
+//   open(p)         a called member's resolver sets onCancel     open(p)          -
+//   other           the same                                     unchanged        call it
+//   any other       a member ends, or reports                    unchanged        -
 //
-// Beside the state, under the lock: each member's progress (`running`, `tally`, the called
-// members' cancel handlers), how many have started, and whether a thread runs the launch loop.
+// To stop is to cancel the member runs still going and, for a combination that was open, to call
+// the called members' cancel handlers and start the members never started that ignore cancel.
+// Beside the state, in every state: which members run (`running`), which a called member's
+// resolver asks about after the combination closed.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run, at once or,
@@ -71,7 +80,8 @@ nonisolated extension Engine {
         _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
     ) -> Promise<Output, OutFailure> {
         let operation = Operation(file: #fileID, line: #line) {
-            (resolver: Resolver<Output, OutFailure>) in Join(members, width, decide).start(resolver)
+            (resolver: Resolver<Output, OutFailure>) in
+            Join(members, width, resolver, decide).start(resolver)
         }
         return Promise(last: Source<Output, OutFailure>(operation))
     }
@@ -94,7 +104,7 @@ nonisolated extension Engine {
                 let cancel = alarm(due) { timer.reject(error()) }
                 timer.onCancel { _ in cancel() }
             }
-            Join([work, timer], .max) { _, ending in
+            Join([work, timer], .max, resolver) { _, ending in
                 if case .outcome(_, let outcome) = ending {
                     .settleOnceStopped(outcome)
                 } else {
@@ -127,51 +137,90 @@ nonisolated extension Engine {
         @usableFromInline let lock = Lock()
         @usableFromInline let width: Int
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
-        // Guarded by `lock`.
-        /// The members, until the combination closes: a member's resolver, which keeps the join,
-        /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
-        /// deadline), and must not keep what the members captured.
-        @usableFromInline var members: [Promise<Member, Failure>]
-        /// `memberEnded(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or by
-        /// cancellation.
+        /// `memberEnded(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or
+        /// by cancellation.
         @usableFromInline let reported: (Join, Int, (Slot) -> Void) -> Bool
         @usableFromInline let cancelled: (Join, Int) -> Bool
-        /// Read and changed only under `lock`, which orders every access: so they skip
-        /// exclusivity checks, which would cost one at every use.
-        @exclusivity(unchecked) @usableFromInline var guarded: Guarded
+        /// The combination's run, which its members' runs are inside.
+        @usableFromInline let outer: Run
+        // Read and changed only under `lock`, which orders every access: so they skip exclusivity
+        // checks, which would cost one at every use.
+        @exclusivity(unchecked) @usableFromInline var state: State
+        /// The members that run, in every state: `nil` for one that has not started, or has
+        /// ended. (A called member's resolver asks about its member after the combination closed.)
+        @exclusivity(unchecked) @usableFromInline var running: [Running?]
 
-        @usableFromInline struct Guarded {
+        /// Where the combination is (see the table in the file's header).
+        @usableFromInline enum State {
+            /// Members start and report; `Progress` holds the resolver that settles it.
+            case open(Progress)
+            /// It decided to settle with the outcome once the member runs it cancelled stop.
+            case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
+            /// Its run was cancelled, and the run's end waits for the member runs to stop (see
+            /// `Run.hold()`).
+            case holding(Run)
+            /// It settled, or was cancelled.
+            case closed
+        }
+
+        /// An open combination's resolver, members and what they have done.
+        @usableFromInline struct Progress {
+            @usableFromInline let resolver: Resolver<Output, OutFailure>
+            /// Let go of as the combination closes: a member's resolver, which keeps the join,
+            /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
+            /// deadline), and must not keep what the members captured.
+            @usableFromInline let members: [Promise<Member, Failure>]
             @usableFromInline var tally: Tally<Member, Failure>
-            /// The members that run: `nil` for one that has not started, or has ended.
-            @usableFromInline var running: [Running?]
             /// The cancel handlers of the members whose operations were called, by member.
             @usableFromInline var cancelHandlers: [Int: [@Sendable (any Reporter) -> Void]] = [:]
-            /// How many members have been started (more than `members` holds, once closing
-            /// empties it).
             @usableFromInline var started = 0
             /// Whether a thread runs the launch loop: at first, the one that starts the run.
             @usableFromInline var launching = true
-            @usableFromInline var state = State.closed
 
-            @inlinable init(_ count: Int) {
-                tally = Tally(count)
-                running = Array(repeating: nil, count: count)
+            @inlinable init(
+                _ resolver: Resolver<Output, OutFailure>, _ members: [Promise<Member, Failure>]
+            ) {
+                self.resolver = resolver
+                self.members = members
+                tally = Tally(members.count)
             }
         }
-        /// The combination's run, which its members' runs are inside.
-        @usableFromInline var outer: Run?
+
+        /// What an event leaves to do once the lock is let go of, in this order. What it holds
+        /// (the members, their outcomes, a cancel handler) is let go of there too.
+        @usableFromInline struct Action {
+            /// The cancel handlers of a member that ended: called if it cancelled itself.
+            @usableFromInline var handlers: [@Sendable (any Reporter) -> Void] = []
+            @usableFromInline var cancelledItself = false
+            /// The member runs to cancel, for an event that cancels the members; if it closed an
+            /// open combination, the called members hear it, and the members it never started
+            /// that ignore cancel start (see `startIgnored`).
+            @usableFromInline var stop: [Run]?
+            @usableFromInline var left: State?
+            /// The resolver to settle with an outcome, or with `nil` to cancel its run.
+            @usableFromInline
+            var settle: (Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>?)?
+            @usableFromInline var release: Run?
+            @usableFromInline var launch = false
+
+            @inlinable init() {}
+        }
 
         @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
+            _ resolver: Resolver<Output, OutFailure>,
             _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
         ) {
-            self.members = members
             self.width = width
             self.decide = decide
-            guarded = Guarded(members.count)
+            outer = resolver.run
+            state = members.isEmpty ? .closed : .open(Progress(resolver, members))
+            running = Array(repeating: nil, count: members.count)
             reported = Join.report
             cancelled = { join, index in join.memberEnded(index, nil) }
         }
+
+        deinit { lock.free() }
 
         /// Ends member `index` with the outcome `write` puts in a slot.
         @inlinable static func report(_ join: Join, _ index: Int, _ write: (Slot) -> Void) -> Bool {
@@ -185,33 +234,45 @@ nonisolated extension Engine {
             return join.memberEnded(index, outcome)
         }
 
-        /// Whether the combination still runs: members start and report while it is `open`,
-        /// with the resolver that settles it; decided to settle once the runs it cancels have
-        /// stopped, it is `stopping` until the last ends; cancelled while member runs go on, it
-        /// is `holding` the end of its run (see `Run.hold()`) until the last ends; once it has
-        /// settled or been cancelled, it is `closed`.
-        @usableFromInline enum State {
-            case open(Resolver<Output, OutFailure>)
-            case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
-            case holding(Run)
-            case closed
+        /// The state, moved out, so that changing what a case holds does not copy its arrays:
+        /// `closed` until the caller puts one back (under the lock).
+        @inlinable func take() -> State {
+            var taken = State.closed
+            swap(&taken, &state)
+            return taken
         }
 
-        @inlinable var isOpen: Bool { if case .open = guarded.state { true } else { false } }
+        /// Changes an open combination's progress in place; `nil` if it is not open (under the
+        /// lock).
+        @inlinable func changeProgress<T>(_ change: (inout Progress) -> T) -> T? {
+            switch take() {
+            case .open(var progress):
+                defer { state = .open(progress) }
+                return change(&progress)
+            case let other:
+                state = other
+                return nil
+            }
+        }
 
-        /// Whether a member runs in a run of its own (under the lock).
+        /// The members running in runs of their own (under the lock).
+        @inlinable var memberRuns: [Run] {
+            running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
+        }
+
         @inlinable var isRunningAMember: Bool {
-            guarded.running.contains { if case .run? = $0 { true } else { false } }
+            running.contains { if case .run? = $0 { true } else { false } }
         }
 
-        deinit { lock.free() }
-
+        /// Starts the members, or settles a combination of none at once.
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
-            guarded.state = .open(resolver)
-            outer = resolver.run
-            // (Read before a cancel can let go of the members.)
-            if members.isEmpty { return settle(decide(guarded.tally, .noMembers), resolver) }
-            resolver.onCancel { [self] _ in cancelMembers(holding: outer) }
+            guard case .open = state else {
+                switch decide(Tally(0), .noMembers) {
+                case .settle(let outcome), .settleOnceStopped(let outcome): return resolver(outcome)
+                case .wait, .cancel: return resolver.cancel()
+                }
+            }
+            resolver.onCancel { [self] _ in runCancelled() }
             launch()
         }
 
@@ -231,33 +292,38 @@ nonisolated extension Engine {
             let ended = Callback<Member, Failure> { [self] run, outcome in
                 memberEnded(run.member, outcome)
             }
-            // A member is in `running` from the moment it is claimed, before it starts, so that
-            // `cancelMembers()` reaches it: a member cancelled before `start` never begins (even on a run
+            // A member is in `running` from the moment it is claimed, before it starts, so that a
+            // stop reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
-            while let launch = lock.withLock({ () -> Launch? in
-                guard isOpen, guarded.started < members.count,
-                    guarded.started - guarded.tally.ended < width
-                else {
-                    guarded.launching = false
-                    return nil
-                }
-                // The lane goes on only if its member ended with an outcome: else it goes on
-                // elsewhere, or was cancelled.
-                if let member = lane?.member, guarded.tally.outcomes[member] == nil { lane = nil }
-                guarded.started += 1
-                let index = guarded.started - 1
-                switch members[index].body {
-                case .operation(let operation):
-                    guarded.running[index] = .called
-                    return .call(index, operation)
-                case .chain(let last):
-                    let run =
-                        lane?.run
-                        ?? .make(
-                            for: last, completing: Callback<Member, Failure>.self, inside: outer)
-                    guarded.running[index] = .run(run)
-                    return .run(index, run, last)
-                }
+            while let launch = lock.withLock({
+                changeProgress { progress -> Launch? in
+                    guard progress.started < progress.members.count,
+                        progress.started - progress.tally.ended < width
+                    else {
+                        progress.launching = false
+                        return nil
+                    }
+                    // The lane goes on only if its member ended with an outcome: else it goes on
+                    // elsewhere, or was cancelled.
+                    if let member = lane?.member, progress.tally.outcomes[member] == nil {
+                        lane = nil
+                    }
+                    let index = progress.started
+                    progress.started += 1
+                    switch progress.members[index].body {
+                    case .operation(let operation):
+                        running[index] = .called
+                        return .call(index, operation)
+                    case .chain(let last):
+                        let run =
+                            lane?.run
+                            ?? .make(
+                                for: last, completing: Callback<Member, Failure>.self,
+                                inside: outer)
+                        running[index] = .run(run)
+                        return .run(index, run, last)
+                    }
+                } ?? nil
             }) {
                 switch launch {
                 case .call(let index, let operation):
@@ -276,132 +342,108 @@ nonisolated extension Engine {
         /// ended already, or the combination had.
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
-            var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
-            var released: Run?
             var ends = false
-            var stops = false
-            // The members' outcomes, and a called member's cancel handlers, go outside the lock.
-            typealias Settled = (
-                Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
-            )
-            let (settled, handlers) = lock.withLock {
-                () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
-                guard guarded.running[index] != nil else { return (nil, nil) }
-                // In every state: `stopping` and `holding` wait for it.
-                guarded.running[index] = nil
-                switch guarded.state {
-                case .open: break
-                case .closed: return (nil, nil)
-                case .stopping, .holding:
-                    // A run it cancelled ended; the last settles it, or releases its run.
-                    guard !isRunningAMember else { return (nil, nil) }
-                    defer { guarded.state = .closed }
-                    if case .holding(let run) = guarded.state {
-                        released = run
-                        return (nil, nil)
+            let action = lock.withLock { () -> Action in
+                var action = Action()
+                guard running[index] != nil else { return action }
+                running[index] = nil
+                switch take() {
+                case .closed: break
+                case .stopping(let resolver, let settled):
+                    if isRunningAMember {
+                        state = .stopping(resolver, settled)
+                    } else {
+                        action.settle = (resolver, settled)
                     }
-                    guard case .stopping(let resolver, let outcome) = guarded.state else {
-                        return (nil, nil)
+                case .holding(let run):
+                    if isRunningAMember { state = .holding(run) } else { action.release = run }
+                case .open(var progress):
+                    ends = true
+                    action.cancelledItself = outcome == nil
+                    // (Not a lookup, which hashes, when no member has any.)
+                    if !progress.cancelHandlers.isEmpty {
+                        action.handlers = progress.cancelHandlers.removeValue(forKey: index) ?? []
                     }
-                    return ((.settle(outcome), resolver, guarded.tally), nil)
-                }
-                ends = true
-                // (Not a lookup, which hashes, when no member has any.)
-                let handlers =
-                    guarded.cancelHandlers.isEmpty
-                    ? nil : guarded.cancelHandlers.removeValue(forKey: index)
-                guarded.tally.ended += 1
-                guarded.tally.outcomes[index] = outcome
-                let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
-                let verdict = decide(guarded.tally, ending)
-                if case .wait = verdict {
-                    claimed = !guarded.launching
-                    guarded.launching = true
-                    return (nil, handlers)
-                }
-                // (Bound only now, as the combination settles: binding it costs a retain.)
-                guard case .open(let resolver) = guarded.state else { return (nil, handlers) }
-                var settles = verdict
-                if case .settleOnceStopped(let outcome) = verdict {
-                    guard !isRunningAMember else {
-                        guarded.state = .stopping(resolver, outcome)
-                        stops = true
-                        return (nil, handlers)
+                    progress.tally.ended += 1
+                    progress.tally.outcomes[index] = outcome
+                    let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
+                    switch decide(progress.tally, ending) {
+                    case .wait:
+                        action.launch = !progress.launching
+                        progress.launching = true
+                        state = .open(progress)
+                        return action
+                    case .settleOnceStopped(let settled) where isRunningAMember:
+                        state = .stopping(progress.resolver, settled)
+                    case .settle(let settled), .settleOnceStopped(let settled):
+                        action.settle = (progress.resolver, settled)
+                    case .cancel:
+                        action.settle = (progress.resolver, nil)
                     }
-                    settles = .settle(outcome)
+                    action.stop = memberRuns
+                    action.left = .open(progress)
                 }
-                guarded.state = .closed
-                defer { guarded.tally.outcomes = [] }
-                return ((settles, resolver, guarded.tally), handlers)
+                return action
             }
-            // A member that cancelled its own run hears its handlers, as an operation run alone
-            // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
-            if outcome == nil, let handlers { for handler in handlers { handler(self) } }
-            withExtendedLifetime(handlers) {}
-            if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
-            if stops { cancelMembers() }
-            released?.release()
-            if claimed { launch() }
+            perform(action)
             return ends
         }
 
-        /// Cancels the members still running, then settles the combination's run.
-        @inlinable func settle(
-            _ verdict: Verdict<Output, OutFailure>, _ resolver: Resolver<Output, OutFailure>
-        ) {
-            cancelMembers()
-            guard case .settle(let settled) = verdict else { return resolver.cancel() }
-            nonisolated(unsafe) let outcome = settled  // members' outcomes, which it let go of
-            resolver(outcome)
+        /// Its run was cancelled: it cancels the members, and holds the run's end until the
+        /// member runs have stopped.
+        @inlinable func runCancelled() {
+            let held = outer.hold()
+            perform(
+                lock.withLock { () -> Action in
+                    var action = Action()
+                    action.stop = memberRuns
+                    let left = take()
+                    if held, isRunningAMember {
+                        state = .holding(outer)
+                        action.left = left
+                    } else if case .open = left {
+                        action.left = left
+                    } else {
+                        state = left
+                    }
+                    if held, !isRunningAMember { action.release = outer }
+                    return action
+                })
         }
 
-        /// Cancels every member still running: the combination settled, or was cancelled. Every
-        /// call cancels them all, even after another: a cancel of the combination's run that
-        /// comes while the run that settled it is still cancelling the members must not return
-        /// before they are (cancelling one twice is a no-op). The members it never started that
-        /// ignore cancel start now (see `startIgnored`).
-        /// With `holding`: the combination's run was cancelled, and its end waits for the members'
-        /// runs to stop.
-        @inlinable func cancelMembers(holding run: Run? = nil) {
-            let held = run?.hold() ?? false
-            var holds = false
-            // The state it closes, with the resolver of a combination still open, goes outside
-            // the lock.
-            typealias Stopped = (
-                [Run], [(Int, [@Sendable (any Reporter) -> Void])],
-                ArraySlice<Promise<Member, Failure>>, (State, Tally<Member, Failure>)
-            )
-            let (runs, handlers, unstarted, closed) = lock.withLock { () -> Stopped in
-                // The members, and the outcomes of those that ended, go with the run (a slice
-                // keeps its array's storage: to outside the lock).
-                let unstarted = members.dropFirst(guarded.started)
-                members = []  // the unstarted start here if they ignore cancel, or never
-                let previous = (guarded.state, guarded.tally)
-                if held, let run, isRunningAMember {
-                    guarded.state = .holding(run)
-                    holds = true
-                } else if isOpen {
-                    guarded.state = .closed  // (else as the last run it cancelled ends)
-                }
-                guarded.tally.outcomes = []
-                let runs = guarded.running.compactMap {
-                    if case .run(let run)? = $0 { run } else { nil }
-                }
-                let handlers = guarded.cancelHandlers.sorted { $0.key < $1.key }
-                guarded.cancelHandlers = [:]
-                return (runs, handlers, unstarted, previous)
+        /// Does what an event left to do, outside the lock.
+        @inlinable func perform(_ action: consuming Action) {
+            // A member that cancelled its own run hears its handlers, as an operation run alone
+            // does (see `Run.cancel(call:)`); one that resolved lets go of them.
+            if action.cancelledItself { for handler in action.handlers { handler(self) } }
+            // Every stop cancels every member run still going, even after another: a cancel of
+            // the combination's run that comes while the run that settled it is still cancelling
+            // them must not return before they are (cancelling one twice is a no-op).
+            for run in action.stop ?? [] { _ = run.cancel(call: nil) }
+            if action.stop != nil, case .open(let progress)? = action.left {
+                // After the runs' cancels, which a cancel under way on this thread does later.
+                Nesting.cancelling(
+                    {
+                        for (_, list) in progress.cancelHandlers.sorted(by: { $0.key < $1.key }) {
+                            for handler in list { handler(self) }
+                        }
+                    },
+                    then: {
+                        for member in progress.members.dropFirst(progress.started) {
+                            member.chain?.ignoredWork.map { self.outer.startIgnored($0) }
+                        }
+                    })
             }
-            withExtendedLifetime(closed) {}  // see `Lock`
-            if held && !holds { run?.release() }  // no member run to wait for
-            for run in runs { _ = run.cancel(call: nil) }
-            // After the runs' cancels, which a cancel under way on this thread does later.
-            Nesting.cancelling(
-                { for (_, list) in handlers { for handler in list { handler(self) } } },
-                then: {
-                    for member in unstarted {
-                        member.chain?.ignoredWork.map { self.outer?.startIgnored($0) }
-                    }
-                })
+            if let (resolver, settled) = action.settle {
+                if let settled {
+                    nonisolated(unsafe) let outcome = settled  // the members', which it let go of
+                    resolver(outcome)
+                } else {
+                    resolver.cancel()
+                }
+            }
+            action.release?.release()
+            if action.launch { launch() }
         }
 
         // A member's resolver reports here: `call` is the member's index.
@@ -414,17 +456,19 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                guard case .called? = guarded.running[call] else { return false }  // it ended
-                guard isOpen else { return true }
-                guarded.cancelHandlers[call, default: []].append(handler)
-                return false
+                guard case .called? = running[call] else { return false }  // it ended
+                let kept: Void? = changeProgress {
+                    $0.cancelHandlers[call, default: []].append(handler)
+                }
+                return kept == nil
             }
             if callNow { handler(self) }
         }
 
         @usableFromInline func isCancelled(since call: Int) -> Bool {
             lock.withLock {
-                if !isOpen, case .called? = guarded.running[call] { true } else { false }
+                guard case .called? = running[call] else { return false }
+                if case .open = state { return false } else { return true }
             }
         }
 
@@ -441,6 +485,6 @@ nonisolated extension Engine {
             #endif
         }
 
-        @usableFromInline var run: Run { outer! }
+        @usableFromInline var run: Run { outer }
     }
 }
