@@ -163,19 +163,23 @@ nonisolated extension Engine {
             case closed
         }
 
-        /// An open combination's resolver, members and what they have done.
-        @usableFromInline struct Progress {
+        /// An open combination's resolver, members and what they have done: an object, so that
+        /// an event changes it in place, where a change to what an enum case holds would copy it.
+        /// Changed only under the join's lock, which orders every access: so they skip
+        /// exclusivity checks.
+        @usableFromInline final class Progress {
             @usableFromInline let resolver: Resolver<Output, OutFailure>
             /// Let go of as the combination closes: a member's resolver, which keeps the join,
             /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
             /// deadline), and must not keep what the members captured.
             @usableFromInline let members: [Promise<Member, Failure>]
-            @usableFromInline var tally: Tally<Member, Failure>
+            @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
             /// The cancel handlers of the members whose operations were called, by member.
-            @usableFromInline var cancelHandlers: [Int: [@Sendable (any Reporter) -> Void]] = [:]
-            @usableFromInline var started = 0
+            @exclusivity(unchecked) @usableFromInline
+            var cancelHandlers: [Int: [@Sendable (any Reporter) -> Void]] = [:]
+            @exclusivity(unchecked) @usableFromInline var started = 0
             /// Whether a thread runs the launch loop: at first, the one that starts the run.
-            @usableFromInline var launching = true
+            @exclusivity(unchecked) @usableFromInline var launching = true
 
             @inlinable init(
                 _ resolver: Resolver<Output, OutFailure>, _ members: [Promise<Member, Failure>]
@@ -186,25 +190,30 @@ nonisolated extension Engine {
             }
         }
 
-        /// What an event leaves to do once the lock is let go of, in this order. What it holds
-        /// (the members, their outcomes, a cancel handler) is let go of there too.
-        @usableFromInline struct Action {
-            /// The cancel handlers of a member that ended: called if it cancelled itself.
-            @usableFromInline var handlers: [@Sendable (any Reporter) -> Void] = []
-            @usableFromInline var cancelledItself = false
-            /// The member runs to cancel, for an event that cancels the members; if it closed an
-            /// open combination, the called members hear it, and the members it never started
-            /// that ignore cancel start (see `startIgnored`).
-            @usableFromInline var stop: [Run]?
-            @usableFromInline var left: State?
-            /// The resolver to settle with an outcome, or with `nil` to cancel its run.
-            @usableFromInline
-            var settle: (Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>?)?
-            @usableFromInline var release: Run?
-            @usableFromInline var launch = false
-
-            @inlinable init() {}
+        /// What a member's end leaves to do once the lock is let go of.
+        @usableFromInline enum Ended {
+            /// Nothing: it had ended, or the combination had, or other member runs go on.
+            case nothing
+            /// The combination waits for more; with `true`, this thread runs the launch loop.
+            case waits(launch: Bool)
+            /// The combination closed: stop, then settle the resolver with the outcome, or cancel
+            /// its run with `nil`.
+            case closes(Stop, Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>?)
+            /// It decided to settle once the member runs have stopped: stop.
+            case stops(Stop)
+            /// The last member run of a `stopping` combination ended: settle the resolver.
+            case settles(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
+            /// The last member run of a `holding` combination ended: release the hold.
+            case releases(Run)
         }
+
+        /// The members a closing event cancels: every member run still going (every stop cancels
+        /// them all, even after another: a cancel of the combination's run that comes while the
+        /// run that settled it is still cancelling them must not return before they are; a second
+        /// cancel is a no-op) and, if it was open, the combination it closed, whose called members
+        /// hear the cancel and whose members never started that ignore cancel start (see
+        /// `startIgnored`). What it holds is let go of outside the lock.
+        @usableFromInline typealias Stop = (runs: [Run], closed: Progress?)
 
         @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
@@ -234,27 +243,6 @@ nonisolated extension Engine {
             return join.memberEnded(index, outcome)
         }
 
-        /// The state, moved out, so that changing what a case holds does not copy its arrays:
-        /// `closed` until the caller puts one back (under the lock).
-        @inlinable func take() -> State {
-            var taken = State.closed
-            swap(&taken, &state)
-            return taken
-        }
-
-        /// Changes an open combination's progress in place; `nil` if it is not open (under the
-        /// lock).
-        @inlinable func changeProgress<T>(_ change: (inout Progress) -> T) -> T? {
-            switch take() {
-            case .open(var progress):
-                defer { state = .open(progress) }
-                return change(&progress)
-            case let other:
-                state = other
-                return nil
-            }
-        }
-
         /// The members running in runs of their own (under the lock).
         @inlinable var memberRuns: [Run] {
             running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
@@ -268,7 +256,8 @@ nonisolated extension Engine {
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
             guard case .open = state else {
                 switch decide(Tally(0), .noMembers) {
-                case .settle(let outcome), .settleOnceStopped(let outcome): return resolver(outcome)
+                case .settle(let outcome), .settleOnceStopped(let outcome):
+                    return settle(resolver, outcome)
                 case .wait, .cancel: return resolver.cancel()
                 }
             }
@@ -295,35 +284,31 @@ nonisolated extension Engine {
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
-            while let launch = lock.withLock({
-                changeProgress { progress -> Launch? in
-                    guard progress.started < progress.members.count,
-                        progress.started - progress.tally.ended < width
-                    else {
-                        progress.launching = false
-                        return nil
-                    }
-                    // The lane goes on only if its member ended with an outcome: else it goes on
-                    // elsewhere, or was cancelled.
-                    if let member = lane?.member, progress.tally.outcomes[member] == nil {
-                        lane = nil
-                    }
-                    let index = progress.started
-                    progress.started += 1
-                    switch progress.members[index].body {
-                    case .operation(let operation):
-                        running[index] = .called
-                        return .call(index, operation)
-                    case .chain(let last):
-                        let run =
-                            lane?.run
-                            ?? .make(
-                                for: last, completing: Callback<Member, Failure>.self,
-                                inside: outer)
-                        running[index] = .run(run)
-                        return .run(index, run, last)
-                    }
-                } ?? nil
+            while let launch = lock.withLock({ () -> Launch? in
+                guard case .open(let progress) = state else { return nil }
+                guard progress.started < progress.members.count,
+                    progress.started - progress.tally.ended < width
+                else {
+                    progress.launching = false
+                    return nil
+                }
+                // The lane goes on only if its member ended with an outcome: else it goes on
+                // elsewhere, or was cancelled.
+                if let member = lane?.member, progress.tally.outcomes[member] == nil { lane = nil }
+                let index = progress.started
+                progress.started += 1
+                switch progress.members[index].body {
+                case .operation(let operation):
+                    running[index] = .called
+                    return .call(index, operation)
+                case .chain(let last):
+                    let run =
+                        lane?.run
+                        ?? .make(
+                            for: last, completing: Callback<Member, Failure>.self, inside: outer)
+                    running[index] = .run(run)
+                    return .run(index, run, last)
+                }
             }) {
                 switch launch {
                 case .call(let index, let operation):
@@ -342,108 +327,109 @@ nonisolated extension Engine {
         /// ended already, or the combination had.
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
-            var ends = false
-            let action = lock.withLock { () -> Action in
-                var action = Action()
-                guard running[index] != nil else { return action }
+            // A called member's cancel handlers go outside the lock.
+            let (ended, handlers) = lock.withLock {
+                () -> (Ended, [@Sendable (any Reporter) -> Void]?) in
+                guard running[index] != nil else { return (.nothing, nil) }
                 running[index] = nil
-                switch take() {
-                case .closed: break
+                switch state {
+                case .closed: return (.nothing, nil)
                 case .stopping(let resolver, let settled):
-                    if isRunningAMember {
-                        state = .stopping(resolver, settled)
-                    } else {
-                        action.settle = (resolver, settled)
-                    }
+                    guard !isRunningAMember else { return (.nothing, nil) }
+                    state = .closed
+                    return (.settles(resolver, settled), nil)
                 case .holding(let run):
-                    if isRunningAMember { state = .holding(run) } else { action.release = run }
-                case .open(var progress):
-                    ends = true
-                    action.cancelledItself = outcome == nil
+                    guard !isRunningAMember else { return (.nothing, nil) }
+                    state = .closed
+                    return (.releases(run), nil)
+                case .open(let progress):
                     // (Not a lookup, which hashes, when no member has any.)
-                    if !progress.cancelHandlers.isEmpty {
-                        action.handlers = progress.cancelHandlers.removeValue(forKey: index) ?? []
-                    }
+                    let handlers =
+                        progress.cancelHandlers.isEmpty
+                        ? nil : progress.cancelHandlers.removeValue(forKey: index)
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
                     let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
+                    let ended: Ended
                     switch decide(progress.tally, ending) {
                     case .wait:
-                        action.launch = !progress.launching
-                        progress.launching = true
-                        state = .open(progress)
-                        return action
+                        defer { progress.launching = true }
+                        return (.waits(launch: !progress.launching), handlers)
                     case .settleOnceStopped(let settled) where isRunningAMember:
                         state = .stopping(progress.resolver, settled)
+                        return (.stops((memberRuns, progress)), handlers)
                     case .settle(let settled), .settleOnceStopped(let settled):
-                        action.settle = (progress.resolver, settled)
+                        ended = .closes(
+                            (memberRuns, progress), progress.resolver, settled)
                     case .cancel:
-                        action.settle = (progress.resolver, nil)
+                        ended = .closes(
+                            (memberRuns, progress), progress.resolver, nil)
                     }
-                    action.stop = memberRuns
-                    action.left = .open(progress)
+                    state = .closed
+                    return (ended, handlers)
                 }
-                return action
             }
-            perform(action)
-            return ends
+            // A member that cancelled its own run hears its handlers, as an operation run alone
+            // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
+            if outcome == nil, let handlers { for handler in handlers { handler(self) } }
+            withExtendedLifetime(handlers) {}
+            switch ended {
+            case .nothing: return false
+            case .waits(let launch): if launch { self.launch() }
+            case .closes(let members, let resolver, let settled):
+                stop(members)
+                settle(resolver, settled)
+            case .stops(let members): stop(members)
+            case .settles(let resolver, let settled): settle(resolver, settled)
+            case .releases(let run): run.release()
+            }
+            return true
         }
 
         /// Its run was cancelled: it cancels the members, and holds the run's end until the
         /// member runs have stopped.
         @inlinable func runCancelled() {
             let held = outer.hold()
-            perform(
-                lock.withLock { () -> Action in
-                    var action = Action()
-                    action.stop = memberRuns
-                    let left = take()
-                    if held, isRunningAMember {
-                        state = .holding(outer)
-                        action.left = left
-                    } else if case .open = left {
-                        action.left = left
-                    } else {
-                        state = left
+            var holds = false
+            // A `stopping` state's outcome, which goes nowhere now, goes outside the lock.
+            let (members, left) = lock.withLock { () -> (Stop, State) in
+                let left = state
+                var closed: Progress?
+                if case .open(let progress) = state { (closed, state) = (progress, .closed) }
+                if held, isRunningAMember { (holds, state) = (true, .holding(outer)) }
+                return ((memberRuns, closed), left)
+            }
+            withExtendedLifetime(left) {}
+            if held && !holds { outer.release() }  // no member run to wait for
+            stop(members)
+        }
+
+        /// Cancels the member runs still going and, if it closed an open combination, its
+        /// called members.
+        @inlinable func stop(_ members: Stop) {
+            for run in members.runs { _ = run.cancel(call: nil) }
+            guard let progress = members.closed else { return }
+            // After the runs' cancels, which a cancel under way on this thread does later.
+            Nesting.cancelling(
+                {
+                    for (_, list) in progress.cancelHandlers.sorted(by: { $0.key < $1.key }) {
+                        for handler in list { handler(self) }
                     }
-                    if held, !isRunningAMember { action.release = outer }
-                    return action
+                },
+                then: {
+                    for member in progress.members.dropFirst(progress.started) {
+                        member.chain?.ignoredWork.map { self.outer.startIgnored($0) }
+                    }
                 })
         }
 
-        /// Does what an event left to do, outside the lock.
-        @inlinable func perform(_ action: consuming Action) {
-            // A member that cancelled its own run hears its handlers, as an operation run alone
-            // does (see `Run.cancel(call:)`); one that resolved lets go of them.
-            if action.cancelledItself { for handler in action.handlers { handler(self) } }
-            // Every stop cancels every member run still going, even after another: a cancel of
-            // the combination's run that comes while the run that settled it is still cancelling
-            // them must not return before they are (cancelling one twice is a no-op).
-            for run in action.stop ?? [] { _ = run.cancel(call: nil) }
-            if action.stop != nil, case .open(let progress)? = action.left {
-                // After the runs' cancels, which a cancel under way on this thread does later.
-                Nesting.cancelling(
-                    {
-                        for (_, list) in progress.cancelHandlers.sorted(by: { $0.key < $1.key }) {
-                            for handler in list { handler(self) }
-                        }
-                    },
-                    then: {
-                        for member in progress.members.dropFirst(progress.started) {
-                            member.chain?.ignoredWork.map { self.outer.startIgnored($0) }
-                        }
-                    })
-            }
-            if let (resolver, settled) = action.settle {
-                if let settled {
-                    nonisolated(unsafe) let outcome = settled  // the members', which it let go of
-                    resolver(outcome)
-                } else {
-                    resolver.cancel()
-                }
-            }
-            action.release?.release()
-            if action.launch { launch() }
+        /// Settles the combination's run with `settled`, or with `nil` cancels it.
+        @inlinable func settle(
+            _ resolver: Resolver<Output, OutFailure>, _ settled: Swift.Result<Output, OutFailure>?
+        ) {
+            guard let settled else { return resolver.cancel() }
+            nonisolated(unsafe) let outcome = settled  // the members', which it let go of
+            resolver(outcome)
         }
 
         // A member's resolver reports here: `call` is the member's index.
@@ -457,10 +443,9 @@ nonisolated extension Engine {
         ) {
             let callNow = lock.withLock { () -> Bool in
                 guard case .called? = running[call] else { return false }  // it ended
-                let kept: Void? = changeProgress {
-                    $0.cancelHandlers[call, default: []].append(handler)
-                }
-                return kept == nil
+                guard case .open(let progress) = state else { return true }
+                progress.cancelHandlers[call, default: []].append(handler)
+                return false
             }
             if callNow { handler(self) }
         }
