@@ -55,6 +55,7 @@ nonisolated extension Engine {
     /// The members' outcomes so far, in input order: `nil` while running, or if cancelled.
     @usableFromInline struct Tally<Member, Failure: Swift.Error> {
         @usableFromInline var outcomes: [Swift.Result<Member, Failure>?]
+        @usableFromInline var started = 0
         @usableFromInline var ended = 0
         @inlinable init(_ count: Int) { outcomes = Array(repeating: nil, count: count) }
         @inlinable var isComplete: Bool { ended == outcomes.count }
@@ -116,9 +117,10 @@ nonisolated extension Engine {
     }
 
     /// How a member of a combination runs: its operation called, its resolver not heard from
-    /// yet; or in a run.
+    /// yet, with the cancel handlers the resolver set (until the member or the combination
+    /// ends); or in a run.
     @usableFromInline enum Running {
-        case called
+        case called([@Sendable (any Reporter) -> Void])
         case run(Run)
     }
 
@@ -147,17 +149,16 @@ nonisolated extension Engine {
         // checks, which would cost one at every use.
         @exclusivity(unchecked) @usableFromInline var state: State
         /// The members that run, in every state: `nil` for one that has not started, or has
-        /// ended. (A called member's resolver asks about its member after the combination closed.)
+        /// ended. (A called member's resolver may ask about it after the combination closed.)
         @exclusivity(unchecked) @usableFromInline var running: [Running?]
 
         /// Where the combination is (see the table in the file's header).
         @usableFromInline enum State {
-            /// Members start and report; `Progress` holds the resolver that settles it.
+            /// Members start and report.
             case open(Progress)
             /// It decided to settle with the outcome once the member runs it cancelled stop.
             case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
-            /// Its run was cancelled, and the run's end waits for the member runs to stop (see
-            /// `Run.hold()`).
+            /// Its run was cancelled, and the run's end waits for the member runs to stop.
             case holding(Run)
             /// It settled, or was cancelled.
             case closed
@@ -165,19 +166,14 @@ nonisolated extension Engine {
 
         /// An open combination's resolver, members and what they have done: an object, so that
         /// an event changes it in place, where a change to what an enum case holds would copy it.
-        /// Changed only under the join's lock, which orders every access: so they skip
-        /// exclusivity checks.
         @usableFromInline final class Progress {
             @usableFromInline let resolver: Resolver<Output, OutFailure>
             /// Let go of as the combination closes: a member's resolver, which keeps the join,
             /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
             /// deadline), and must not keep what the members captured.
             @usableFromInline let members: [Promise<Member, Failure>]
+            // Changed only under the join's lock: so they skip exclusivity checks too.
             @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
-            /// The cancel handlers of the members whose operations were called, by member.
-            @exclusivity(unchecked) @usableFromInline
-            var cancelHandlers: [Int: [@Sendable (any Reporter) -> Void]] = [:]
-            @exclusivity(unchecked) @usableFromInline var started = 0
             /// Whether a thread runs the launch loop: at first, the one that starts the run.
             @exclusivity(unchecked) @usableFromInline var launching = true
 
@@ -207,13 +203,15 @@ nonisolated extension Engine {
             case releases(Run)
         }
 
-        /// The members a closing event cancels: every member run still going (every stop cancels
-        /// them all, even after another: a cancel of the combination's run that comes while the
-        /// run that settled it is still cancelling them must not return before they are; a second
-        /// cancel is a no-op) and, if it was open, the combination it closed, whose called members
-        /// hear the cancel and whose members never started that ignore cancel start (see
-        /// `startIgnored`). What it holds is let go of outside the lock.
-        @usableFromInline typealias Stop = (runs: [Run], closed: Progress?)
+        /// What a stop cancels, taken under the lock: every member run still going (every stop
+        /// cancels them all, even after another: a cancel of the combination's run that comes
+        /// while the run that settled it is still cancelling them must not return before they
+        /// are; a second cancel is a no-op), the called members' cancel handlers, and, of the
+        /// combination it closed, the members never started that ignore cancel (they start
+        /// now: see `startIgnored`). What it holds is let go of outside the lock.
+        @usableFromInline typealias Stop = (
+            runs: [Run], handlers: [@Sendable (any Reporter) -> Void], closed: Progress?
+        )
 
         @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
@@ -241,11 +239,6 @@ nonisolated extension Engine {
                     return slot.take(Swift.Result<Member, Failure>.self)
                 }
             return join.memberEnded(index, outcome)
-        }
-
-        /// The members running in runs of their own (under the lock).
-        @inlinable var memberRuns: [Run] {
-            running.compactMap { if case .run(let run)? = $0 { run } else { nil } }
         }
 
         @inlinable var isRunningAMember: Bool {
@@ -286,20 +279,18 @@ nonisolated extension Engine {
             // whose last member has finished: see `State.ended(cancelledSince:)`).
             while let launch = lock.withLock({ () -> Launch? in
                 guard case .open(let progress) = state else { return nil }
-                guard progress.started < progress.members.count,
-                    progress.started - progress.tally.ended < width
-                else {
+                let index = progress.tally.started
+                guard index < running.count, index - progress.tally.ended < width else {
                     progress.launching = false
                     return nil
                 }
                 // The lane goes on only if its member ended with an outcome: else it goes on
                 // elsewhere, or was cancelled.
                 if let member = lane?.member, progress.tally.outcomes[member] == nil { lane = nil }
-                let index = progress.started
-                progress.started += 1
+                progress.tally.started += 1
                 switch progress.members[index].body {
                 case .operation(let operation):
-                    running[index] = .called
+                    running[index] = .called([])
                     return .call(index, operation)
                 case .chain(let last):
                     let run =
@@ -327,46 +318,39 @@ nonisolated extension Engine {
         /// ended already, or the combination had.
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
-            // A called member's cancel handlers go outside the lock.
-            let (ended, handlers) = lock.withLock {
-                () -> (Ended, [@Sendable (any Reporter) -> Void]?) in
-                guard running[index] != nil else { return (.nothing, nil) }
+            var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
+            let ended = lock.withLock { () -> Ended in
+                guard running[index] != nil else { return .nothing }
+                if case .called(let list)? = running[index], !list.isEmpty { handlers = list }
                 running[index] = nil
                 switch state {
-                case .closed: return (.nothing, nil)
+                case .closed: return .nothing
                 case .stopping(let resolver, let settled):
-                    guard !isRunningAMember else { return (.nothing, nil) }
+                    guard !isRunningAMember else { return .nothing }
                     state = .closed
-                    return (.settles(resolver, settled), nil)
+                    return .settles(resolver, settled)
                 case .holding(let run):
-                    guard !isRunningAMember else { return (.nothing, nil) }
+                    guard !isRunningAMember else { return .nothing }
                     state = .closed
-                    return (.releases(run), nil)
+                    return .releases(run)
                 case .open(let progress):
-                    // (Not a lookup, which hashes, when no member has any.)
-                    let handlers =
-                        progress.cancelHandlers.isEmpty
-                        ? nil : progress.cancelHandlers.removeValue(forKey: index)
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
                     let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
-                    let ended: Ended
                     switch decide(progress.tally, ending) {
                     case .wait:
                         defer { progress.launching = true }
-                        return (.waits(launch: !progress.launching), handlers)
+                        return .waits(launch: !progress.launching)
                     case .settleOnceStopped(let settled) where isRunningAMember:
                         state = .stopping(progress.resolver, settled)
-                        return (.stops((memberRuns, progress)), handlers)
+                        return .stops(stop(progress))
                     case .settle(let settled), .settleOnceStopped(let settled):
-                        ended = .closes(
-                            (memberRuns, progress), progress.resolver, settled)
+                        state = .closed
+                        return .closes(stop(progress), progress.resolver, settled)
                     case .cancel:
-                        ended = .closes(
-                            (memberRuns, progress), progress.resolver, nil)
+                        state = .closed
+                        return .closes(stop(progress), progress.resolver, nil)
                     }
-                    state = .closed
-                    return (ended, handlers)
                 }
             }
             // A member that cancelled its own run hears its handlers, as an operation run alone
@@ -395,29 +379,46 @@ nonisolated extension Engine {
             let (members, left) = lock.withLock { () -> (Stop, State) in
                 let left = state
                 var closed: Progress?
-                if case .open(let progress) = state { (closed, state) = (progress, .closed) }
-                if held, isRunningAMember { (holds, state) = (true, .holding(outer)) }
-                return ((memberRuns, closed), left)
+                if case .open(let progress) = state {
+                    closed = progress
+                    state = .closed
+                }
+                if held, isRunningAMember {
+                    holds = true
+                    state = .holding(outer)
+                }
+                return (stop(closed), left)
             }
             withExtendedLifetime(left) {}
             if held && !holds { outer.release() }  // no member run to wait for
             stop(members)
         }
 
-        /// Cancels the member runs still going and, if it closed an open combination, its
-        /// called members.
+        /// Takes what a stop cancels (under the lock).
+        @inlinable func stop(_ closed: Progress?) -> Stop {
+            var stop: Stop = ([], [], closed)
+            for index in running.indices {
+                switch running[index] {
+                case .run(let run)?: stop.runs.append(run)
+                case .called(let handlers)? where !handlers.isEmpty:
+                    stop.handlers += handlers
+                    running[index] = .called([])
+                default: break
+                }
+            }
+            return stop
+        }
+
+        /// Cancels the member runs still going, then calls the called members' cancel handlers
+        /// and starts the members never started that ignore cancel.
         @inlinable func stop(_ members: Stop) {
             for run in members.runs { _ = run.cancel(call: nil) }
-            guard let progress = members.closed else { return }
             // After the runs' cancels, which a cancel under way on this thread does later.
             Nesting.cancelling(
-                {
-                    for (_, list) in progress.cancelHandlers.sorted(by: { $0.key < $1.key }) {
-                        for handler in list { handler(self) }
-                    }
-                },
+                { for handler in members.handlers { handler(self) } },
                 then: {
-                    for member in progress.members.dropFirst(progress.started) {
+                    guard let progress = members.closed else { return }
+                    for member in progress.members.dropFirst(progress.tally.started) {
                         member.chain?.ignoredWork.map { self.outer.startIgnored($0) }
                     }
                 })
@@ -442,9 +443,11 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                guard case .called? = running[call] else { return false }  // it ended
-                guard case .open(let progress) = state else { return true }
-                progress.cancelHandlers[call, default: []].append(handler)
+                guard case .called(var handlers)? = running[call] else { return false }  // ended
+                guard case .open = state else { return true }
+                running[call] = .called([])  // (so that the list is not copied)
+                handlers.append(handler)
+                running[call] = .called(handlers)
                 return false
             }
             if callNow { handler(self) }
