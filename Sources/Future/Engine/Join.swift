@@ -413,15 +413,17 @@ nonisolated extension Engine {
         /// and starts the members never started that ignore cancel.
         @inlinable func stop(_ members: Stop) {
             for run in members.runs { _ = run.cancel(call: nil) }
+            let ignored =
+                members.closed.map { progress in
+                    progress.members.dropFirst(progress.tally.started).compactMap {
+                        $0.chain?.ignoredWork
+                    }
+                } ?? []
+            guard !members.handlers.isEmpty || !ignored.isEmpty else { return }
             // After the runs' cancels, which a cancel under way on this thread does later.
             Nesting.cancelling(
                 { for handler in members.handlers { handler(self) } },
-                then: {
-                    guard let progress = members.closed else { return }
-                    for member in progress.members.dropFirst(progress.tally.started) {
-                        member.chain?.ignoredWork.map { self.outer.startIgnored($0) }
-                    }
-                })
+                then: { for work in ignored { self.outer.startIgnored(work) } })
         }
 
         /// Settles the combination's run with `settled`, or with `nil` cancels it.
