@@ -8,14 +8,15 @@
 //
 //   state           event                                        new state        then
 //   open(p)         start                                        open(p)          launch
-//   closed          start (made with no members)                 closed           r(verdict)
+//   closed          start (made with no members)                 closed           r(o), or
+//                                                                                 cancel r
 //   open(p)         launch: room, and a member not started       open(p)          start it
 //   open(p)         launch: no room, or none left                open(p)          end the loop
 //   open(p)         a member ends; verdict wait                  open(p)          launch, if no
 //                                                                                 thread does
 //   open(p)         a member ends; verdict settle(o), cancel, or
-//                   settleOnceStopped(o) with no runs going      closed           stop, r(o) or
-//                                                                                 cancel r
+//                   settleOnceStopped(o) with no runs going      closed           stop, then r(o)
+//                                                                                 or cancel r
 //   open(p)         a member ends; settleOnceStopped(o),
 //                   runs going                                   stopping(r, o)   stop
 //   stopping(r, o)  the last member run ends                     closed           r(o)
@@ -25,14 +26,13 @@
 //   open(p)         its run is cancelled, else                   closed           stop, release
 //                                                                                 a hold
 //   other           the same                                     unchanged        the same
-//   open(p)         a called member's resolver sets onCancel     open(p)          -
-//   other           the same                                     unchanged        call it
-//   any other       a member ends, or reports                    unchanged        -
+//   any other       a member ends, or the launch loop asks       unchanged        -
 //
-// To stop is to cancel the member runs still going and, for a combination that was open, to call
-// the called members' cancel handlers and start the members never started that ignore cancel.
-// Beside the state, in every state: which members run (`running`), which a called member's
-// resolver asks about after the combination closed.
+// To stop is to cancel the member runs still going, to call the called members' cancel handlers
+// (each member's `running` entry becomes `cancelled`) and, for a combination that was open, to
+// start the members never started that ignore cancel. Beside the state, in every state: how each
+// member runs (`running`), which the members' resolvers read and change: a called member keeps
+// the cancel handlers its resolver sets until it is cancelled; after that, it calls them at once.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run, at once or,
@@ -42,6 +42,14 @@ nonisolated extension Engine {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
         case settleOnceStopped(Swift.Result<Output, Failure>)
+
+        /// The outcome to settle with; `nil` to cancel (or wait).
+        @inlinable var outcome: Swift.Result<Output, Failure>? {
+            switch self {
+            case .settle(let outcome), .settleOnceStopped(let outcome): outcome
+            case .wait, .cancel: nil
+            }
+        }
     }
 
     /// What a combination's policy is asked about: a member that ended with an outcome or by
@@ -117,10 +125,11 @@ nonisolated extension Engine {
     }
 
     /// How a member of a combination runs: its operation called, its resolver not heard from
-    /// yet, with the cancel handlers the resolver set (until the member or the combination
-    /// ends); or in a run.
+    /// yet, with the cancel handlers the resolver set; called, and cancelled as the combination
+    /// stopped (its handlers called); or in a run.
     @usableFromInline enum Running {
         case called([@Sendable (any Reporter) -> Void])
+        case cancelled
         case run(Run)
     }
 
@@ -149,7 +158,7 @@ nonisolated extension Engine {
         // checks, which would cost one at every use.
         @exclusivity(unchecked) @usableFromInline var state: State
         /// The members that run, in every state: `nil` for one that has not started, or has
-        /// ended. (A called member's resolver may ask about it after the combination closed.)
+        /// ended. (A called member's resolver may report after the combination closed.)
         @exclusivity(unchecked) @usableFromInline var running: [Running?]
 
         /// Where the combination is (see the table in the file's header).
@@ -192,13 +201,12 @@ nonisolated extension Engine {
             case nothing
             /// The combination waits for more; with `true`, this thread runs the launch loop.
             case waits(launch: Bool)
-            /// The combination closed: stop, then settle the resolver with the outcome, or cancel
-            /// its run with `nil`.
+            /// The combination closed, or the last member run of a `stopping` one ended (with
+            /// nothing to stop): stop, then settle the resolver with the outcome, or cancel its
+            /// run with `nil`.
             case closes(Stop, Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>?)
             /// It decided to settle once the member runs have stopped: stop.
             case stops(Stop)
-            /// The last member run of a `stopping` combination ended: settle the resolver.
-            case settles(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
             /// The last member run of a `holding` combination ended: release the hold.
             case releases(Run)
         }
@@ -248,11 +256,7 @@ nonisolated extension Engine {
         /// Starts the members, or settles a combination of none at once.
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
             guard case .open = state else {
-                switch decide(Tally(0), .noMembers) {
-                case .settle(let outcome), .settleOnceStopped(let outcome):
-                    return settle(resolver, outcome)
-                case .wait, .cancel: return resolver.cancel()
-                }
+                return settle(resolver, decide(Tally(0), .noMembers).outcome)
             }
             resolver.onCancel { [self] _ in runCancelled() }
             launch()
@@ -328,7 +332,7 @@ nonisolated extension Engine {
                 case .stopping(let resolver, let settled):
                     guard !isRunningAMember else { return .nothing }
                     state = .closed
-                    return .settles(resolver, settled)
+                    return .closes(([], [], nil), resolver, settled)
                 case .holding(let run):
                     guard !isRunningAMember else { return .nothing }
                     state = .closed
@@ -344,12 +348,9 @@ nonisolated extension Engine {
                     case .settleOnceStopped(let settled) where isRunningAMember:
                         state = .stopping(progress.resolver, settled)
                         return .stops(stop(progress))
-                    case .settle(let settled), .settleOnceStopped(let settled):
+                    case let verdict:
                         state = .closed
-                        return .closes(stop(progress), progress.resolver, settled)
-                    case .cancel:
-                        state = .closed
-                        return .closes(stop(progress), progress.resolver, nil)
+                        return .closes(stop(progress), progress.resolver, verdict.outcome)
                     }
                 }
             }
@@ -364,7 +365,6 @@ nonisolated extension Engine {
                 stop(members)
                 settle(resolver, settled)
             case .stops(let members): stop(members)
-            case .settles(let resolver, let settled): settle(resolver, settled)
             case .releases(let run): run.release()
             }
             return true
@@ -400,9 +400,9 @@ nonisolated extension Engine {
             for index in running.indices {
                 switch running[index] {
                 case .run(let run)?: stop.runs.append(run)
-                case .called(let handlers)? where !handlers.isEmpty:
+                case .called(let handlers)?:
                     stop.handlers += handlers
-                    running[index] = .called([])
+                    running[index] = .cancelled
                 default: break
                 }
             }
@@ -445,21 +445,21 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                guard case .called(var handlers)? = running[call] else { return false }  // ended
-                guard case .open = state else { return true }
-                running[call] = .called([])  // (so that the list is not copied)
-                handlers.append(handler)
-                running[call] = .called(handlers)
-                return false
+                switch running[call] {
+                case .called(var handlers)?:
+                    running[call] = .cancelled  // for a moment, so that the list is not copied
+                    handlers.append(handler)
+                    running[call] = .called(handlers)
+                    return false
+                case .cancelled?: return true
+                case .run?, nil: return false  // ended
+                }
             }
             if callNow { handler(self) }
         }
 
         @usableFromInline func isCancelled(since call: Int) -> Bool {
-            lock.withLock {
-                guard case .called? = running[call] else { return false }
-                if case .open = state { return false } else { return true }
-            }
+            lock.withLock { if case .cancelled? = running[call] { true } else { false } }
         }
 
         @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }
