@@ -239,8 +239,7 @@ nonisolated extension Engine {
 
         /// Ends member `index` with the outcome `write` puts in a slot.
         @inlinable static func report(_ join: Join, _ index: Int, _ write: (Slot) -> Void) -> Bool {
-            // The slot's own rule: what it holds has no other owner.
-            nonisolated(unsafe) let outcome: Swift.Result<Member, Failure>? =
+            let outcome: Swift.Result<Member, Failure>? =
                 withUnsafeTemporaryAllocation(of: Swift.Result<Member, Failure>.self, capacity: 1) {
                     let slot = Slot(memory: UnsafeMutableRawPointer($0.baseAddress!))
                     write(slot)
@@ -321,22 +320,20 @@ nonisolated extension Engine {
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if it had
         /// ended already, or the combination had.
         @inlinable @discardableResult
-        func memberEnded(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
+        func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
             let ended = lock.withLock { () -> Ended in
                 guard running[index] != nil else { return .nothing }
                 if case .called(let list)? = running[index], !list.isEmpty { handlers = list }
                 running[index] = nil
                 switch state {
-                case .closed: return .nothing
-                case .stopping(let resolver, let settled):
-                    guard !isRunningAMember else { return .nothing }
+                case .stopping(let resolver, let settled) where !isRunningAMember:
                     state = .closed
                     return .closes(([], [], nil), resolver, settled)
-                case .holding(let run):
-                    guard !isRunningAMember else { return .nothing }
+                case .holding(let run) where !isRunningAMember:
                     state = .closed
                     return .releases(run)
+                case .closed, .stopping, .holding: return .nothing
                 case .open(let progress):
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
