@@ -13,9 +13,8 @@ nonisolated extension Engine {
         let time: DispatchTime
         let queue: DispatchQueue
         /// What it calls, until it fires or is disarmed, and its place in the heap, or -1 once
-        /// it fired or was disarmed. Guarded by the heap's lock, which orders every access: so
-        /// they skip exclusivity checks.
-        @exclusivity(unchecked) fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int)
+        /// it fired or was disarmed. Guarded by the heap's lock.
+        fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int)
 
         init(_ time: DispatchTime, on queue: DispatchQueue, _ fire: @escaping @Sendable () -> Void)
         {

@@ -3,27 +3,27 @@
 // an operation alone, and starts a run for each other member (inside the combination's run, for
 // its ties); it asks its policy what to do each time a member ends, and settles the
 // combination's resolver with the policy's verdict. The transitions of its `state` (p: an open
-// combination's progress, with r, its resolver; o: an outcome; "runs going": members in runs of
-// their own that have not ended), each in one lock section, then what is done outside the lock:
+// combination's progress, with r, its resolver; l: whether a thread runs the launch loop; o: an
+// outcome; "runs going": members in runs of their own that have not ended), each in one lock
+// section, then what is done outside the lock:
 //
 //   state           event                                        new state        then
-//   open(p)         start                                        open(p)          launch
+//   open(p, true)   start (made with members)                    open(p, true)    launch
 //   closed          start (made with no members)                 closed           r(o), or
 //                                                                                 cancel r
-//   open(p)         launch: room, and a member not started       open(p)          start it
-//   open(p)         launch: no room, or none left                open(p)          end the loop
-//   open(p)         a member ends; verdict wait                  open(p)          launch, if no
-//                                                                                 thread does
-//   open(p)         a member ends; verdict settle(o), cancel, or
+//   open(p, l)      launch: room, and a member not started       open(p, l)       start it
+//   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
+//   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
+//   open(p, l)      a member ends; verdict settle(o), cancel, or
 //                   settleOnceStopped(o) with no runs going      closed           stop, then r(o)
 //                                                                                 or cancel r
-//   open(p)         a member ends; settleOnceStopped(o),
+//   open(p, l)      a member ends; settleOnceStopped(o),
 //                   runs going                                   stopping(r, o)   stop
 //   stopping(r, o)  the last member run ends                     closed           r(o)
 //   holding(run)    the last member run ends                     closed           release run
 //   any             its run is cancelled, runs going, and the
 //                   run's end held (see `Run.hold()`)            holding(run)     stop
-//   open(p)         its run is cancelled, else                   closed           stop, release
+//   open(p, l)      its run is cancelled, else                   closed           stop, release
 //                                                                                 a hold
 //   other           the same                                     unchanged        the same
 //   any other       a member ends, or the launch loop asks       unchanged        -
@@ -42,14 +42,6 @@ nonisolated extension Engine {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
         case settleOnceStopped(Swift.Result<Output, Failure>)
-
-        /// The outcome to settle with; `nil` to cancel (or wait).
-        @inlinable var outcome: Swift.Result<Output, Failure>? {
-            switch self {
-            case .settle(let outcome), .settleOnceStopped(let outcome): outcome
-            case .wait, .cancel: nil
-            }
-        }
     }
 
     /// What a combination's policy is asked about: a member that ended with an outcome or by
@@ -163,8 +155,9 @@ nonisolated extension Engine {
 
         /// Where the combination is (see the table in the file's header).
         @usableFromInline enum State {
-            /// Members start and report.
-            case open(Progress)
+            /// Members start and report; with `launching`, a thread runs the launch loop (at
+            /// first, the one that starts the run).
+            case open(Progress, launching: Bool)
             /// It decided to settle with the outcome once the member runs it cancelled stop.
             case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
             /// Its run was cancelled, and the run's end waits for the member runs to stop.
@@ -181,10 +174,8 @@ nonisolated extension Engine {
             /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
             /// deadline), and must not keep what the members captured.
             @usableFromInline let members: [Promise<Member, Failure>]
-            // Changed only under the join's lock: so they skip exclusivity checks too.
+            /// Changed only under the join's lock: so it skips exclusivity checks too.
             @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
-            /// Whether a thread runs the launch loop: at first, the one that starts the run.
-            @exclusivity(unchecked) @usableFromInline var launching = true
 
             @inlinable init(
                 _ resolver: Resolver<Output, OutFailure>, _ members: [Promise<Member, Failure>]
@@ -202,9 +193,8 @@ nonisolated extension Engine {
             /// The combination waits for more; with `true`, this thread runs the launch loop.
             case waits(launch: Bool)
             /// The combination closed, or the last member run of a `stopping` one ended (with
-            /// nothing to stop): stop, then settle the resolver with the outcome, or cancel its
-            /// run with `nil`.
-            case closes(Stop, Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>?)
+            /// nothing to stop): stop, then settle the resolver as the verdict says.
+            case closes(Stop, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
             /// It decided to settle once the member runs have stopped: stop.
             case stops(Stop)
             /// The last member run of a `holding` combination ended: release the hold.
@@ -229,7 +219,7 @@ nonisolated extension Engine {
             self.width = width
             self.decide = decide
             outer = resolver.run
-            state = members.isEmpty ? .closed : .open(Progress(resolver, members))
+            state = members.isEmpty ? .closed : .open(Progress(resolver, members), launching: true)
             running = Array(repeating: nil, count: members.count)
             reported = Join.report
             cancelled = { join, index in join.memberEnded(index, nil) }
@@ -255,7 +245,7 @@ nonisolated extension Engine {
         /// Starts the members, or settles a combination of none at once.
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
             guard case .open = state else {
-                return settle(resolver, decide(Tally(0), .noMembers).outcome)
+                return settle(resolver, decide(Tally(0), .noMembers))
             }
             resolver.onCancel { [self] _ in runCancelled() }
             launch()
@@ -269,7 +259,8 @@ nonisolated extension Engine {
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
-        /// caller has claimed the loop (`launching`), so that one thread at a time runs it.
+        /// caller has claimed the loop (`open`'s `launching`), so that one thread at a time runs
+        /// it.
         @inlinable func launch() {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
@@ -281,10 +272,10 @@ nonisolated extension Engine {
             // stop reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
             while let launch = lock.withLock({ () -> Launch? in
-                guard case .open(let progress) = state else { return nil }
+                guard case .open(let progress, _) = state else { return nil }
                 let index = progress.tally.started
                 guard index < running.count, index - progress.tally.ended < width else {
-                    progress.launching = false
+                    state = .open(progress, launching: false)
                     return nil
                 }
                 // The lane goes on only if its member ended with an outcome: else it goes on
@@ -329,25 +320,25 @@ nonisolated extension Engine {
                 switch state {
                 case .stopping(let resolver, let settled) where !isRunningAMember:
                     state = .closed
-                    return .closes(([], [], nil), resolver, settled)
+                    return .closes(([], [], nil), resolver, .settle(settled))
                 case .holding(let run) where !isRunningAMember:
                     state = .closed
                     return .releases(run)
                 case .closed, .stopping, .holding: return .nothing
-                case .open(let progress):
+                case .open(let progress, let launching):
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
                     let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
                     switch decide(progress.tally, ending) {
                     case .wait:
-                        defer { progress.launching = true }
-                        return .waits(launch: !progress.launching)
+                        if !launching { state = .open(progress, launching: true) }
+                        return .waits(launch: !launching)
                     case .settleOnceStopped(let settled) where isRunningAMember:
                         state = .stopping(progress.resolver, settled)
                         return .stops(stop(progress))
                     case let verdict:
                         state = .closed
-                        return .closes(stop(progress), progress.resolver, verdict.outcome)
+                        return .closes(stop(progress), progress.resolver, verdict)
                     }
                 }
             }
@@ -358,9 +349,9 @@ nonisolated extension Engine {
             switch ended {
             case .nothing: return false
             case .waits(let launch): if launch { self.launch() }
-            case .closes(let members, let resolver, let settled):
+            case .closes(let members, let resolver, let verdict):
                 stop(members)
-                settle(resolver, settled)
+                settle(resolver, verdict)
             case .stops(let members): stop(members)
             case .releases(let run): run.release()
             }
@@ -371,20 +362,18 @@ nonisolated extension Engine {
         /// member runs have stopped.
         @inlinable func runCancelled() {
             let held = outer.hold()
-            var holds = false
-            // A `stopping` state's outcome, which goes nowhere now, goes outside the lock.
-            let (members, left) = lock.withLock { () -> (Stop, State) in
+            // The state it leaves (a `stopping` one's outcome goes nowhere now) goes outside the
+            // lock.
+            let (members, left, holds) = lock.withLock { () -> (Stop, State, Bool) in
                 let left = state
-                var closed: Progress?
-                if case .open(let progress) = state {
-                    closed = progress
+                let holds = held && isRunningAMember
+                if holds {
+                    state = .holding(outer)
+                } else if case .open = left {
                     state = .closed
                 }
-                if held, isRunningAMember {
-                    holds = true
-                    state = .holding(outer)
-                }
-                return (stop(closed), left)
+                guard case .open(let progress, _) = left else { return (stop(nil), left, holds) }
+                return (stop(progress), left, holds)
             }
             withExtendedLifetime(left) {}
             if held && !holds { outer.release() }  // no member run to wait for
@@ -423,13 +412,16 @@ nonisolated extension Engine {
                 then: { for work in ignored { self.outer.startIgnored(work) } })
         }
 
-        /// Settles the combination's run with `settled`, or with `nil` cancels it.
+        /// Settles the combination's run with the verdict's outcome, or cancels it.
         @inlinable func settle(
-            _ resolver: Resolver<Output, OutFailure>, _ settled: Swift.Result<Output, OutFailure>?
+            _ resolver: Resolver<Output, OutFailure>, _ verdict: Verdict<Output, OutFailure>
         ) {
-            guard let settled else { return resolver.cancel() }
-            nonisolated(unsafe) let outcome = settled  // the members', which it let go of
-            resolver(outcome)
+            switch verdict {
+            case .settle(let settled), .settleOnceStopped(let settled):
+                nonisolated(unsafe) let outcome = settled  // the members', which it let go of
+                resolver(outcome)
+            case .wait, .cancel: resolver.cancel()
+            }
         }
 
         // A member's resolver reports here: `call` is the member's index.
