@@ -184,6 +184,11 @@ nonisolated extension Engine {
                 self.members = members
                 tally = Tally(members.count)
             }
+
+            /// The work of the members never started that ignore cancel.
+            @inlinable var ignoringCancel: [@Sendable (Run) -> Void] {
+                members.dropFirst(tally.started).compactMap { $0.chain?.ignoredWork }
+            }
         }
 
         /// What a member's end leaves to do once the lock is let go of.
@@ -399,12 +404,7 @@ nonisolated extension Engine {
         /// and starts the members never started that ignore cancel.
         @inlinable func stop(_ members: Stop) {
             for run in members.runs { _ = run.cancel(call: nil) }
-            let ignored =
-                members.closed.map { progress in
-                    progress.members.dropFirst(progress.tally.started).compactMap {
-                        $0.chain?.ignoredWork
-                    }
-                } ?? []
+            let ignored = members.closed?.ignoringCancel ?? []
             guard !members.handlers.isEmpty || !ignored.isEmpty else { return }
             // After the runs' cancels, which a cancel under way on this thread does later.
             Nesting.cancelling(
@@ -434,15 +434,12 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                switch running[call] {
-                case .called(var handlers)?:
-                    running[call] = .cancelled  // for a moment, so that the list is not copied
-                    handlers.append(handler)
-                    running[call] = .called(handlers)
-                    return false
-                case .cancelled?: return true
-                case .run?, nil: return false  // ended
-                }
+                if case .cancelled? = running[call] { return true }
+                guard case .called(var handlers)? = running[call] else { return false }  // ended
+                running[call] = nil  // for a moment, so that the list is not copied
+                handlers.append(handler)
+                running[call] = .called(handlers)
+                return false
             }
             if callNow { handler(self) }
         }
