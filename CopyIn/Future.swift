@@ -3760,9 +3760,8 @@ nonisolated extension Engine {
         let time: DispatchTime
         let queue: DispatchQueue
         /// What it calls, until it fires or is disarmed, and its place in the heap, or -1 once
-        /// it fired or was disarmed. Guarded by the heap's lock, which orders every access: so
-        /// they skip exclusivity checks.
-        @exclusivity(unchecked) fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int)
+        /// it fired or was disarmed. Guarded by the heap's lock.
+        fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int)
 
         init(_ time: DispatchTime, on queue: DispatchQueue, _ fire: @escaping @Sendable () -> Void)
         {
@@ -3861,7 +3860,7 @@ nonisolated extension Engine {
 
         private func siftUp(_ start: Int) {
             var child = start
-            while child > 0, guarded.heap[child].time < guarded.heap[(child - 1) / 2].time {
+            while child > 0, isEarlier(child, than: (child - 1) / 2) {
                 swapAt(child, (child - 1) / 2)
                 child = (child - 1) / 2
             }
@@ -3869,23 +3868,19 @@ nonisolated extension Engine {
 
         private func siftDown(_ start: Int) {
             var parent = start
-            while true {
+            while 2 * parent + 1 < guarded.heap.count {
                 let left = 2 * parent + 1
                 let right = left + 1
-                var earliest = parent
-                if left < guarded.heap.count, guarded.heap[left].time < guarded.heap[earliest].time
-                {
-                    earliest = left
-                }
-                if right < guarded.heap.count,
-                    guarded.heap[right].time < guarded.heap[earliest].time
-                {
-                    earliest = right
-                }
-                guard earliest != parent else { return }
-                swapAt(parent, earliest)
-                parent = earliest
+                let child =
+                    right < guarded.heap.count && isEarlier(right, than: left) ? right : left
+                guard isEarlier(child, than: parent) else { return }
+                swapAt(parent, child)
+                parent = child
             }
+        }
+
+        private func isEarlier(_ first: Int, than second: Int) -> Bool {
+            guarded.heap[first].time < guarded.heap[second].time
         }
 
         private func swapAt(_ first: Int, _ second: Int) {
@@ -4135,28 +4130,37 @@ nonisolated extension Engine {
 // `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join calls each member that is
 // an operation alone, and starts a run for each other member (inside the combination's run, for
 // its ties); it asks its policy what to do each time a member ends, and settles the
-// combination's resolver with the policy's verdict. The transitions of its `state` (r: the
-// combination's resolver; o: an outcome; "member runs going": members in runs of their own that
-// have not ended):
+// combination's resolver with the policy's verdict. The transitions of its `state` (p: an open
+// combination's progress, with r, its resolver; l: whether a thread runs the launch loop; o: an
+// outcome; "runs going": members in runs of their own that have not ended), each in one lock
+// section, then what is done outside the lock:
 //
-//   state           event                                         new state       then
-//   closed (made)   start                                         open(r)         launch members
-//   open(r)         a member ends; verdict wait                   open(r)         launch more
-//   open(r)         a member ends; verdict settle(o)              closed          cancel members, r(o)
-//   open(r)         a member ends; verdict cancel                 closed          cancel members, r's
-//                                                                                 run
-//   open(r)         a member ends; verdict settleOnceStopped(o),
-//                   member runs going                             stopping(r, o)  cancel members
-//   open(r)         … the same, no member runs going              closed          r(o)
-//   stopping(r, o)  the last member run ends                      closed          r(o)
-//   open, stopping  its run is cancelled; member runs going       holding(run)    hold its run's end,
-//                                                                                 cancel members
-//   open, stopping  its run is cancelled; none going              closed          cancel members
-//   holding(run)    the last member run ends                      closed          release the hold
-//   closed          a member ends, or reports                     closed          -
+//   state           event                                        new state        then
+//   open(p, true)   start (made with members)                    open(p, true)    launch
+//   closed          start (made with no members)                 closed           r(o), or
+//                                                                                 cancel r
+//   open(p, l)      launch: room, and a member not started       open(p, l)       start it
+//   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
+//   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
+//   open(p, l)      a member ends; verdict settle(o), cancel, or
+//                   settleOnceStopped(o) with no runs going      closed           stop, then r(o)
+//                                                                                 or cancel r
+//   open(p, l)      a member ends; settleOnceStopped(o),
+//                   runs going                                   stopping(r, o)   stop
+//   stopping(r, o)  the last member run ends                     closed           r(o)
+//   holding(run)    the last member run ends                     closed           release run
+//   any             its run is cancelled, runs going, and the
+//                   run's end held (see `Run.hold()`)            holding(run)     stop
+//   open(p, l)      its run is cancelled, else                   closed           stop, release
+//                                                                                 a hold
+//   other           the same                                     unchanged        the same
+//   any other       a member ends, or the launch loop asks       unchanged        -
 //
-// Beside the state, under the lock: each member's progress (`running`, `tally`, the called
-// members' cancel handlers), how many have started, and whether a thread runs the launch loop.
+// To stop is to cancel the member runs still going, to call the called members' cancel handlers
+// (each member's `running` entry becomes `cancelled`) and, for a combination that was open, to
+// start the members never started that ignore cancel. Beside the state, in every state: how each
+// member runs (`running`), which the members' resolvers read and change: a called member keeps
+// the cancel handlers its resolver sets until it is cancelled; after that, it calls them at once.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run, at once or,
@@ -4179,6 +4183,7 @@ nonisolated extension Engine {
     /// The members' outcomes so far, in input order: `nil` while running, or if cancelled.
     @usableFromInline struct Tally<Member, Failure: Swift.Error> {
         @usableFromInline var outcomes: [Swift.Result<Member, Failure>?]
+        @usableFromInline var started = 0
         @usableFromInline var ended = 0
         @inlinable init(_ count: Int) { outcomes = Array(repeating: nil, count: count) }
         @inlinable var isComplete: Bool { ended == outcomes.count }
@@ -4204,7 +4209,8 @@ nonisolated extension Engine {
         _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
     ) -> Promise<Output, OutFailure> {
         let operation = Operation(file: #fileID, line: #line) {
-            (resolver: Resolver<Output, OutFailure>) in Join(members, width, decide).start(resolver)
+            (resolver: Resolver<Output, OutFailure>) in
+            Join(members, width, resolver, decide).start(resolver)
         }
         return Promise(last: Source<Output, OutFailure>(operation))
     }
@@ -4227,7 +4233,7 @@ nonisolated extension Engine {
                 let cancel = alarm(due) { timer.reject(error()) }
                 timer.onCancel { _ in cancel() }
             }
-            Join([work, timer], .max) { _, ending in
+            Join([work, timer], .max, resolver) { _, ending in
                 if case .outcome(_, let outcome) = ending {
                     .settleOnceStopped(outcome)
                 } else {
@@ -4239,9 +4245,11 @@ nonisolated extension Engine {
     }
 
     /// How a member of a combination runs: its operation called, its resolver not heard from
-    /// yet; or in a run.
+    /// yet, with the cancel handlers the resolver set; called, and cancelled as the combination
+    /// stopped (its handlers called); or in a run.
     @usableFromInline enum Running {
-        case called
+        case called([@Sendable (any Reporter) -> Void])
+        case cancelled
         case run(Run)
     }
 
@@ -4260,56 +4268,101 @@ nonisolated extension Engine {
         @usableFromInline let lock = Lock()
         @usableFromInline let width: Int
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
-        // Guarded by `lock`.
-        /// The members, until the combination closes: a member's resolver, which keeps the join,
-        /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
-        /// deadline), and must not keep what the members captured.
-        @usableFromInline var members: [Promise<Member, Failure>]
-        /// `memberEnded(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or by
-        /// cancellation.
+        /// `memberEnded(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or
+        /// by cancellation.
         @usableFromInline let reported: (Join, Int, (Slot) -> Void) -> Bool
         @usableFromInline let cancelled: (Join, Int) -> Bool
-        /// Read and changed only under `lock`, which orders every access: so they skip
-        /// exclusivity checks, which would cost one at every use.
-        @exclusivity(unchecked) @usableFromInline var guarded: Guarded
+        /// The combination's run, which its members' runs are inside.
+        @usableFromInline let outer: Run
+        // Read and changed only under `lock`, which orders every access: so they skip exclusivity
+        // checks, which would cost one at every use.
+        @exclusivity(unchecked) @usableFromInline var state: State
+        /// The members that run, in every state: `nil` for one that has not started, or has
+        /// ended. (A called member's resolver may report after the combination closed.)
+        @exclusivity(unchecked) @usableFromInline var running: [Running?]
 
-        @usableFromInline struct Guarded {
-            @usableFromInline var tally: Tally<Member, Failure>
-            /// The members that run: `nil` for one that has not started, or has ended.
-            @usableFromInline var running: [Running?]
-            /// The cancel handlers of the members whose operations were called, by member.
-            @usableFromInline var cancelHandlers: [Int: [@Sendable (any Reporter) -> Void]] = [:]
-            /// How many members have been started (more than `members` holds, once closing
-            /// empties it).
-            @usableFromInline var started = 0
-            /// Whether a thread runs the launch loop: at first, the one that starts the run.
-            @usableFromInline var launching = true
-            @usableFromInline var state = State.closed
+        /// Where the combination is (see the table in the file's header).
+        @usableFromInline enum State {
+            /// Members start and report; with `launching`, a thread runs the launch loop (at
+            /// first, the one that starts the run).
+            case open(Progress, launching: Bool)
+            /// It decided to settle with the outcome once the member runs it cancelled stop.
+            case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
+            /// Its run was cancelled, and the run's end waits for the member runs to stop.
+            case holding(Run)
+            /// It settled, or was cancelled.
+            case closed
+        }
 
-            @inlinable init(_ count: Int) {
-                tally = Tally(count)
-                running = Array(repeating: nil, count: count)
+        /// An open combination's resolver, members and what they have done: an object, so that
+        /// an event changes it in place, where a change to what an enum case holds would copy it.
+        @usableFromInline final class Progress {
+            @usableFromInline let resolver: Resolver<Output, OutFailure>
+            /// Let go of as the combination closes: a member's resolver, which keeps the join,
+            /// may outlive its run (a cancelled `DispatchWorkItem` keeps its block until its
+            /// deadline), and must not keep what the members captured.
+            @usableFromInline let members: [Promise<Member, Failure>]
+            /// Changed only under the join's lock: so it skips exclusivity checks too.
+            @exclusivity(unchecked) @usableFromInline var tally: Tally<Member, Failure>
+
+            @inlinable init(
+                _ resolver: Resolver<Output, OutFailure>, _ members: [Promise<Member, Failure>]
+            ) {
+                self.resolver = resolver
+                self.members = members
+                tally = Tally(members.count)
+            }
+
+            /// The work of the members never started that ignore cancel.
+            @inlinable var ignoringCancel: [@Sendable (Run) -> Void] {
+                members.dropFirst(tally.started).compactMap { $0.chain?.ignoredWork }
             }
         }
-        /// The combination's run, which its members' runs are inside.
-        @usableFromInline var outer: Run?
+
+        /// What a member's end leaves to do once the lock is let go of.
+        @usableFromInline enum Ended {
+            /// Nothing: it had ended, or the combination had, or other member runs go on.
+            case nothing
+            /// The combination waits for more; with `true`, this thread runs the launch loop.
+            case waits(launch: Bool)
+            /// The combination closed, or the last member run of a `stopping` one ended (with
+            /// nothing to stop): stop, then settle the resolver as the verdict says.
+            case closes(Stop, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
+            /// It decided to settle once the member runs have stopped: stop.
+            case stops(Stop)
+            /// The last member run of a `holding` combination ended: release the hold.
+            case releases(Run)
+        }
+
+        /// What a stop cancels, taken under the lock: every member run still going (every stop
+        /// cancels them all, even after another: a cancel of the combination's run that comes
+        /// while the run that settled it is still cancelling them must not return before they
+        /// are; a second cancel is a no-op), the called members' cancel handlers, and, of the
+        /// combination it closed, the members never started that ignore cancel (they start
+        /// now: see `startIgnored`). What it holds is let go of outside the lock.
+        @usableFromInline typealias Stop = (
+            runs: [Run], handlers: [@Sendable (any Reporter) -> Void], closed: Progress?
+        )
 
         @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
+            _ resolver: Resolver<Output, OutFailure>,
             _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
         ) {
-            self.members = members
             self.width = width
             self.decide = decide
-            guarded = Guarded(members.count)
+            outer = resolver.run
+            state = members.isEmpty ? .closed : .open(Progress(resolver, members), launching: true)
+            running = Array(repeating: nil, count: members.count)
             reported = Join.report
             cancelled = { join, index in join.memberEnded(index, nil) }
         }
 
+        deinit { lock.free() }
+
         /// Ends member `index` with the outcome `write` puts in a slot.
         @inlinable static func report(_ join: Join, _ index: Int, _ write: (Slot) -> Void) -> Bool {
-            // The slot's own rule: what it holds has no other owner.
-            nonisolated(unsafe) let outcome: Swift.Result<Member, Failure>? =
+            let outcome: Swift.Result<Member, Failure>? =
                 withUnsafeTemporaryAllocation(of: Swift.Result<Member, Failure>.self, capacity: 1) {
                     let slot = Slot(memory: UnsafeMutableRawPointer($0.baseAddress!))
                     write(slot)
@@ -4318,33 +4371,16 @@ nonisolated extension Engine {
             return join.memberEnded(index, outcome)
         }
 
-        /// Whether the combination still runs: members start and report while it is `open`,
-        /// with the resolver that settles it; decided to settle once the runs it cancels have
-        /// stopped, it is `stopping` until the last ends; cancelled while member runs go on, it
-        /// is `holding` the end of its run (see `Run.hold()`) until the last ends; once it has
-        /// settled or been cancelled, it is `closed`.
-        @usableFromInline enum State {
-            case open(Resolver<Output, OutFailure>)
-            case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
-            case holding(Run)
-            case closed
-        }
-
-        @inlinable var isOpen: Bool { if case .open = guarded.state { true } else { false } }
-
-        /// Whether a member runs in a run of its own (under the lock).
         @inlinable var isRunningAMember: Bool {
-            guarded.running.contains { if case .run? = $0 { true } else { false } }
+            running.contains { if case .run? = $0 { true } else { false } }
         }
 
-        deinit { lock.free() }
-
+        /// Starts the members, or settles a combination of none at once.
         @inlinable func start(_ resolver: Resolver<Output, OutFailure>) {
-            guarded.state = .open(resolver)
-            outer = resolver.run
-            // (Read before a cancel can let go of the members.)
-            if members.isEmpty { return settle(decide(guarded.tally, .noMembers), resolver) }
-            resolver.onCancel { [self] _ in cancelMembers(holding: outer) }
+            guard case .open = state else {
+                return settle(resolver, decide(Tally(0), .noMembers))
+            }
+            resolver.onCancel { [self] _ in runCancelled() }
             launch()
         }
 
@@ -4356,7 +4392,8 @@ nonisolated extension Engine {
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
-        /// caller has claimed the loop (`launching`), so that one thread at a time runs it.
+        /// caller has claimed the loop (`open`'s `launching`), so that one thread at a time runs
+        /// it.
         @inlinable func launch() {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
@@ -4364,31 +4401,30 @@ nonisolated extension Engine {
             let ended = Callback<Member, Failure> { [self] run, outcome in
                 memberEnded(run.member, outcome)
             }
-            // A member is in `running` from the moment it is claimed, before it starts, so that
-            // `cancelMembers()` reaches it: a member cancelled before `start` never begins (even on a run
+            // A member is in `running` from the moment it is claimed, before it starts, so that a
+            // stop reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
             while let launch = lock.withLock({ () -> Launch? in
-                guard isOpen, guarded.started < members.count,
-                    guarded.started - guarded.tally.ended < width
-                else {
-                    guarded.launching = false
+                guard case .open(let progress, _) = state else { return nil }
+                let index = progress.tally.started
+                guard index < running.count, index - progress.tally.ended < width else {
+                    state = .open(progress, launching: false)
                     return nil
                 }
                 // The lane goes on only if its member ended with an outcome: else it goes on
                 // elsewhere, or was cancelled.
-                if let member = lane?.member, guarded.tally.outcomes[member] == nil { lane = nil }
-                guarded.started += 1
-                let index = guarded.started - 1
-                switch members[index].body {
+                if let member = lane?.member, progress.tally.outcomes[member] == nil { lane = nil }
+                progress.tally.started += 1
+                switch progress.members[index].body {
                 case .operation(let operation):
-                    guarded.running[index] = .called
+                    running[index] = .called([])
                     return .call(index, operation)
                 case .chain(let last):
                     let run =
                         lane?.run
                         ?? .make(
                             for: last, completing: Callback<Member, Failure>.self, inside: outer)
-                    guarded.running[index] = .run(run)
+                    running[index] = .run(run)
                     return .run(index, run, last)
                 }
             }) {
@@ -4408,133 +4444,112 @@ nonisolated extension Engine {
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if it had
         /// ended already, or the combination had.
         @inlinable @discardableResult
-        func memberEnded(_ index: Int, _ outcome: sending Swift.Result<Member, Failure>?) -> Bool {
-            var claimed = false  // the launch loop, if no thread runs it (one lock, not two)
-            var released: Run?
-            var ends = false
-            var stops = false
-            // The members' outcomes, and a called member's cancel handlers, go outside the lock.
-            typealias Settled = (
-                Verdict<Output, OutFailure>, Resolver<Output, OutFailure>, Tally<Member, Failure>
-            )
-            let (settled, handlers) = lock.withLock {
-                () -> (Settled?, [@Sendable (any Reporter) -> Void]?) in
-                guard guarded.running[index] != nil else { return (nil, nil) }
-                // In every state: `stopping` and `holding` wait for it.
-                guarded.running[index] = nil
-                switch guarded.state {
-                case .open: break
-                case .closed: return (nil, nil)
-                case .stopping, .holding:
-                    // A run it cancelled ended; the last settles it, or releases its run.
-                    guard !isRunningAMember else { return (nil, nil) }
-                    defer { guarded.state = .closed }
-                    if case .holding(let run) = guarded.state {
-                        released = run
-                        return (nil, nil)
+        func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
+            var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
+            let ended = lock.withLock { () -> Ended in
+                guard running[index] != nil else { return .nothing }
+                if case .called(let list)? = running[index], !list.isEmpty { handlers = list }
+                running[index] = nil
+                switch state {
+                case .stopping(let resolver, let settled) where !isRunningAMember:
+                    state = .closed
+                    return .closes(([], [], nil), resolver, .settle(settled))
+                case .holding(let run) where !isRunningAMember:
+                    state = .closed
+                    return .releases(run)
+                case .closed, .stopping, .holding: return .nothing
+                case .open(let progress, let launching):
+                    progress.tally.ended += 1
+                    progress.tally.outcomes[index] = outcome
+                    let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
+                    switch decide(progress.tally, ending) {
+                    case .wait:
+                        if !launching { state = .open(progress, launching: true) }
+                        return .waits(launch: !launching)
+                    case .settleOnceStopped(let settled) where isRunningAMember:
+                        state = .stopping(progress.resolver, settled)
+                        return .stops(stop(progress))
+                    case let verdict:
+                        state = .closed
+                        return .closes(stop(progress), progress.resolver, verdict)
                     }
-                    guard case .stopping(let resolver, let outcome) = guarded.state else {
-                        return (nil, nil)
-                    }
-                    return ((.settle(outcome), resolver, guarded.tally), nil)
                 }
-                ends = true
-                // (Not a lookup, which hashes, when no member has any.)
-                let handlers =
-                    guarded.cancelHandlers.isEmpty
-                    ? nil : guarded.cancelHandlers.removeValue(forKey: index)
-                guarded.tally.ended += 1
-                guarded.tally.outcomes[index] = outcome
-                let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
-                let verdict = decide(guarded.tally, ending)
-                if case .wait = verdict {
-                    claimed = !guarded.launching
-                    guarded.launching = true
-                    return (nil, handlers)
-                }
-                // (Bound only now, as the combination settles: binding it costs a retain.)
-                guard case .open(let resolver) = guarded.state else { return (nil, handlers) }
-                var settles = verdict
-                if case .settleOnceStopped(let outcome) = verdict {
-                    guard !isRunningAMember else {
-                        guarded.state = .stopping(resolver, outcome)
-                        stops = true
-                        return (nil, handlers)
-                    }
-                    settles = .settle(outcome)
-                }
-                guarded.state = .closed
-                defer { guarded.tally.outcomes = [] }
-                return ((settles, resolver, guarded.tally), handlers)
             }
             // A member that cancelled its own run hears its handlers, as an operation run alone
             // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
             if outcome == nil, let handlers { for handler in handlers { handler(self) } }
             withExtendedLifetime(handlers) {}
-            if let (verdict, resolver, _) = settled { settle(verdict, resolver) }
-            if stops { cancelMembers() }
-            released?.release()
-            if claimed { launch() }
-            return ends
-        }
-
-        /// Cancels the members still running, then settles the combination's run.
-        @inlinable func settle(
-            _ verdict: Verdict<Output, OutFailure>, _ resolver: Resolver<Output, OutFailure>
-        ) {
-            cancelMembers()
-            guard case .settle(let settled) = verdict else { return resolver.cancel() }
-            nonisolated(unsafe) let outcome = settled  // members' outcomes, which it let go of
-            resolver(outcome)
-        }
-
-        /// Cancels every member still running: the combination settled, or was cancelled. Every
-        /// call cancels them all, even after another: a cancel of the combination's run that
-        /// comes while the run that settled it is still cancelling the members must not return
-        /// before they are (cancelling one twice is a no-op). The members it never started that
-        /// ignore cancel start now (see `startIgnored`).
-        /// With `holding`: the combination's run was cancelled, and its end waits for the members'
-        /// runs to stop.
-        @inlinable func cancelMembers(holding run: Run? = nil) {
-            let held = run?.hold() ?? false
-            var holds = false
-            // The state it closes, with the resolver of a combination still open, goes outside
-            // the lock.
-            typealias Stopped = (
-                [Run], [(Int, [@Sendable (any Reporter) -> Void])],
-                ArraySlice<Promise<Member, Failure>>, (State, Tally<Member, Failure>)
-            )
-            let (runs, handlers, unstarted, closed) = lock.withLock { () -> Stopped in
-                // The members, and the outcomes of those that ended, go with the run (a slice
-                // keeps its array's storage: to outside the lock).
-                let unstarted = members.dropFirst(guarded.started)
-                members = []  // the unstarted start here if they ignore cancel, or never
-                let previous = (guarded.state, guarded.tally)
-                if held, let run, isRunningAMember {
-                    guarded.state = .holding(run)
-                    holds = true
-                } else if isOpen {
-                    guarded.state = .closed  // (else as the last run it cancelled ends)
-                }
-                guarded.tally.outcomes = []
-                let runs = guarded.running.compactMap {
-                    if case .run(let run)? = $0 { run } else { nil }
-                }
-                let handlers = guarded.cancelHandlers.sorted { $0.key < $1.key }
-                guarded.cancelHandlers = [:]
-                return (runs, handlers, unstarted, previous)
+            switch ended {
+            case .nothing: return false
+            case .waits(let launch): if launch { self.launch() }
+            case .closes(let members, let resolver, let verdict):
+                stop(members)
+                settle(resolver, verdict)
+            case .stops(let members): stop(members)
+            case .releases(let run): run.release()
             }
-            withExtendedLifetime(closed) {}  // see `Lock`
-            if held && !holds { run?.release() }  // no member run to wait for
-            for run in runs { _ = run.cancel(call: nil) }
+            return true
+        }
+
+        /// Its run was cancelled: it cancels the members, and holds the run's end until the
+        /// member runs have stopped.
+        @inlinable func runCancelled() {
+            let held = outer.hold()
+            // The state it leaves (a `stopping` one's outcome goes nowhere now) goes outside the
+            // lock.
+            let (members, left, holds) = lock.withLock { () -> (Stop, State, Bool) in
+                let left = state
+                let holds = held && isRunningAMember
+                if holds {
+                    state = .holding(outer)
+                } else if case .open = left {
+                    state = .closed
+                }
+                guard case .open(let progress, _) = left else { return (stop(nil), left, holds) }
+                return (stop(progress), left, holds)
+            }
+            withExtendedLifetime(left) {}
+            if held && !holds { outer.release() }  // no member run to wait for
+            stop(members)
+        }
+
+        /// Takes what a stop cancels (under the lock).
+        @inlinable func stop(_ closed: Progress?) -> Stop {
+            var stop: Stop = ([], [], closed)
+            for index in running.indices {
+                switch running[index] {
+                case .run(let run)?: stop.runs.append(run)
+                case .called(let handlers)?:
+                    stop.handlers += handlers
+                    running[index] = .cancelled
+                default: break
+                }
+            }
+            return stop
+        }
+
+        /// Cancels the member runs still going, then calls the called members' cancel handlers
+        /// and starts the members never started that ignore cancel.
+        @inlinable func stop(_ members: Stop) {
+            for run in members.runs { _ = run.cancel(call: nil) }
+            let ignored = members.closed?.ignoringCancel ?? []
+            guard !members.handlers.isEmpty || !ignored.isEmpty else { return }
             // After the runs' cancels, which a cancel under way on this thread does later.
             Nesting.cancelling(
-                { for (_, list) in handlers { for handler in list { handler(self) } } },
-                then: {
-                    for member in unstarted {
-                        member.chain?.ignoredWork.map { self.outer?.startIgnored($0) }
-                    }
-                })
+                { for handler in members.handlers { handler(self) } },
+                then: { for work in ignored { self.outer.startIgnored(work) } })
+        }
+
+        /// Settles the combination's run with the verdict's outcome, or cancels it.
+        @inlinable func settle(
+            _ resolver: Resolver<Output, OutFailure>, _ verdict: Verdict<Output, OutFailure>
+        ) {
+            switch verdict {
+            case .settle(let settled), .settleOnceStopped(let settled):
+                nonisolated(unsafe) let outcome = settled  // the members', which it let go of
+                resolver(outcome)
+            case .wait, .cancel: resolver.cancel()
+            }
         }
 
         // A member's resolver reports here: `call` is the member's index.
@@ -4547,18 +4562,18 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                guard case .called? = guarded.running[call] else { return false }  // it ended
-                guard isOpen else { return true }
-                guarded.cancelHandlers[call, default: []].append(handler)
+                if case .cancelled? = running[call] { return true }
+                guard case .called(var handlers)? = running[call] else { return false }  // ended
+                running[call] = nil  // for a moment, so that the list is not copied
+                handlers.append(handler)
+                running[call] = .called(handlers)
                 return false
             }
             if callNow { handler(self) }
         }
 
         @usableFromInline func isCancelled(since call: Int) -> Bool {
-            lock.withLock {
-                if !isOpen, case .called? = guarded.running[call] { true } else { false }
-            }
+            lock.withLock { if case .cancelled? = running[call] { true } else { false } }
         }
 
         @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }
@@ -4574,7 +4589,7 @@ nonisolated extension Engine {
             #endif
         }
 
-        @usableFromInline var run: Run { outer! }
+        @usableFromInline var run: Run { outer }
     }
 }
 

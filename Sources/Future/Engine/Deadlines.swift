@@ -13,9 +13,8 @@ nonisolated extension Engine {
         let time: DispatchTime
         let queue: DispatchQueue
         /// What it calls, until it fires or is disarmed, and its place in the heap, or -1 once
-        /// it fired or was disarmed. Guarded by the heap's lock, which orders every access: so
-        /// they skip exclusivity checks.
-        @exclusivity(unchecked) fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int)
+        /// it fired or was disarmed. Guarded by the heap's lock.
+        fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int)
 
         init(_ time: DispatchTime, on queue: DispatchQueue, _ fire: @escaping @Sendable () -> Void)
         {
@@ -114,7 +113,7 @@ nonisolated extension Engine {
 
         private func siftUp(_ start: Int) {
             var child = start
-            while child > 0, guarded.heap[child].time < guarded.heap[(child - 1) / 2].time {
+            while child > 0, isEarlier(child, than: (child - 1) / 2) {
                 swapAt(child, (child - 1) / 2)
                 child = (child - 1) / 2
             }
@@ -122,23 +121,19 @@ nonisolated extension Engine {
 
         private func siftDown(_ start: Int) {
             var parent = start
-            while true {
+            while 2 * parent + 1 < guarded.heap.count {
                 let left = 2 * parent + 1
                 let right = left + 1
-                var earliest = parent
-                if left < guarded.heap.count, guarded.heap[left].time < guarded.heap[earliest].time
-                {
-                    earliest = left
-                }
-                if right < guarded.heap.count,
-                    guarded.heap[right].time < guarded.heap[earliest].time
-                {
-                    earliest = right
-                }
-                guard earliest != parent else { return }
-                swapAt(parent, earliest)
-                parent = earliest
+                let child =
+                    right < guarded.heap.count && isEarlier(right, than: left) ? right : left
+                guard isEarlier(child, than: parent) else { return }
+                swapAt(parent, child)
+                parent = child
             }
+        }
+
+        private func isEarlier(_ first: Int, than second: Int) -> Bool {
+            guarded.heap[first].time < guarded.heap[second].time
         }
 
         private func swapAt(_ first: Int, _ second: Int) {
