@@ -2246,7 +2246,8 @@ nonisolated public enum PromiseDiagnostics {
 // - run: one execution of a chain, which a terminal starts and a `RunHandle` refers to.
 // - drive: take a run's steps one after another; one thread at a time drives a run.
 // - slot: the run's memory, where a step's output waits for the next step.
-// - plan: the stages a run has still to take, on a stack (`Plan`).
+// - plan: the stages a run has still to take, on a stack (`Plan`): its chain's, every one of
+//   them, as it starts, then those of the chains its steps enter.
 // - enter: push the stages of a promise that a step returned onto the plan, rather than run it
 //   nested: so no step grows the thread's stack. (A promise of an operation alone is called in
 //   place.)
@@ -2578,20 +2579,15 @@ nonisolated extension Engine {
         init() {}
 
         /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
-        /// memory if it holds more; returns its first stage, which the run takes at once, so its
-        /// room need not hold it. (A first stage, an operation or a constant, does not hop;
-        /// were one to, `putBack` would make room for it.)
-        mutating func start(
-            _ chain: consuming Stage, in room: Room, spill: inout Spill?
-        ) -> Unmanaged<Stage> {
+        /// memory if it holds more.
+        mutating func start(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
             let memory = spill?.owned.stages ?? room
             stages = memory.baseAddress
             capacity = Int32(memory.count)
             count = 0
-            if chain.depth - 1 > capacity { grow(by: chain.depth - 1, spill: &spill) }
-            let first = push(chain, leavingFirst: true)
+            if chain.depth > capacity { grow(by: chain.depth, spill: &spill) }
+            push(chain)
             root = consume chain
-            return first
         }
 
         /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
@@ -2607,20 +2603,16 @@ nonisolated extension Engine {
             kept.owned.chains.append((consume chain, base))
         }
 
-        /// Pushes a chain's stages: its last at the bottom, its first on top, or `leavingFirst`
-        /// out, to return.
-        @discardableResult private mutating func push(
-            _ last: Stage, leavingFirst: Bool = false
-        ) -> Unmanaged<Stage> {
+        /// Pushes a chain's stages: its last at the bottom, its first on top.
+        private mutating func push(_ last: Stage) {
             var stage = Unmanaged.passUnretained(last)
-            let depth = Int32(last.depth) - (leavingFirst ? 1 : 0)
+            let depth = Int32(last.depth)
             for index in count..<count + depth {
                 stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.
                 stage = stage.borrowed { $0.parent.map(Unmanaged.passUnretained) } ?? stage
             }
             count += depth
-            return stage
         }
 
         /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
@@ -2643,12 +2635,8 @@ nonisolated extension Engine {
             return stages![Int(count)]
         }
 
-        /// Puts back the stage just popped, for a run that hops.
-        mutating func putBack(_ stage: Unmanaged<Stage>, spill: inout Spill?) {
-            if count == capacity { grow(by: 1, spill: &spill) }
-            stages![Int(count)] = stage
-            count += 1
-        }
+        /// Puts back the stage just popped, still in its place, for a run that hops.
+        mutating func putBack() { count += 1 }
 
         /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
         /// run.
@@ -2762,14 +2750,15 @@ nonisolated extension Promise {
 // Its `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
-// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start(_:_:)`); it
-// drives (`drive`, `takeSteps`) while each step says what comes next; it calls an operation
-// (`perform`) and goes on when the operation's resolver reports (`resolve`), now or later, from
-// any thread; the last step ran, it completes (`complete`), and its completion gets the outcome
-// (`finish`). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread
-// driving it stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends
-// (`endCancelled`): it skips the stages ahead, running their `ensure` steps, and its completion
-// hears of it (`finish(nil)`).
+// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start(_:_:)`, which
+// pushes its chain's stages on its plan, the first on top, or puts an operation alone in its slot);
+// it drives (`drive`, `takeSteps`), popping one stage at a time, while each step says what comes
+// next; it calls an operation (`perform`) and goes on when the operation's resolver reports
+// (`resolve`), now or later, from any thread; the last step ran, it completes (`complete`), and its
+// completion gets the outcome (`finish`). Cancelled (`cancel(call:)`), its handlers run
+// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
+// (`hold`, `release`) it ends (`endCancelled`): it skips the stages ahead, running their `ensure`
+// steps, and its completion hears of it (`finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -2884,11 +2873,10 @@ nonisolated extension Engine {
         @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
         /// Where a drive starts that does not pop the plan: with the operation of a promise made
-        /// from one alone, or the first stage of its chain, which its plan does not hold (see
-        /// `Plan.start`), in the slot; or past the step that hopped, back on top of the plan, its
+        /// from one alone, in the slot; or past the step that hopped, back on top of the plan, its
         /// output in the slot, once the queue carries the run on.
         @usableFromInline enum Start: UInt8 {
-            case operation, stage, hop
+            case operation, hop
         }
 
         @usableFromInline init(
@@ -3006,8 +2994,7 @@ nonisolated extension Engine.Run {
             chain.map { max($0.slotSize, MemoryLayout<Outcome>.size) }
             ?? max(MemoryLayout<Outcome>.size, MemoryLayout<Engine.Operation>.size)
         let slotWords = max(1, (slot + 7) / 8)
-        // The plan holds the chain's stages but the first (see `Plan.start`).
-        let words = driverWords + completionWords + slotWords + (chain?.depth ?? 1) - 1
+        let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
         let made = create(minimumCapacity: words) { _ in Engine.Fields() }
         let run = unsafeDowncast(made, to: Run.self)
         run.prepare(
@@ -3104,12 +3091,8 @@ nonisolated extension Engine.Run {
         }
         if let last {
             fitSlot(to: last)
-            let room = self.room
             let driver = self.driver
-            let first = driver.pointee.plan.start(
-                consume last, in: room, spill: &driver.pointee.spill)
-            slot.put(first)
-            driver.pointee.start = .stage
+            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
         }
         let resumption = cancelled ? Resumption.stop : .drive
         immediately ? resume(resumption) : resumeWhenRoom(resumption)
@@ -3135,22 +3118,19 @@ nonisolated extension Engine.Run {
         switch start {
         case .hop?: stage = plan.pop()  // past the step that hopped
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
-        case .stage?:
-            let first = slot.take(Unmanaged<Stage>.self)
-            stage = first
-            next = first.borrowed { $0.step($0, slot, self) }
         case nil where driver.pointee.cancelledByStep:
             // Cancelled by this thread while the drive waited for room on its stack (see
             // `resumeWhenRoom`): no step starts. The slot holds the next step's input, its parent's
             // output: a run waits only after a step, which is the next one's parent, or the last
-            // of a chain entered by that parent, whose output is the same (`Nest`).
-            // With no step left, the loop below drops the run's outcome.
+            // of a chain entered by that parent, whose output is the same (`Nest`); or before its
+            // first step, which has no parent and no input. With no step left, the loop below
+            // drops the run's outcome.
             if let top = plan.top {
-                top.parent!.output.discard(from: slot)
+                top.parent?.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)
                 return stop()
             }
-        case nil: break  // a resolver carries the run on: the loop pops the next step
+        case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
         }
         while true {
             if case .called = next { next = operationReturned(&plan) }
@@ -3181,7 +3161,7 @@ nonisolated extension Engine.Run {
                 // The step back on the plan, its output in the slot, until the queue carries
                 // the run on. Moved, not kept: a thread that kept the plan could release the
                 // chain's steps after the queue's thread has finished the run.
-                plan.putBack(stage!, spill: &driver.pointee.spill)
+                plan.putBack()
                 swap(&plan, &driver.pointee.plan)
                 return awaitQueue(queue, at: deadline)
             }
@@ -3518,7 +3498,6 @@ nonisolated extension Engine.Run {
         let driver = self.driver
         switch driver.pointee.start.take() {
         case .operation?: _ = slot.take(Engine.Operation.self)
-        case .stage?: skip(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
         case .hop?:
             driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
             driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)

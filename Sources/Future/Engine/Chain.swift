@@ -18,7 +18,8 @@
 // - run: one execution of a chain, which a terminal starts and a `RunHandle` refers to.
 // - drive: take a run's steps one after another; one thread at a time drives a run.
 // - slot: the run's memory, where a step's output waits for the next step.
-// - plan: the stages a run has still to take, on a stack (`Plan`).
+// - plan: the stages a run has still to take, on a stack (`Plan`): its chain's, every one of
+//   them, as it starts, then those of the chains its steps enter.
 // - enter: push the stages of a promise that a step returned onto the plan, rather than run it
 //   nested: so no step grows the thread's stack. (A promise of an operation alone is called in
 //   place.)
@@ -352,20 +353,15 @@ nonisolated extension Engine {
         init() {}
 
         /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
-        /// memory if it holds more; returns its first stage, which the run takes at once, so its
-        /// room need not hold it. (A first stage, an operation or a constant, does not hop;
-        /// were one to, `putBack` would make room for it.)
-        mutating func start(
-            _ chain: consuming Stage, in room: Room, spill: inout Spill?
-        ) -> Unmanaged<Stage> {
+        /// memory if it holds more.
+        mutating func start(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
             let memory = spill?.owned.stages ?? room
             stages = memory.baseAddress
             capacity = Int32(memory.count)
             count = 0
-            if chain.depth - 1 > capacity { grow(by: chain.depth - 1, spill: &spill) }
-            let first = push(chain, leavingFirst: true)
+            if chain.depth > capacity { grow(by: chain.depth, spill: &spill) }
+            push(chain)
             root = consume chain
-            return first
         }
 
         /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
@@ -381,20 +377,16 @@ nonisolated extension Engine {
             kept.owned.chains.append((consume chain, base))
         }
 
-        /// Pushes a chain's stages: its last at the bottom, its first on top, or `leavingFirst`
-        /// out, to return.
-        @discardableResult private mutating func push(
-            _ last: Stage, leavingFirst: Bool = false
-        ) -> Unmanaged<Stage> {
+        /// Pushes a chain's stages: its last at the bottom, its first on top.
+        private mutating func push(_ last: Stage) {
             var stage = Unmanaged.passUnretained(last)
-            let depth = Int32(last.depth) - (leavingFirst ? 1 : 0)
+            let depth = Int32(last.depth)
             for index in count..<count + depth {
                 stages![Int(index)] = stage
                 // Reading the parent through an unretained reference skips a retain and a release.
                 stage = stage.borrowed { $0.parent.map(Unmanaged.passUnretained) } ?? stage
             }
             count += depth
-            return stage
         }
 
         /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
@@ -417,12 +409,8 @@ nonisolated extension Engine {
             return stages![Int(count)]
         }
 
-        /// Puts back the stage just popped, for a run that hops.
-        mutating func putBack(_ stage: Unmanaged<Stage>, spill: inout Spill?) {
-            if count == capacity { grow(by: 1, spill: &spill) }
-            stages![Int(count)] = stage
-            count += 1
-        }
+        /// Puts back the stage just popped, still in its place, for a run that hops.
+        mutating func putBack() { count += 1 }
 
         /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
         /// run.

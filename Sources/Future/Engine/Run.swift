@@ -5,14 +5,15 @@
 // Its `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
-// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start(_:_:)`); it
-// drives (`drive`, `takeSteps`) while each step says what comes next; it calls an operation
-// (`perform`) and goes on when the operation's resolver reports (`resolve`), now or later, from
-// any thread; the last step ran, it completes (`complete`), and its completion gets the outcome
-// (`finish`). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread
-// driving it stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends
-// (`endCancelled`): it skips the stages ahead, running their `ensure` steps, and its completion
-// hears of it (`finish(nil)`).
+// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start(_:_:)`, which
+// pushes its chain's stages on its plan, the first on top, or puts an operation alone in its slot);
+// it drives (`drive`, `takeSteps`), popping one stage at a time, while each step says what comes
+// next; it calls an operation (`perform`) and goes on when the operation's resolver reports
+// (`resolve`), now or later, from any thread; the last step ran, it completes (`complete`), and its
+// completion gets the outcome (`finish`). Cancelled (`cancel(call:)`), its handlers run
+// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
+// (`hold`, `release`) it ends (`endCancelled`): it skips the stages ahead, running their `ensure`
+// steps, and its completion hears of it (`finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -139,11 +140,10 @@ nonisolated extension Engine {
         @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
         /// Where a drive starts that does not pop the plan: with the operation of a promise made
-        /// from one alone, or the first stage of its chain, which its plan does not hold (see
-        /// `Plan.start`), in the slot; or past the step that hopped, back on top of the plan, its
+        /// from one alone, in the slot; or past the step that hopped, back on top of the plan, its
         /// output in the slot, once the queue carries the run on.
         @usableFromInline enum Start: UInt8 {
-            case operation, stage, hop
+            case operation, hop
         }
 
         @usableFromInline init(
@@ -261,8 +261,7 @@ nonisolated extension Engine.Run {
             chain.map { max($0.slotSize, MemoryLayout<Outcome>.size) }
             ?? max(MemoryLayout<Outcome>.size, MemoryLayout<Engine.Operation>.size)
         let slotWords = max(1, (slot + 7) / 8)
-        // The plan holds the chain's stages but the first (see `Plan.start`).
-        let words = driverWords + completionWords + slotWords + (chain?.depth ?? 1) - 1
+        let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
         let made = create(minimumCapacity: words) { _ in Engine.Fields() }
         let run = unsafeDowncast(made, to: Run.self)
         run.prepare(
@@ -359,12 +358,8 @@ nonisolated extension Engine.Run {
         }
         if let last {
             fitSlot(to: last)
-            let room = self.room
             let driver = self.driver
-            let first = driver.pointee.plan.start(
-                consume last, in: room, spill: &driver.pointee.spill)
-            slot.put(first)
-            driver.pointee.start = .stage
+            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
         }
         let resumption = cancelled ? Resumption.stop : .drive
         immediately ? resume(resumption) : resumeWhenRoom(resumption)
@@ -390,22 +385,19 @@ nonisolated extension Engine.Run {
         switch start {
         case .hop?: stage = plan.pop()  // past the step that hopped
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
-        case .stage?:
-            let first = slot.take(Unmanaged<Stage>.self)
-            stage = first
-            next = first.borrowed { $0.step($0, slot, self) }
         case nil where driver.pointee.cancelledByStep:
             // Cancelled by this thread while the drive waited for room on its stack (see
             // `resumeWhenRoom`): no step starts. The slot holds the next step's input, its parent's
             // output: a run waits only after a step, which is the next one's parent, or the last
-            // of a chain entered by that parent, whose output is the same (`Nest`).
-            // With no step left, the loop below drops the run's outcome.
+            // of a chain entered by that parent, whose output is the same (`Nest`); or before its
+            // first step, which has no parent and no input. With no step left, the loop below
+            // drops the run's outcome.
             if let top = plan.top {
-                top.parent!.output.discard(from: slot)
+                top.parent?.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)
                 return stop()
             }
-        case nil: break  // a resolver carries the run on: the loop pops the next step
+        case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
         }
         while true {
             if case .called = next { next = operationReturned(&plan) }
@@ -436,7 +428,7 @@ nonisolated extension Engine.Run {
                 // The step back on the plan, its output in the slot, until the queue carries
                 // the run on. Moved, not kept: a thread that kept the plan could release the
                 // chain's steps after the queue's thread has finished the run.
-                plan.putBack(stage!, spill: &driver.pointee.spill)
+                plan.putBack()
                 swap(&plan, &driver.pointee.plan)
                 return awaitQueue(queue, at: deadline)
             }
@@ -773,7 +765,6 @@ nonisolated extension Engine.Run {
         let driver = self.driver
         switch driver.pointee.start.take() {
         case .operation?: _ = slot.take(Engine.Operation.self)
-        case .stage?: skip(slot.take(Unmanaged<Stage>.self).takeUnretainedValue())
         case .hop?:
             driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
             driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
