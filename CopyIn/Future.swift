@@ -2788,7 +2788,7 @@ nonisolated extension Promise {
 //   cancelledWhileDriving(t,h,c)  a step of t cancels    unchanged                     stop next
 //   cancelled…(c)                 c's onCancel           unchanged                     call it
 //   cancelledWhile…(h)            hold (a combination)   cancelledWhile…(h+1)          -
-//   cancelledWhileDriving(t,h,c)  release                cancelledWhileDriving(t,h-1,c)
+//   cancelledWhileDriving(t,h,c)  release                cancelledWhileDriving(t,h-1,c)  -
 //   cancelledWhileWaiting(h,c)    release (h > 1)        cancelledWhileWaiting(h-1,c)  -
 //   cancelledWhileWaiting(1,c)    release                cancelled(c)                  end
 //   cancelledWhileDriving(t,h,c)  t stops (h > 0)        cancelledWhileWaiting(h,c)    -
