@@ -4139,7 +4139,8 @@ nonisolated extension Engine {
 // (each member's `running` entry becomes `cancelled`) and, for a combination that was open, to
 // start the members never started that ignore cancel. Beside the state, in every state: how each
 // member runs (`running`), which the members' resolvers read and change: a called member keeps
-// the cancel handlers its resolver sets until it is cancelled; after that, it calls them at once.
+// the cancel handlers its resolver sets until it is cancelled; after that, it calls them at once,
+// and stays cancelled whatever its resolver reports.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run, at once or,
@@ -4426,8 +4427,14 @@ nonisolated extension Engine {
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
             let ended = lock.withLock { () -> Ended in
-                guard running[index] != nil else { return .nothing }
-                if case .called(let list)? = running[index], !list.isEmpty { handlers = list }
+                switch running[index] {
+                case nil: return .nothing
+                // Stopped by the combination, it stays cancelled for its resolver, whatever it
+                // reports after (its handlers' resolver let go of, a late outcome).
+                case .cancelled?: return .nothing
+                case .called(let list)?: if !list.isEmpty { handlers = list }
+                case .run?: break
+                }
                 running[index] = nil
                 switch state {
                 case .stopping(let resolver, let settled) where !isRunningAMember:

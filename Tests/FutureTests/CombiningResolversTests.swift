@@ -28,4 +28,28 @@ import Testing
         kept?.onCancel { _ in handled.increment() }
         #expect(handled.value == 0)
     }
+
+    /// A member's resolver goes on saying that its operation was cancelled once its handlers have
+    /// run, and runs a handler added later at once, as an operation run alone does: the
+    /// temporary resolver its handlers are given, let go of, does not end the member again.
+    @Test func aCancelledMembersResolverStaysCancelledAfterItsHandlersRan() {
+        let delivered = Delivery<Resolver<Int, TestError>>()
+        let handled = Counter()
+        let member = Promise<Int, TestError> { resolver in
+            resolver.onCancel { _ in handled.increment() }
+            delivered.send(resolver)
+        }
+        let handle = when(fulfilled: [member, member]).run { _ in
+            Issue.record("cancelled: no completion")
+        }
+        #expect(delivered.wait() != nil)
+        #expect(eventually { delivered.all.count == 2 })
+        handle.cancel()
+        #expect(handled.value == 2)
+        for resolver in delivered.all {
+            #expect(resolver.isCancelled)
+            resolver.onCancel { _ in handled.increment() }
+        }
+        #expect(handled.value == 4, "a handler added once the member was cancelled runs at once")
+    }
 }
