@@ -2750,15 +2750,16 @@ nonisolated extension Promise {
 // Its `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
-// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start(_:_:)`, which
-// pushes its chain's stages on its plan, the first on top, or puts an operation alone in its slot);
-// it drives (`drive`, `takeSteps`), popping one stage at a time, while each step says what comes
-// next; it calls an operation (`perform`) and goes on when the operation's resolver reports
-// (`resolve`), now or later, from any thread; the last step ran, it completes (`complete`), and its
-// completion gets the outcome (`finish`). Cancelled (`cancel(call:)`), its handlers run
-// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
-// (`hold`, `release`) it ends (`endCancelled`): it skips the stages ahead, running their `ensure`
-// steps, and its completion hears of it (`finish(nil)`).
+// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start`, which pushes
+// its chain's stages on its plan, the first on top, or puts an operation alone in its slot); it
+// drives (`takeSteps`, which `Nesting.resume` calls, now or once the stack has room), popping one
+// stage at a time, while each step says what comes next; it calls an operation (`perform`) and
+// goes on when the operation's resolver reports (`resolve`), now or later, from any thread; the
+// last step ran, it completes (`complete`), and its completion gets the outcome (`finish`).
+// Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread driving it
+// stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends (`endCancelled`):
+// it skips the stages ahead, running their `ensure` steps, and its completion hears of it
+// (`finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -3071,9 +3072,34 @@ nonisolated extension Engine.Run {
 // MARK: Starting and driving
 
 nonisolated extension Engine.Run {
-    /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
-    /// `start(_:_:immediately:)`, which calls it).
-    @usableFromInline final func begin(_ last: consuming Stage?, immediately: Bool) {
+    /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
+    /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
+    /// can run another promise so: how a combination runs the members that end at once, one
+    /// after another, on one run and in the same memory. `immediately` runs it on this stack
+    /// even deep in nested runs (see `Nesting.resume`).
+    @inlinable final func start<Completion: Engine.Completion>(
+        _ promise: consuming Promise<Completion.Value, Completion.Failure>,
+        _ completion: Completion, immediately: Bool = false
+    ) {
+        // The one part that needs the completion's type, inlined where the run starts.
+        self.completion(Completion.self).initialize(to: completion)
+        start(promise.body, immediately: immediately)
+    }
+
+    /// Starts the run (see the table), its completion in the tail: pushes the chain's stages on
+    /// its plan, the first on top, or puts an operation alone in its slot; then drives it, or
+    /// stops it if it was cancelled first.
+    @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
+        driver.pointee.hasCompletion = true
+        switch consume body {
+        case .chain(let last):
+            fitSlot(to: last)
+            let driver = self.driver
+            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
+        case .operation(let operation):
+            slot.put(operation)
+            driver.pointee.start = .operation
+        }
         let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
         let cancelled = locked { fields -> Bool in
             fields.firstCallOfChain = firstCall
@@ -3089,22 +3115,13 @@ nonisolated extension Engine.Run {
             }
             return fields.state.isCancelled
         }
-        if let last {
-            fitSlot(to: last)
-            let driver = self.driver
-            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
-        }
-        let resumption = cancelled ? Resumption.stop : .drive
-        immediately ? resume(resumption) : resumeWhenRoom(resumption)
+        Engine.Nesting.resume(self, stopping: cancelled, immediately: immediately)
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private final func drive() {
-        Engine.Nesting.driving(self) { takeSteps() }
-    }
-
-    private final func takeSteps() {
+    /// `Nesting.resume` calls it, with the run as the one this thread drives.
+    final func takeSteps() {
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -3120,7 +3137,7 @@ nonisolated extension Engine.Run {
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledByStep:
             // Cancelled by this thread while the drive waited for room on its stack (see
-            // `resumeWhenRoom`): no step starts. The slot holds the next step's input, its parent's
+            // `Nesting.resume`): no step starts. The slot holds the next step's input, its parent's
             // output: a run waits only after a step, which is the next one's parent, or the last
             // of a chain entered by that parent, whose output is the same (`Nest`); or before its
             // first step, which has no parent and no input. With no step left, the loop below
@@ -3171,21 +3188,6 @@ nonisolated extension Engine.Run {
         }
         swap(&plan, &driver.pointee.plan)  // a move, so that its memory stays unshared for reuse
         complete()
-    }
-
-    /// Does `resumption` now if the thread's stack has room for one more run, else later.
-    final func resumeWhenRoom(_ resumption: Resumption) { Engine.Nesting.resume(self, resumption) }
-
-    final func resume(_ resumption: Resumption) {
-        switch resumption {
-        case .drive: drive()
-        case .stop: stop()
-        }
-    }
-
-    /// What a run does next, once there is room on the stack.
-    enum Resumption {
-        case drive, stop
     }
 
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
@@ -3304,7 +3306,7 @@ nonisolated extension Engine.Run {
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
-        if resume { resumeWhenRoom(.drive) }
+        if resume { Engine.Nesting.resume(self) }
     }
 
     @usableFromInline final func onCancel(
@@ -3379,7 +3381,7 @@ nonisolated extension Engine.Run {
         }
         guard arrived else { return }
         driver.pointee.spill?.owned.hopDeadline = nil
-        resumeWhenRoom(.drive)
+        Engine.Nesting.resume(self)
     }
 }
 
@@ -3477,7 +3479,7 @@ nonisolated extension Engine.Run {
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
-    private final func stop() {
+    final func stop() {
         let ends = locked { fields -> Bool in
             guard case .cancelledWhileDriving(_, let holds, let call) = fields.state else {
                 preconditionFailure("a run stopped \(fields.state)")
@@ -3694,26 +3696,6 @@ nonisolated extension Engine.Run {
         _: Completion.Type
     ) -> UnsafeMutablePointer<Completion> {
         tail.assumingMemoryBound(to: Completion.self)
-    }
-
-    /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
-    /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
-    /// can run another promise so: how a combination runs the members that end at once, one
-    /// after another, on one run and in the same memory. `immediately` runs it on this stack
-    /// even deep in nested runs (see `resumeWhenRoom`).
-    @inlinable final func start<Completion: Engine.Completion>(
-        _ promise: consuming Promise<Completion.Value, Completion.Failure>,
-        _ completion: Completion, immediately: Bool = false
-    ) {
-        self.completion(Completion.self).initialize(to: completion)
-        driver.pointee.hasCompletion = true
-        switch promise.body {
-        case .chain(let last): begin(last, immediately: immediately)
-        case .operation(let operation):
-            slot.put(operation)
-            driver.pointee.start = .operation
-            begin(nil, immediately: immediately)
-        }
     }
 
     /// Delivers the outcome in `slot`, or with `nil` says that the run ended by cancellation.
@@ -3936,30 +3918,31 @@ nonisolated extension Engine {
             return body(nesting)
         }
 
-        /// Calls `body`, which drives `run`, with `run` as the run this thread drives.
-        static func driving(_ run: Run, _ body: () -> Void) {
-            withCurrent { nesting in
-                let outer = nesting.driven
-                nesting.driven = run
-                body()
-                nesting.driven = outer
-            }
-        }
-
         /// The run this thread drives, if any.
         static var drivenRun: Run? { withCurrent { $0.driven } }
 
-        /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
-        static func resume(_ run: Run, _ resumption: Run.Resumption) {
+        /// Drives `run` (or with `stopping`, stops it) now, as one more level of runs, if there is
+        /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
+        static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
             withCurrent { nesting in
+                if immediately { return nesting.go(run, stopping) }
                 guard nesting.enterRun() else {
-                    return nesting.waiting.append { run.resume(resumption) }
+                    return nesting.waiting.append { nesting.go(run, stopping) }
                 }
                 let mark = nesting.isSettling ? nesting.waiting.count : nil
-                run.resume(resumption)
+                nesting.go(run, stopping)
                 mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
                 nesting.leaveRun()
             }
+        }
+
+        /// Takes `run`'s steps, with `run` as the run this thread drives; or stops it.
+        private func go(_ run: Run, _ stopping: Bool) {
+            if stopping { return run.stop() }
+            let outer = driven
+            driven = run
+            run.takeSteps()
+            driven = outer
         }
 
         /// Calls a cancelled run's (or combination's) `handlers`, then the handlers of what they

@@ -74,30 +74,31 @@ nonisolated extension Engine {
             return body(nesting)
         }
 
-        /// Calls `body`, which drives `run`, with `run` as the run this thread drives.
-        static func driving(_ run: Run, _ body: () -> Void) {
-            withCurrent { nesting in
-                let outer = nesting.driven
-                nesting.driven = run
-                body()
-                nesting.driven = outer
-            }
-        }
-
         /// The run this thread drives, if any.
         static var drivenRun: Run? { withCurrent { $0.driven } }
 
-        /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
-        static func resume(_ run: Run, _ resumption: Run.Resumption) {
+        /// Drives `run` (or with `stopping`, stops it) now, as one more level of runs, if there is
+        /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
+        static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
             withCurrent { nesting in
+                if immediately { return nesting.go(run, stopping) }
                 guard nesting.enterRun() else {
-                    return nesting.waiting.append { run.resume(resumption) }
+                    return nesting.waiting.append { nesting.go(run, stopping) }
                 }
                 let mark = nesting.isSettling ? nesting.waiting.count : nil
-                run.resume(resumption)
+                nesting.go(run, stopping)
                 mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
                 nesting.leaveRun()
             }
+        }
+
+        /// Takes `run`'s steps, with `run` as the run this thread drives; or stops it.
+        private func go(_ run: Run, _ stopping: Bool) {
+            if stopping { return run.stop() }
+            let outer = driven
+            driven = run
+            run.takeSteps()
+            driven = outer
         }
 
         /// Calls a cancelled run's (or combination's) `handlers`, then the handlers of what they
