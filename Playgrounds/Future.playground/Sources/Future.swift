@@ -722,7 +722,7 @@ nonisolated extension Promise {
         typealias Next = Engine.Nest<Value, NewValue, Failure>
         return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
-            case .success(let value): return run.enter(Next.next(of: stage)(value))
+            case .success(let value): return run.callOrEnter(Next.next(of: stage)(value))
             case .failure(let error):
                 slot.put(Swift.Result<NewValue, Failure>.failure(error))
                 return .proceed
@@ -876,7 +876,7 @@ nonisolated extension Promise where Failure == Never {
     ) -> Promise<NewValue, NewFailure> {
         typealias Next = Engine.Nest<Value, NewValue, NewFailure>
         return nesting(next) { stage, slot, run in
-            run.enter(Next.next(of: stage)(slot.take(Outcome.self).get()))
+            run.callOrEnter(Next.next(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 
@@ -967,7 +967,7 @@ nonisolated extension Promise {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return run.enter(Next.next(of: stage)(error))
+            case .failure(let error): return run.callOrEnter(Next.next(of: stage)(error))
             }
         }
     }
@@ -2248,10 +2248,10 @@ nonisolated public enum PromiseDiagnostics {
 // - drive: take a run's steps one after another; one thread at a time drives a run.
 // - slot: the run's memory, where a step's output waits for the next step.
 // - plan: the stages a run has still to take, on a stack (`Plan`): its chain's, every one of
-//   them, as it starts, then those of the chains its steps enter.
+//   them, loaded as it starts, then those of the chains its steps enter.
 // - enter: push the stages of a promise that a step returned onto the plan, rather than run it
 //   nested: so no step grows the thread's stack. (A promise of an operation alone is called in
-//   place.)
+//   place: a step that returns a promise calls or enters it, `Run.callOrEnter`.)
 // - hop: a step's request that the run go on on a queue, perhaps at a deadline (`Next.hop`).
 // - alarm: what a `timeout` races its work against, set on a clock once the work waits.
 // - The four verbs of stopping, one meaning each: `cancel`, ask a run (or a combination's
@@ -2579,9 +2579,9 @@ nonisolated extension Engine {
 
         init() {}
 
-        /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
-        /// memory if it holds more.
-        mutating func start(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
+        /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or in
+        /// `spill`'s memory if it holds more.
+        mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
             let memory = spill?.owned.stages ?? room
             stages = memory.baseAddress
             capacity = Int32(memory.count)
@@ -2847,8 +2847,8 @@ nonisolated extension Engine {
         /// part of `state`: the driving thread, the one that sets it, reads it after every step
         /// without taking the lock.
         var cancelledByStep = false
-        /// Where the next drive starts, if not at the top of the plan.
-        @usableFromInline var start: Start?
+        /// Where the next drive resumes, if not at the top of the plan.
+        @usableFromInline var resumesAt: ResumePoint?
         /// The queue the run last hopped to, while the run is on it: until a thread other than
         /// the queue's carries the run on, or the run ends. For a step to read: the cleanup of
         /// an ensure(on:) goes back to it.
@@ -2874,10 +2874,10 @@ nonisolated extension Engine {
         /// The type the slot holds, which debug builds check (see `Slot`).
         @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
-        /// Where a drive starts that does not pop the plan: with the operation of a promise made
+        /// Where a drive resumes that does not pop the plan: with the operation of a promise made
         /// from one alone, in the slot; or past the step that hopped, back on top of the plan, its
         /// output in the slot, once the queue carries the run on.
-        @usableFromInline enum Start: UInt8 {
+        @usableFromInline enum ResumePoint: UInt8 {
             case operation, hop
         }
 
@@ -2913,7 +2913,7 @@ nonisolated extension Engine {
         /// The operation of call `call` returned before its resolver reported: the resolver
         /// carries the run on.
         case awaitingResolver(call: Int, handlers: CancelHandlers?)
-        /// The run waits for a queue to carry it on (see `Driver.Start.hop`).
+        /// The run waits for a queue to carry it on (see `Driver.ResumePoint.hop`).
         case awaitingQueue
         /// Cancelled while `thread` drives it (`nil` before it started), which stops it at its
         /// next check. `holds`: what its end waits for (see `hold()`): the canceller, until the
@@ -3096,10 +3096,10 @@ nonisolated extension Engine.Run {
         case .chain(let last):
             fitSlot(to: last)
             let driver = self.driver
-            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
+            driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
         case .operation(let operation):
             slot.put(operation)
-            driver.pointee.start = .operation
+            driver.pointee.resumesAt = .operation
         }
         let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
         let cancelled = locked { fields -> Bool in
@@ -3131,9 +3131,9 @@ nonisolated extension Engine.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
-        let start = driver.pointee.start.take()
-        if start != .hop { driver.pointee.queue = nil }  // another thread carries the run on
-        switch start {
+        let resumesAt = driver.pointee.resumesAt.take()
+        if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
+        switch resumesAt {
         case .hop?: stage = plan.pop()  // past the step that hopped
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledByStep:
@@ -3236,7 +3236,7 @@ nonisolated extension Engine.Run {
 
     /// What a step that returns `promise` does next: call its operation here, if it is an
     /// operation alone, which costs no stage and no entering; else enter its chain.
-    @inlinable final func enter<Value, Failure: Swift.Error>(
+    @inlinable final func callOrEnter<Value, Failure: Swift.Error>(
         _ promise: consuming Promise<Value, Failure>
     ) -> Next {
         switch (consume promise).body {
@@ -3359,7 +3359,7 @@ nonisolated extension Engine.Run {
         let handle = RunHandle(self)
         let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
-        driver.pointee.start = .hop
+        driver.pointee.resumesAt = .hop
         driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         let parked = locked { fields -> Bool in
@@ -3499,7 +3499,7 @@ nonisolated extension Engine.Run {
     /// the output), then runs the `ensure` steps still ahead, innermost chain first.
     private final func endCancelled() {
         let driver = self.driver
-        switch driver.pointee.start.take() {
+        switch driver.pointee.resumesAt.take() {
         case .operation?: _ = slot.take(Engine.Operation.self)
         case .hop?:
             driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
