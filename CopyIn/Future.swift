@@ -2756,11 +2756,11 @@ nonisolated extension Promise {
 // drives (`takeSteps`, which `Nesting.resume` calls, now or once the stack has room), popping one
 // stage at a time, while each step says what comes next; it calls an operation (`perform`) and
 // goes on when the operation's resolver reports (`resolve`), now or later, from any thread; the
-// last step ran, it completes (`complete`), and its completion gets the outcome (`finish`).
-// Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread driving it
-// stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends (`endCancelled`):
-// it skips the stages ahead, running their `ensure` steps, and its completion hears of it
-// (`finish(nil)`).
+// last step ran, it completes (`complete`), and its completion gets the outcome (`.finish`, its
+// `specialized` work). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the
+// thread driving it stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends
+// (`endCancelled`): it skips the stages ahead, running their `ensure` steps, and its completion
+// hears of it (`.finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -3513,7 +3513,7 @@ nonisolated extension Engine.Run {
         while let stage = rest.pop() { skip(stage.takeUnretainedValue()) }
         rest.clear(spill: &driver.pointee.spill)
         swap(&rest, &driver.pointee.plan)  // its memory, for another chain
-        finish(nil)
+        _ = driver.pointee.specialized(self, .finish(nil))  // the completion hears of it
     }
 
     /// The chain's last step has run: the outcome goes to the completion, unless the run was
@@ -3532,7 +3532,7 @@ nonisolated extension Engine.Run {
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         driver.pointee.plan.clear(spill: &driver.pointee.spill)
-        finish(slot)
+        _ = driver.pointee.specialized(self, .finish(slot))  // the completion gets the outcome
     }
 
     /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
@@ -3698,9 +3698,6 @@ nonisolated extension Engine.Run {
     ) -> UnsafeMutablePointer<Completion> {
         tail.assumingMemoryBound(to: Completion.self)
     }
-
-    /// Delivers the outcome in `slot`, or with `nil` says that the run ended by cancellation.
-    final func finish(_ slot: Slot?) { _ = driver.pointee.specialized(self, .finish(slot)) }
 }
 
 nonisolated extension Engine.Run: Engine.Reporter {
@@ -3926,24 +3923,24 @@ nonisolated extension Engine {
         /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
         static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
             withCurrent { nesting in
-                if immediately { return nesting.go(run, stopping) }
-                guard nesting.enterRun() else {
-                    return nesting.waiting.append { nesting.go(run, stopping) }
+                guard immediately || nesting.enterRun() else {
+                    return nesting.waiting.append {
+                        resume(run, stopping: stopping, immediately: true)
+                    }
                 }
-                let mark = nesting.isSettling ? nesting.waiting.count : nil
-                nesting.go(run, stopping)
+                let mark = !immediately && nesting.isSettling ? nesting.waiting.count : nil
+                if stopping {
+                    run.stop()
+                } else {
+                    let outer = nesting.driven
+                    nesting.driven = run  // the run this thread drives, while it takes steps
+                    run.takeSteps()
+                    nesting.driven = outer
+                }
+                guard !immediately else { return }
                 mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
                 nesting.leaveRun()
             }
-        }
-
-        /// Takes `run`'s steps, with `run` as the run this thread drives; or stops it.
-        private func go(_ run: Run, _ stopping: Bool) {
-            if stopping { return run.stop() }
-            let outer = driven
-            driven = run
-            run.takeSteps()
-            driven = outer
         }
 
         /// Calls a cancelled run's (or combination's) `handlers`, then the handlers of what they

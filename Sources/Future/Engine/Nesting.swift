@@ -81,24 +81,24 @@ nonisolated extension Engine {
         /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
         static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
             withCurrent { nesting in
-                if immediately { return nesting.go(run, stopping) }
-                guard nesting.enterRun() else {
-                    return nesting.waiting.append { nesting.go(run, stopping) }
+                guard immediately || nesting.enterRun() else {
+                    return nesting.waiting.append {
+                        resume(run, stopping: stopping, immediately: true)
+                    }
                 }
-                let mark = nesting.isSettling ? nesting.waiting.count : nil
-                nesting.go(run, stopping)
+                let mark = !immediately && nesting.isSettling ? nesting.waiting.count : nil
+                if stopping {
+                    run.stop()
+                } else {
+                    let outer = nesting.driven
+                    nesting.driven = run  // the run this thread drives, while it takes steps
+                    run.takeSteps()
+                    nesting.driven = outer
+                }
+                guard !immediately else { return }
                 mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
                 nesting.leaveRun()
             }
-        }
-
-        /// Takes `run`'s steps, with `run` as the run this thread drives; or stops it.
-        private func go(_ run: Run, _ stopping: Bool) {
-            if stopping { return run.stop() }
-            let outer = driven
-            driven = run
-            run.takeSteps()
-            driven = outer
         }
 
         /// Calls a cancelled run's (or combination's) `handlers`, then the handlers of what they
