@@ -135,7 +135,7 @@ nonisolated extension Promise {
         typealias Next = Engine.Nest<Value, NewValue, Failure>
         return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
-            case .success(let value): return run.enter(Next.next(of: stage)(value))
+            case .success(let value): return run.callOrEnter(Next.next(of: stage)(value))
             case .failure(let error):
                 slot.put(Swift.Result<NewValue, Failure>.failure(error))
                 return .proceed
@@ -289,7 +289,7 @@ nonisolated extension Promise where Failure == Never {
     ) -> Promise<NewValue, NewFailure> {
         typealias Next = Engine.Nest<Value, NewValue, NewFailure>
         return nesting(next) { stage, slot, run in
-            run.enter(Next.next(of: stage)(slot.take(Outcome.self).get()))
+            run.callOrEnter(Next.next(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 

@@ -52,7 +52,7 @@ nonisolated extension Promise {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return run.enter(Next.next(of: stage)(error))
+            case .failure(let error): return run.callOrEnter(Next.next(of: stage)(error))
             }
         }
     }

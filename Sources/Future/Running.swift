@@ -41,12 +41,13 @@ nonisolated extension Promise {
     public consuming func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
     ) -> RunHandle {
-        (consume self).run { outcome in
-            switch outcome {
-            case .success(let value): some(value)
-            case .failure(let error): none(error)
-            }
-        }
+        (consume self).start(
+            Engine.Outcomes { outcome in
+                switch outcome {
+                case .success(let value): some(value)
+                case .failure(let error): none(error)
+                }
+            })
     }
 }
 

@@ -536,12 +536,13 @@ nonisolated extension Promise {
     public consuming func run(
         some: @escaping @Sendable (Value) -> Void, none: @escaping @Sendable (Failure) -> Void
     ) -> RunHandle {
-        (consume self).run { outcome in
-            switch outcome {
-            case .success(let value): some(value)
-            case .failure(let error): none(error)
-            }
-        }
+        (consume self).start(
+            Engine.Outcomes { outcome in
+                switch outcome {
+                case .success(let value): some(value)
+                case .failure(let error): none(error)
+                }
+            })
     }
 }
 
@@ -721,7 +722,7 @@ nonisolated extension Promise {
         typealias Next = Engine.Nest<Value, NewValue, Failure>
         return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
-            case .success(let value): return run.enter(Next.next(of: stage)(value))
+            case .success(let value): return run.callOrEnter(Next.next(of: stage)(value))
             case .failure(let error):
                 slot.put(Swift.Result<NewValue, Failure>.failure(error))
                 return .proceed
@@ -875,7 +876,7 @@ nonisolated extension Promise where Failure == Never {
     ) -> Promise<NewValue, NewFailure> {
         typealias Next = Engine.Nest<Value, NewValue, NewFailure>
         return nesting(next) { stage, slot, run in
-            run.enter(Next.next(of: stage)(slot.take(Outcome.self).get()))
+            run.callOrEnter(Next.next(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 
@@ -966,7 +967,7 @@ nonisolated extension Promise {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return run.enter(Next.next(of: stage)(error))
+            case .failure(let error): return run.callOrEnter(Next.next(of: stage)(error))
             }
         }
     }
@@ -2247,10 +2248,10 @@ nonisolated public enum PromiseDiagnostics {
 // - drive: take a run's steps one after another; one thread at a time drives a run.
 // - slot: the run's memory, where a step's output waits for the next step.
 // - plan: the stages a run has still to take, on a stack (`Plan`): its chain's, every one of
-//   them, as it starts, then those of the chains its steps enter.
+//   them, loaded as it starts, then those of the chains its steps enter.
 // - enter: push the stages of a promise that a step returned onto the plan, rather than run it
 //   nested: so no step grows the thread's stack. (A promise of an operation alone is called in
-//   place.)
+//   place: a step that returns a promise calls or enters it, `Run.callOrEnter`.)
 // - hop: a step's request that the run go on on a queue, perhaps at a deadline (`Next.hop`).
 // - alarm: what a `timeout` races its work against, set on a clock once the work waits.
 // - The four verbs of stopping, one meaning each: `cancel`, ask a run (or a combination's
@@ -2578,9 +2579,9 @@ nonisolated extension Engine {
 
         init() {}
 
-        /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
-        /// memory if it holds more.
-        mutating func start(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
+        /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or in
+        /// `spill`'s memory if it holds more.
+        mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
             let memory = spill?.owned.stages ?? room
             stages = memory.baseAddress
             capacity = Int32(memory.count)
@@ -2750,15 +2751,16 @@ nonisolated extension Promise {
 // Its `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
-// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start(_:_:)`, which
-// pushes its chain's stages on its plan, the first on top, or puts an operation alone in its slot);
-// it drives (`drive`, `takeSteps`), popping one stage at a time, while each step says what comes
-// next; it calls an operation (`perform`) and goes on when the operation's resolver reports
-// (`resolve`), now or later, from any thread; the last step ran, it completes (`complete`), and its
-// completion gets the outcome (`finish`). Cancelled (`cancel(call:)`), its handlers run
-// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
-// (`hold`, `release`) it ends (`endCancelled`): it skips the stages ahead, running their `ensure`
-// steps, and its completion hears of it (`finish(nil)`).
+// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start`, which pushes
+// its chain's stages on its plan, the first on top, or puts an operation alone in its slot); it
+// drives (`takeSteps`, which `Nesting.resume` calls, now or once the stack has room), popping one
+// stage at a time, while each step says what comes next; it calls an operation (`perform`) and
+// goes on when the operation's resolver reports (`resolve`), now or later, from any thread; the
+// last step ran, it completes (`complete`), and its completion gets the outcome (`.finish`, its
+// `specialized` work). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the
+// thread driving it stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends
+// (`endCancelled`): it skips the stages ahead, running their `ensure` steps, and its completion
+// hears of it (`.finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -2845,8 +2847,8 @@ nonisolated extension Engine {
         /// part of `state`: the driving thread, the one that sets it, reads it after every step
         /// without taking the lock.
         var cancelledByStep = false
-        /// Where the next drive starts, if not at the top of the plan.
-        @usableFromInline var start: Start?
+        /// Where the next drive resumes, if not at the top of the plan.
+        @usableFromInline var resumesAt: ResumePoint?
         /// The queue the run last hopped to, while the run is on it: until a thread other than
         /// the queue's carries the run on, or the run ends. For a step to read: the cleanup of
         /// an ensure(on:) goes back to it.
@@ -2872,10 +2874,10 @@ nonisolated extension Engine {
         /// The type the slot holds, which debug builds check (see `Slot`).
         @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
-        /// Where a drive starts that does not pop the plan: with the operation of a promise made
+        /// Where a drive resumes that does not pop the plan: with the operation of a promise made
         /// from one alone, in the slot; or past the step that hopped, back on top of the plan, its
         /// output in the slot, once the queue carries the run on.
-        @usableFromInline enum Start: UInt8 {
+        @usableFromInline enum ResumePoint: UInt8 {
             case operation, hop
         }
 
@@ -2911,7 +2913,7 @@ nonisolated extension Engine {
         /// The operation of call `call` returned before its resolver reported: the resolver
         /// carries the run on.
         case awaitingResolver(call: Int, handlers: CancelHandlers?)
-        /// The run waits for a queue to carry it on (see `Driver.Start.hop`).
+        /// The run waits for a queue to carry it on (see `Driver.ResumePoint.hop`).
         case awaitingQueue
         /// Cancelled while `thread` drives it (`nil` before it started), which stops it at its
         /// next check. `holds`: what its end waits for (see `hold()`): the canceller, until the
@@ -3071,9 +3073,34 @@ nonisolated extension Engine.Run {
 // MARK: Starting and driving
 
 nonisolated extension Engine.Run {
-    /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
-    /// `start(_:_:immediately:)`, which calls it).
-    @usableFromInline final func begin(_ last: consuming Stage?, immediately: Bool) {
+    /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
+    /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
+    /// can run another promise so: how a combination runs the members that end at once, one
+    /// after another, on one run and in the same memory. `immediately` runs it on this stack
+    /// even deep in nested runs (see `Nesting.resume`).
+    @inlinable final func start<Completion: Engine.Completion>(
+        _ promise: consuming Promise<Completion.Value, Completion.Failure>,
+        _ completion: Completion, immediately: Bool = false
+    ) {
+        // The one part that needs the completion's type, inlined where the run starts.
+        self.completion(Completion.self).initialize(to: completion)
+        start(promise.body, immediately: immediately)
+    }
+
+    /// Starts the run (see the table), its completion in the tail: pushes the chain's stages on
+    /// its plan, the first on top, or puts an operation alone in its slot; then drives it, or
+    /// stops it if it was cancelled first.
+    @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
+        driver.pointee.hasCompletion = true
+        switch consume body {
+        case .chain(let last):
+            fitSlot(to: last)
+            let driver = self.driver
+            driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
+        case .operation(let operation):
+            slot.put(operation)
+            driver.pointee.resumesAt = .operation
+        }
         let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
         let cancelled = locked { fields -> Bool in
             fields.firstCallOfChain = firstCall
@@ -3089,22 +3116,13 @@ nonisolated extension Engine.Run {
             }
             return fields.state.isCancelled
         }
-        if let last {
-            fitSlot(to: last)
-            let driver = self.driver
-            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
-        }
-        let resumption = cancelled ? Resumption.stop : .drive
-        immediately ? resume(resumption) : resumeWhenRoom(resumption)
+        Engine.Nesting.resume(self, stopping: cancelled, immediately: immediately)
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private final func drive() {
-        Engine.Nesting.driving(self) { takeSteps() }
-    }
-
-    private final func takeSteps() {
+    /// `Nesting.resume` calls it, with the run as the one this thread drives.
+    final func takeSteps() {
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -3113,14 +3131,14 @@ nonisolated extension Engine.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
-        let start = driver.pointee.start.take()
-        if start != .hop { driver.pointee.queue = nil }  // another thread carries the run on
-        switch start {
+        let resumesAt = driver.pointee.resumesAt.take()
+        if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
+        switch resumesAt {
         case .hop?: stage = plan.pop()  // past the step that hopped
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledByStep:
             // Cancelled by this thread while the drive waited for room on its stack (see
-            // `resumeWhenRoom`): no step starts. The slot holds the next step's input, its parent's
+            // `Nesting.resume`): no step starts. The slot holds the next step's input, its parent's
             // output: a run waits only after a step, which is the next one's parent, or the last
             // of a chain entered by that parent, whose output is the same (`Nest`); or before its
             // first step, which has no parent and no input. With no step left, the loop below
@@ -3173,21 +3191,6 @@ nonisolated extension Engine.Run {
         complete()
     }
 
-    /// Does `resumption` now if the thread's stack has room for one more run, else later.
-    final func resumeWhenRoom(_ resumption: Resumption) { Engine.Nesting.resume(self, resumption) }
-
-    final func resume(_ resumption: Resumption) {
-        switch resumption {
-        case .drive: drive()
-        case .stop: stop()
-        }
-    }
-
-    /// What a run does next, once there is room on the stack.
-    enum Resumption {
-        case drive, stop
-    }
-
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
     private final func fitSlot(to chain: Stage) {
         fitSlot(size: chain.slotSize, alignment: chain.slotAlignment)
@@ -3233,7 +3236,7 @@ nonisolated extension Engine.Run {
 
     /// What a step that returns `promise` does next: call its operation here, if it is an
     /// operation alone, which costs no stage and no entering; else enter its chain.
-    @inlinable final func enter<Value, Failure: Swift.Error>(
+    @inlinable final func callOrEnter<Value, Failure: Swift.Error>(
         _ promise: consuming Promise<Value, Failure>
     ) -> Next {
         switch (consume promise).body {
@@ -3304,7 +3307,7 @@ nonisolated extension Engine.Run {
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
-        if resume { resumeWhenRoom(.drive) }
+        if resume { Engine.Nesting.resume(self) }
     }
 
     @usableFromInline final func onCancel(
@@ -3356,7 +3359,7 @@ nonisolated extension Engine.Run {
         let handle = RunHandle(self)
         let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
-        driver.pointee.start = .hop
+        driver.pointee.resumesAt = .hop
         driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         let parked = locked { fields -> Bool in
@@ -3379,7 +3382,7 @@ nonisolated extension Engine.Run {
         }
         guard arrived else { return }
         driver.pointee.spill?.owned.hopDeadline = nil
-        resumeWhenRoom(.drive)
+        Engine.Nesting.resume(self)
     }
 }
 
@@ -3477,7 +3480,7 @@ nonisolated extension Engine.Run {
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
-    private final func stop() {
+    final func stop() {
         let ends = locked { fields -> Bool in
             guard case .cancelledWhileDriving(_, let holds, let call) = fields.state else {
                 preconditionFailure("a run stopped \(fields.state)")
@@ -3496,7 +3499,7 @@ nonisolated extension Engine.Run {
     /// the output), then runs the `ensure` steps still ahead, innermost chain first.
     private final func endCancelled() {
         let driver = self.driver
-        switch driver.pointee.start.take() {
+        switch driver.pointee.resumesAt.take() {
         case .operation?: _ = slot.take(Engine.Operation.self)
         case .hop?:
             driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
@@ -3510,7 +3513,7 @@ nonisolated extension Engine.Run {
         while let stage = rest.pop() { skip(stage.takeUnretainedValue()) }
         rest.clear(spill: &driver.pointee.spill)
         swap(&rest, &driver.pointee.plan)  // its memory, for another chain
-        finish(nil)
+        _ = driver.pointee.specialized(self, .finish(nil))  // the completion hears of it
     }
 
     /// The chain's last step has run: the outcome goes to the completion, unless the run was
@@ -3529,7 +3532,7 @@ nonisolated extension Engine.Run {
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         driver.pointee.plan.clear(spill: &driver.pointee.spill)
-        finish(slot)
+        _ = driver.pointee.specialized(self, .finish(slot))  // the completion gets the outcome
     }
 
     /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
@@ -3695,29 +3698,6 @@ nonisolated extension Engine.Run {
     ) -> UnsafeMutablePointer<Completion> {
         tail.assumingMemoryBound(to: Completion.self)
     }
-
-    /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
-    /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
-    /// can run another promise so: how a combination runs the members that end at once, one
-    /// after another, on one run and in the same memory. `immediately` runs it on this stack
-    /// even deep in nested runs (see `resumeWhenRoom`).
-    @inlinable final func start<Completion: Engine.Completion>(
-        _ promise: consuming Promise<Completion.Value, Completion.Failure>,
-        _ completion: Completion, immediately: Bool = false
-    ) {
-        self.completion(Completion.self).initialize(to: completion)
-        driver.pointee.hasCompletion = true
-        switch promise.body {
-        case .chain(let last): begin(last, immediately: immediately)
-        case .operation(let operation):
-            slot.put(operation)
-            driver.pointee.start = .operation
-            begin(nil, immediately: immediately)
-        }
-    }
-
-    /// Delivers the outcome in `slot`, or with `nil` says that the run ended by cancellation.
-    final func finish(_ slot: Slot?) { _ = driver.pointee.specialized(self, .finish(slot)) }
 }
 
 nonisolated extension Engine.Run: Engine.Reporter {
@@ -3936,27 +3916,28 @@ nonisolated extension Engine {
             return body(nesting)
         }
 
-        /// Calls `body`, which drives `run`, with `run` as the run this thread drives.
-        static func driving(_ run: Run, _ body: () -> Void) {
-            withCurrent { nesting in
-                let outer = nesting.driven
-                nesting.driven = run
-                body()
-                nesting.driven = outer
-            }
-        }
-
         /// The run this thread drives, if any.
         static var drivenRun: Run? { withCurrent { $0.driven } }
 
-        /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
-        static func resume(_ run: Run, _ resumption: Run.Resumption) {
+        /// Drives `run` (or with `stopping`, stops it) now, as one more level of runs, if there is
+        /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
+        static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
             withCurrent { nesting in
-                guard nesting.enterRun() else {
-                    return nesting.waiting.append { run.resume(resumption) }
+                guard immediately || nesting.enterRun() else {
+                    return nesting.waiting.append {
+                        resume(run, stopping: stopping, immediately: true)
+                    }
                 }
-                let mark = nesting.isSettling ? nesting.waiting.count : nil
-                run.resume(resumption)
+                let mark = !immediately && nesting.isSettling ? nesting.waiting.count : nil
+                if stopping {
+                    run.stop()
+                } else {
+                    let outer = nesting.driven
+                    nesting.driven = run  // the run this thread drives, while it takes steps
+                    run.takeSteps()
+                    nesting.driven = outer
+                }
+                guard !immediately else { return }
                 mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
                 nesting.leaveRun()
             }

@@ -19,10 +19,10 @@
 // - drive: take a run's steps one after another; one thread at a time drives a run.
 // - slot: the run's memory, where a step's output waits for the next step.
 // - plan: the stages a run has still to take, on a stack (`Plan`): its chain's, every one of
-//   them, as it starts, then those of the chains its steps enter.
+//   them, loaded as it starts, then those of the chains its steps enter.
 // - enter: push the stages of a promise that a step returned onto the plan, rather than run it
 //   nested: so no step grows the thread's stack. (A promise of an operation alone is called in
-//   place.)
+//   place: a step that returns a promise calls or enters it, `Run.callOrEnter`.)
 // - hop: a step's request that the run go on on a queue, perhaps at a deadline (`Next.hop`).
 // - alarm: what a `timeout` races its work against, set on a clock once the work waits.
 // - The four verbs of stopping, one meaning each: `cancel`, ask a run (or a combination's
@@ -352,9 +352,9 @@ nonisolated extension Engine {
 
         init() {}
 
-        /// Starts with the stages of the run's own chain, in `room`, its tail, or in `spill`'s
-        /// memory if it holds more.
-        mutating func start(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
+        /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or in
+        /// `spill`'s memory if it holds more.
+        mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
             let memory = spill?.owned.stages ?? room
             stages = memory.baseAddress
             capacity = Int32(memory.count)

@@ -74,27 +74,28 @@ nonisolated extension Engine {
             return body(nesting)
         }
 
-        /// Calls `body`, which drives `run`, with `run` as the run this thread drives.
-        static func driving(_ run: Run, _ body: () -> Void) {
-            withCurrent { nesting in
-                let outer = nesting.driven
-                nesting.driven = run
-                body()
-                nesting.driven = outer
-            }
-        }
-
         /// The run this thread drives, if any.
         static var drivenRun: Run? { withCurrent { $0.driven } }
 
-        /// Resumes `run` now, as one more level of runs, if there is room for it; else later.
-        static func resume(_ run: Run, _ resumption: Run.Resumption) {
+        /// Drives `run` (or with `stopping`, stops it) now, as one more level of runs, if there is
+        /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
+        static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
             withCurrent { nesting in
-                guard nesting.enterRun() else {
-                    return nesting.waiting.append { run.resume(resumption) }
+                guard immediately || nesting.enterRun() else {
+                    return nesting.waiting.append {
+                        resume(run, stopping: stopping, immediately: true)
+                    }
                 }
-                let mark = nesting.isSettling ? nesting.waiting.count : nil
-                run.resume(resumption)
+                let mark = !immediately && nesting.isSettling ? nesting.waiting.count : nil
+                if stopping {
+                    run.stop()
+                } else {
+                    let outer = nesting.driven
+                    nesting.driven = run  // the run this thread drives, while it takes steps
+                    run.takeSteps()
+                    nesting.driven = outer
+                }
+                guard !immediately else { return }
                 mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
                 nesting.leaveRun()
             }

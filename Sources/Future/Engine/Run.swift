@@ -5,15 +5,16 @@
 // Its `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
-// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start(_:_:)`, which
-// pushes its chain's stages on its plan, the first on top, or puts an operation alone in its slot);
-// it drives (`drive`, `takeSteps`), popping one stage at a time, while each step says what comes
-// next; it calls an operation (`perform`) and goes on when the operation's resolver reports
-// (`resolve`), now or later, from any thread; the last step ran, it completes (`complete`), and its
-// completion gets the outcome (`finish`). Cancelled (`cancel(call:)`), its handlers run
-// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
-// (`hold`, `release`) it ends (`endCancelled`): it skips the stages ahead, running their `ensure`
-// steps, and its completion hears of it (`finish(nil)`).
+// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start`, which pushes
+// its chain's stages on its plan, the first on top, or puts an operation alone in its slot); it
+// drives (`takeSteps`, which `Nesting.resume` calls, now or once the stack has room), popping one
+// stage at a time, while each step says what comes next; it calls an operation (`perform`) and
+// goes on when the operation's resolver reports (`resolve`), now or later, from any thread; the
+// last step ran, it completes (`complete`), and its completion gets the outcome (`.finish`, its
+// `specialized` work). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the
+// thread driving it stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends
+// (`endCancelled`): it skips the stages ahead, running their `ensure` steps, and its completion
+// hears of it (`.finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -112,8 +113,8 @@ nonisolated extension Engine {
         /// part of `state`: the driving thread, the one that sets it, reads it after every step
         /// without taking the lock.
         var cancelledByStep = false
-        /// Where the next drive starts, if not at the top of the plan.
-        @usableFromInline var start: Start?
+        /// Where the next drive resumes, if not at the top of the plan.
+        @usableFromInline var resumesAt: ResumePoint?
         /// The queue the run last hopped to, while the run is on it: until a thread other than
         /// the queue's carries the run on, or the run ends. For a step to read: the cleanup of
         /// an ensure(on:) goes back to it.
@@ -139,10 +140,10 @@ nonisolated extension Engine {
         /// The type the slot holds, which debug builds check (see `Slot`).
         @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
-        /// Where a drive starts that does not pop the plan: with the operation of a promise made
+        /// Where a drive resumes that does not pop the plan: with the operation of a promise made
         /// from one alone, in the slot; or past the step that hopped, back on top of the plan, its
         /// output in the slot, once the queue carries the run on.
-        @usableFromInline enum Start: UInt8 {
+        @usableFromInline enum ResumePoint: UInt8 {
             case operation, hop
         }
 
@@ -178,7 +179,7 @@ nonisolated extension Engine {
         /// The operation of call `call` returned before its resolver reported: the resolver
         /// carries the run on.
         case awaitingResolver(call: Int, handlers: CancelHandlers?)
-        /// The run waits for a queue to carry it on (see `Driver.Start.hop`).
+        /// The run waits for a queue to carry it on (see `Driver.ResumePoint.hop`).
         case awaitingQueue
         /// Cancelled while `thread` drives it (`nil` before it started), which stops it at its
         /// next check. `holds`: what its end waits for (see `hold()`): the canceller, until the
@@ -338,9 +339,34 @@ nonisolated extension Engine.Run {
 // MARK: Starting and driving
 
 nonisolated extension Engine.Run {
-    /// Drives a run of the chain `last`, or with `nil` of the operation in the slot (see
-    /// `start(_:_:immediately:)`, which calls it).
-    @usableFromInline final func begin(_ last: consuming Stage?, immediately: Bool) {
+    /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
+    /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
+    /// can run another promise so: how a combination runs the members that end at once, one
+    /// after another, on one run and in the same memory. `immediately` runs it on this stack
+    /// even deep in nested runs (see `Nesting.resume`).
+    @inlinable final func start<Completion: Engine.Completion>(
+        _ promise: consuming Promise<Completion.Value, Completion.Failure>,
+        _ completion: Completion, immediately: Bool = false
+    ) {
+        // The one part that needs the completion's type, inlined where the run starts.
+        self.completion(Completion.self).initialize(to: completion)
+        start(promise.body, immediately: immediately)
+    }
+
+    /// Starts the run (see the table), its completion in the tail: pushes the chain's stages on
+    /// its plan, the first on top, or puts an operation alone in its slot; then drives it, or
+    /// stops it if it was cancelled first.
+    @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
+        driver.pointee.hasCompletion = true
+        switch consume body {
+        case .chain(let last):
+            fitSlot(to: last)
+            let driver = self.driver
+            driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
+        case .operation(let operation):
+            slot.put(operation)
+            driver.pointee.resumesAt = .operation
+        }
         let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
         let cancelled = locked { fields -> Bool in
             fields.firstCallOfChain = firstCall
@@ -356,22 +382,13 @@ nonisolated extension Engine.Run {
             }
             return fields.state.isCancelled
         }
-        if let last {
-            fitSlot(to: last)
-            let driver = self.driver
-            driver.pointee.plan.start(consume last, in: room, spill: &driver.pointee.spill)
-        }
-        let resumption = cancelled ? Resumption.stop : .drive
-        immediately ? resume(resumption) : resumeWhenRoom(resumption)
+        Engine.Nesting.resume(self, stopping: cancelled, immediately: immediately)
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private final func drive() {
-        Engine.Nesting.driving(self) { takeSteps() }
-    }
-
-    private final func takeSteps() {
+    /// `Nesting.resume` calls it, with the run as the one this thread drives.
+    final func takeSteps() {
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -380,14 +397,14 @@ nonisolated extension Engine.Run {
         var slot = self.slot
         var next: Next = .proceed
         var stage: Unmanaged<Stage>?  // the step that ran last, if any
-        let start = driver.pointee.start.take()
-        if start != .hop { driver.pointee.queue = nil }  // another thread carries the run on
-        switch start {
+        let resumesAt = driver.pointee.resumesAt.take()
+        if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
+        switch resumesAt {
         case .hop?: stage = plan.pop()  // past the step that hopped
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledByStep:
             // Cancelled by this thread while the drive waited for room on its stack (see
-            // `resumeWhenRoom`): no step starts. The slot holds the next step's input, its parent's
+            // `Nesting.resume`): no step starts. The slot holds the next step's input, its parent's
             // output: a run waits only after a step, which is the next one's parent, or the last
             // of a chain entered by that parent, whose output is the same (`Nest`); or before its
             // first step, which has no parent and no input. With no step left, the loop below
@@ -440,21 +457,6 @@ nonisolated extension Engine.Run {
         complete()
     }
 
-    /// Does `resumption` now if the thread's stack has room for one more run, else later.
-    final func resumeWhenRoom(_ resumption: Resumption) { Engine.Nesting.resume(self, resumption) }
-
-    final func resume(_ resumption: Resumption) {
-        switch resumption {
-        case .drive: drive()
-        case .stop: stop()
-        }
-    }
-
-    /// What a run does next, once there is room on the stack.
-    enum Resumption {
-        case drive, stop
-    }
-
     /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
     private final func fitSlot(to chain: Stage) {
         fitSlot(size: chain.slotSize, alignment: chain.slotAlignment)
@@ -500,7 +502,7 @@ nonisolated extension Engine.Run {
 
     /// What a step that returns `promise` does next: call its operation here, if it is an
     /// operation alone, which costs no stage and no entering; else enter its chain.
-    @inlinable final func enter<Value, Failure: Swift.Error>(
+    @inlinable final func callOrEnter<Value, Failure: Swift.Error>(
         _ promise: consuming Promise<Value, Failure>
     ) -> Next {
         switch (consume promise).body {
@@ -571,7 +573,7 @@ nonisolated extension Engine.Run {
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
-        if resume { resumeWhenRoom(.drive) }
+        if resume { Engine.Nesting.resume(self) }
     }
 
     @usableFromInline final func onCancel(
@@ -623,7 +625,7 @@ nonisolated extension Engine.Run {
         let handle = RunHandle(self)
         let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
-        driver.pointee.start = .hop
+        driver.pointee.resumesAt = .hop
         driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         let parked = locked { fields -> Bool in
@@ -646,7 +648,7 @@ nonisolated extension Engine.Run {
         }
         guard arrived else { return }
         driver.pointee.spill?.owned.hopDeadline = nil
-        resumeWhenRoom(.drive)
+        Engine.Nesting.resume(self)
     }
 }
 
@@ -744,7 +746,7 @@ nonisolated extension Engine.Run {
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
-    private final func stop() {
+    final func stop() {
         let ends = locked { fields -> Bool in
             guard case .cancelledWhileDriving(_, let holds, let call) = fields.state else {
                 preconditionFailure("a run stopped \(fields.state)")
@@ -763,7 +765,7 @@ nonisolated extension Engine.Run {
     /// the output), then runs the `ensure` steps still ahead, innermost chain first.
     private final func endCancelled() {
         let driver = self.driver
-        switch driver.pointee.start.take() {
+        switch driver.pointee.resumesAt.take() {
         case .operation?: _ = slot.take(Engine.Operation.self)
         case .hop?:
             driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
@@ -777,7 +779,7 @@ nonisolated extension Engine.Run {
         while let stage = rest.pop() { skip(stage.takeUnretainedValue()) }
         rest.clear(spill: &driver.pointee.spill)
         swap(&rest, &driver.pointee.plan)  // its memory, for another chain
-        finish(nil)
+        _ = driver.pointee.specialized(self, .finish(nil))  // the completion hears of it
     }
 
     /// The chain's last step has run: the outcome goes to the completion, unless the run was
@@ -796,7 +798,7 @@ nonisolated extension Engine.Run {
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         driver.pointee.plan.clear(spill: &driver.pointee.spill)
-        finish(slot)
+        _ = driver.pointee.specialized(self, .finish(slot))  // the completion gets the outcome
     }
 
     /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
@@ -962,29 +964,6 @@ nonisolated extension Engine.Run {
     ) -> UnsafeMutablePointer<Completion> {
         tail.assumingMemoryBound(to: Completion.self)
     }
-
-    /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
-    /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
-    /// can run another promise so: how a combination runs the members that end at once, one
-    /// after another, on one run and in the same memory. `immediately` runs it on this stack
-    /// even deep in nested runs (see `resumeWhenRoom`).
-    @inlinable final func start<Completion: Engine.Completion>(
-        _ promise: consuming Promise<Completion.Value, Completion.Failure>,
-        _ completion: Completion, immediately: Bool = false
-    ) {
-        self.completion(Completion.self).initialize(to: completion)
-        driver.pointee.hasCompletion = true
-        switch promise.body {
-        case .chain(let last): begin(last, immediately: immediately)
-        case .operation(let operation):
-            slot.put(operation)
-            driver.pointee.start = .operation
-            begin(nil, immediately: immediately)
-        }
-    }
-
-    /// Delivers the outcome in `slot`, or with `nil` says that the run ended by cancellation.
-    final func finish(_ slot: Slot?) { _ = driver.pointee.specialized(self, .finish(slot)) }
 }
 
 nonisolated extension Engine.Run: Engine.Reporter {
