@@ -159,11 +159,14 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @usableFromInline let reporter: any Engine.Reporter
     /// The number of the call it reports for: each call has a resolver of its own.
     @usableFromInline let call: Int
+    /// Whether its release, if unresolved, is reported: not that of the one a cancel handler is
+    /// given, whose call has ended, so that a reader need not prove that report harmless.
+    @usableFromInline let reportsRelease: Bool
     #if DEBUG
         let origin: (file: StaticString, line: UInt)
-        /// Whether its release, if unresolved, is reported: a pending promise's only while a run
+        /// Whether its release, if reported, is diagnosed: a pending promise's only while a run
         /// waits.
-        var reportsRelease: (@Sendable () -> Bool)?
+        var diagnosesRelease: (@Sendable () -> Bool)?
     #endif
 
     /// A resolver for call `call` of `operation` (`nil` for one a cancel handler is given).
@@ -172,6 +175,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     ) {
         self.reporter = reporter
         self.call = call
+        reportsRelease = operation != nil
         #if DEBUG
             origin = operation?.origin ?? ("a cancel handler", 0)
         #endif
@@ -181,8 +185,9 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @usableFromInline var run: Engine.Run { reporter.run }
 
     deinit {
+        guard reportsRelease else { return }
         #if DEBUG
-            if reportsRelease?() == false { return reporter.cancel(call) }
+            if diagnosesRelease?() == false { return reporter.cancel(call) }
             let origin = "\(origin.file):\(origin.line)"
         #else
             let origin = "?"
@@ -4690,12 +4695,12 @@ nonisolated extension Engine {
             guard case .making(let resolver?) = shared.state else { preconditionFailure("unmade") }
             shared.state = .running(nil, run, [:])
             #if DEBUG
-                resolver.reportsRelease = shared.waits
+                resolver.diagnosesRelease = shared.waits
             #endif
             return (shared, resolver)
         }
 
-        /// Whether a run waits: a pending promise's resolver, let go of unresolved, is reported
+        /// Whether a run waits: a pending promise's resolver, let go of unresolved, is diagnosed
         /// only then.
         private func waits() -> Bool {
             lock.withLock { if case .running(_, _, let w) = state { !w.isEmpty } else { false } }
