@@ -28,11 +28,14 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @usableFromInline let reporter: any Engine.Reporter
     /// The number of the call it reports for: each call has a resolver of its own.
     @usableFromInline let call: Int
+    /// Whether its release, if unresolved, is reported: not that of the one a cancel handler is
+    /// given, whose call has ended, so that a reader need not prove that report harmless.
+    @usableFromInline let reportsRelease: Bool
     #if DEBUG
         let origin: (file: StaticString, line: UInt)
-        /// Whether its release, if unresolved, is reported: a pending promise's only while a run
+        /// Whether its release, if reported, is diagnosed: a pending promise's only while a run
         /// waits.
-        var reportsRelease: (@Sendable () -> Bool)?
+        var diagnosesRelease: (@Sendable () -> Bool)?
     #endif
 
     /// A resolver for call `call` of `operation` (`nil` for one a cancel handler is given).
@@ -41,6 +44,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     ) {
         self.reporter = reporter
         self.call = call
+        reportsRelease = operation != nil
         #if DEBUG
             origin = operation?.origin ?? ("a cancel handler", 0)
         #endif
@@ -50,8 +54,9 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @usableFromInline var run: Engine.Run { reporter.run }
 
     deinit {
+        guard reportsRelease else { return }
         #if DEBUG
-            if reportsRelease?() == false { return reporter.cancel(call) }
+            if diagnosesRelease?() == false { return reporter.cancel(call) }
             let origin = "\(origin.file):\(origin.line)"
         #else
             let origin = "?"

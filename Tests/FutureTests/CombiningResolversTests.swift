@@ -52,4 +52,38 @@ import Testing
         }
         #expect(handled.value == 4, "a handler added once the member was cancelled runs at once")
     }
+
+    /// The resolver a cancel handler is given answers for a call that has ended: let go of, it
+    /// reports nothing to its run or combination (which, for a call still pending, would end it).
+    @Test func aCancelHandlersResolverReportsNothingAsItIsLetGoOf() {
+        final class Recorder: Engine.Reporter, @unchecked Sendable {
+            var reports: [String] = []
+            func resolve(_ call: Int, with write: (Engine.Slot) -> Void) {
+                reports.append("resolve")
+            }
+            func onCancel(
+                _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
+            ) { handler(self) }
+            func isCancelled(since call: Int) -> Bool { true }
+            func cancel(_ call: Int) { reports.append("cancel") }
+            func resolverReleased(_ call: Int, _ promise: @autoclosure () -> String) {
+                reports.append("released")
+            }
+            var run: Engine.Run { preconditionFailure("not asked") }
+        }
+        let recorder = Recorder()
+        let handled = Counter()
+        do {
+            let operation = Engine.Operation(file: #fileID, line: #line) {
+                (_: Resolver<Int, TestError>) in
+            }
+            let resolver = Resolver<Int, TestError>(reporter: recorder, call: 0, of: operation)
+            withExtendedLifetime(resolver) {
+                resolver.onCancel { _ in handled.increment() }
+                #expect(handled.value == 1)
+                #expect(recorder.reports.isEmpty, "the handler's resolver reported its release")
+            }
+        }
+        #expect(recorder.reports == ["released"], "the operation's own resolver reports it")
+    }
 }

@@ -107,12 +107,12 @@ nonisolated extension Engine {
             guard case .making(let resolver?) = shared.state else { preconditionFailure("unmade") }
             shared.state = .running(nil, run, [:])
             #if DEBUG
-                resolver.reportsRelease = shared.waits
+                resolver.diagnosesRelease = shared.waits
             #endif
             return (shared, resolver)
         }
 
-        /// Whether a run waits: a pending promise's resolver, let go of unresolved, is reported
+        /// Whether a run waits: a pending promise's resolver, let go of unresolved, is diagnosed
         /// only then.
         private func waits() -> Bool {
             lock.withLock { if case .running(_, _, let w) = state { !w.isEmpty } else { false } }
