@@ -155,7 +155,7 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
 /// go of when the operation returns, unresolved.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
-    /// The run, or the combination, that the outcome goes to.
+    /// The run, or the combination, that the outcome goes to: `Run.resolve` or `Join.resolve`.
     @usableFromInline let reporter: any Engine.Reporter
     /// The number of the call it reports for: each call has a resolver of its own.
     @usableFromInline let call: Int
@@ -3097,7 +3097,7 @@ nonisolated extension Engine.Run {
     /// stops it if it was cancelled first.
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
         driver.pointee.hasCompletion = true
-        switch consume body {
+        switch consume body {  // memory only: no step runs before `Nesting.resume`
         case .chain(let last):
             fitSlot(to: last)
             let driver = self.driver
@@ -3140,6 +3140,7 @@ nonisolated extension Engine.Run {
         if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
         switch resumesAt {
         case .hop?: stage = plan.pop()  // past the step that hopped
+        // An operation alone is called through the typed work, which calls `perform`.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledByStep:
             // Cancelled by this thread while the drive waited for room on its stack (see
@@ -4108,25 +4109,26 @@ nonisolated extension Engine {
 //   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
 //   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
 //   open(p, l)      a member ends; verdict settle(o), cancel, or
-//                   settleOnceStopped(o) with no runs going      closed           stop, then r(o)
-//                                                                                 or cancel r
+//                   settleOnceStopped(o) with no runs going      closed           cancel members,
+//                                                                                 then r(o) or
+//                                                                                 cancel r
 //   open(p, l)      a member ends; settleOnceStopped(o),
-//                   runs going                                   stopping(r, o)   stop
+//                   runs going                                   stopping(r, o)   cancel members
 //   stopping(r, o)  the last member run ends                     closed           r(o)
 //   holding(run)    the last member run ends                     closed           release run
 //   any             its run is cancelled, runs going, and the
-//                   run's end held (see `Run.hold()`)            holding(run)     stop
-//   open(p, l)      its run is cancelled, else                   closed           stop, release
-//                                                                                 a hold
+//                   run's end held (see `Run.hold()`)            holding(run)     cancel members
+//   open(p, l)      its run is cancelled, else                   closed           cancel members,
+//                                                                                 release a hold
 //   other           the same                                     unchanged        the same
 //   any other       a member ends, or the launch loop asks       unchanged        -
 //
-// To stop is to cancel the member runs still going, to call the called members' cancel handlers
-// (each member's `running` entry becomes `cancelled`) and, for a combination that was open, to
-// start the members never started that ignore cancel. Beside the state, in every state: how each
-// member runs (`running`), which the members' resolvers read and change: a called member keeps
-// the cancel handlers its resolver sets until it is cancelled; after that, it calls them at once,
-// and stays cancelled whatever its resolver reports.
+// To cancel the members is to cancel the member runs still going, to call the called members'
+// cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
+// was open, to start the members never started that ignore cancel. Beside the state, in every
+// state: how each member runs (`running`), which the members' resolvers read and change: a called
+// member keeps the cancel handlers its resolver sets until it is cancelled; after that, it calls
+// them at once, and stays cancelled whatever its resolver reports.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run, at once or,
@@ -4198,9 +4200,9 @@ nonisolated extension Engine {
         let operation = Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Value, Failure>) in
             let due = deadline()
-            let timer = Promise<Value, Failure>(file: #fileID, line: #line) { timer in
-                let cancel = alarm(due) { timer.reject(error()) }
-                timer.onCancel { _ in cancel() }
+            let timer = Promise<Value, Failure>(file: #fileID, line: #line) { ringing in
+                let cancel = alarm(due) { ringing.reject(error()) }
+                ringing.onCancel { _ in cancel() }
             }
             Join([work, timer], .max, resolver) { _, ending in
                 if case .outcome(_, let outcome) = ending {
@@ -4298,21 +4300,22 @@ nonisolated extension Engine {
             /// The combination waits for more; with `true`, this thread runs the launch loop.
             case waits(launch: Bool)
             /// The combination closed, or the last member run of a `stopping` one ended (with
-            /// nothing to stop): stop, then settle the resolver as the verdict says.
-            case closes(Stop, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
-            /// It decided to settle once the member runs have stopped: stop.
-            case stops(Stop)
+            /// nothing to stop): cancel the members, then settle the resolver as the verdict
+            /// says.
+            case closes(Cancels, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
+            /// It decided to settle once the member runs have stopped: cancel the members.
+            case stops(Cancels)
             /// The last member run of a `holding` combination ended: release the hold.
             case releases(Run)
         }
 
-        /// What a stop cancels, taken under the lock: every member run still going (every stop
-        /// cancels them all, even after another: a cancel of the combination's run that comes
+        /// What cancelling the members cancels, taken under the lock: every member run still
+        /// going (each time, even after another: a cancel of the combination's run that comes
         /// while the run that settled it is still cancelling them must not return before they
         /// are; a second cancel is a no-op), the called members' cancel handlers, and, of the
         /// combination it closed, the members never started that ignore cancel (they start
         /// now: see `startIgnored`). What it holds is let go of outside the lock.
-        @usableFromInline typealias Stop = (
+        @usableFromInline typealias Cancels = (
             runs: [Run], handlers: [@Sendable (any Reporter) -> Void], closed: Progress?
         )
 
@@ -4443,10 +4446,10 @@ nonisolated extension Engine {
                         return .waits(launch: !launching)
                     case .settleOnceStopped(let settled) where isRunningAMember:
                         state = .stopping(progress.resolver, settled)
-                        return .stops(stop(progress))
+                        return .stops(takeCancels(progress))
                     case let verdict:
                         state = .closed
-                        return .closes(stop(progress), progress.resolver, verdict)
+                        return .closes(takeCancels(progress), progress.resolver, verdict)
                     }
                 }
             }
@@ -4458,9 +4461,9 @@ nonisolated extension Engine {
             case .nothing: return false
             case .waits(let launch): if launch { self.launch() }
             case .closes(let members, let resolver, let verdict):
-                stop(members)
+                cancelMembers(members)
                 settle(resolver, verdict)
-            case .stops(let members): stop(members)
+            case .stops(let members): cancelMembers(members)
             case .releases(let run): run.release()
             }
             return true
@@ -4472,7 +4475,7 @@ nonisolated extension Engine {
             let held = outer.hold()
             // The state it leaves (a `stopping` one's outcome goes nowhere now) goes outside the
             // lock.
-            let (members, left, holds) = lock.withLock { () -> (Stop, State, Bool) in
+            let (members, left, holds) = lock.withLock { () -> (Cancels, State, Bool) in
                 let left = state
                 let holds = held && isRunningAMember
                 if holds {
@@ -4480,32 +4483,34 @@ nonisolated extension Engine {
                 } else if case .open = left {
                     state = .closed
                 }
-                guard case .open(let progress, _) = left else { return (stop(nil), left, holds) }
-                return (stop(progress), left, holds)
+                guard case .open(let progress, _) = left else {
+                    return (takeCancels(nil), left, holds)
+                }
+                return (takeCancels(progress), left, holds)
             }
             withExtendedLifetime(left) {}
             if held && !holds { outer.release() }  // no member run to wait for
-            stop(members)
+            cancelMembers(members)
         }
 
-        /// Takes what a stop cancels (under the lock).
-        @inlinable func stop(_ closed: Progress?) -> Stop {
-            var stop: Stop = ([], [], closed)
+        /// Takes what cancelling the members cancels (under the lock).
+        @inlinable func takeCancels(_ closed: Progress?) -> Cancels {
+            var cancels: Cancels = ([], [], closed)
             for index in running.indices {
                 switch running[index] {
-                case .run(let run)?: stop.runs.append(run)
+                case .run(let run)?: cancels.runs.append(run)
                 case .called(let handlers)?:
-                    stop.handlers += handlers
+                    cancels.handlers += handlers
                     running[index] = .cancelled
                 default: break
                 }
             }
-            return stop
+            return cancels
         }
 
         /// Cancels the member runs still going, then calls the called members' cancel handlers
         /// and starts the members never started that ignore cancel.
-        @inlinable func stop(_ members: Stop) {
+        @inlinable func cancelMembers(_ members: Cancels) {
             for run in members.runs { _ = run.cancel(call: nil) }
             let ignored = members.closed?.ignoringCancel ?? []
             guard !members.handlers.isEmpty || !ignored.isEmpty else { return }
@@ -4527,7 +4532,9 @@ nonisolated extension Engine {
             }
         }
 
-        // A member's resolver reports here: `call` is the member's index.
+        // A member's resolver reports here: `call` is the member's index. An outcome goes on
+        // through the stored `reported` (`Join.report`, then `memberEnded`), a cancel through
+        // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
         @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) {
             _ = reported(self, call, write)

@@ -24,7 +24,7 @@
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
 /// go of when the operation returns, unresolved.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
-    /// The run, or the combination, that the outcome goes to.
+    /// The run, or the combination, that the outcome goes to: `Run.resolve` or `Join.resolve`.
     @usableFromInline let reporter: any Engine.Reporter
     /// The number of the call it reports for: each call has a resolver of its own.
     @usableFromInline let call: Int

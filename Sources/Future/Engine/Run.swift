@@ -358,7 +358,7 @@ nonisolated extension Engine.Run {
     /// stops it if it was cancelled first.
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
         driver.pointee.hasCompletion = true
-        switch consume body {
+        switch consume body {  // memory only: no step runs before `Nesting.resume`
         case .chain(let last):
             fitSlot(to: last)
             let driver = self.driver
@@ -401,6 +401,7 @@ nonisolated extension Engine.Run {
         if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
         switch resumesAt {
         case .hop?: stage = plan.pop()  // past the step that hopped
+        // An operation alone is called through the typed work, which calls `perform`.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledByStep:
             // Cancelled by this thread while the drive waited for room on its stack (see
