@@ -312,8 +312,6 @@ final class MCHarness: @unchecked Sendable {
     }
     /// The first cancel of the run that returned.
     private var cancelReturned: String?
-    /// Cancels from another thread that have begun and not returned.
-    private var threadCancelsUnderWay = 0
     private var lateEntries: [String] = []
     /// What the run began (a step, an operation, its completion) after a `cancel()` returned.
     var late: [String] { lock.withLock { lateEntries } }
@@ -457,17 +455,13 @@ final class MCHarness: @unchecked Sendable {
 
     func cancelRun(by who: String) {
         guard let handle = lock.withLock({ handle }) else { return }
-        if who == "thread" { lock.withLock { threadCancelsUnderWay += 1 } }
         handle.cancel()
-        if who == "thread" { lock.withLock { threadCancelsUnderWay -= 1 } }
         // From another thread, a step or completion that began before the cancel returned may
-        // log after it: only the cancels of the run's own thread mark what comes after as late.
-        // Not one that another thread's cancel was under way beside (RunHandle: the run then
-        // stops as that cancel reaches it, which, for a step of a combination's member, may be
-        // after the next step).
+        // log after it: only the cancels of the run's own thread mark what comes after as late,
+        // even when another thread's cancel was under way beside them.
         if who != "thread" && who != "the harness, at the end" {
             lock.withLock {
-                guard cancelReturned == nil, threadCancelsUnderWay == 0 else { return }
+                guard cancelReturned == nil else { return }
                 cancelReturned = "cancelled by \(who)"
             }
         }

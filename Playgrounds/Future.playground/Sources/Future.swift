@@ -2770,9 +2770,10 @@ nonisolated extension Promise {
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
 // none. A cancel is a handle's, or the pending call's own (its resolver cancelled, or let go of
-// unresolved); a call's events count only while it is pending. Then "release": the canceller's
-// hold, let go of once the handlers (hs, or none) have returned; "stop next": the driving thread
-// stops before its next step (`Driver.cancelledByStep`).
+// unresolved); a call's events count only while it is pending. A step that cancels a run it is
+// part of also cancels, itself, the run it is in (see `cancel(call:)`). Then "release": the
+// canceller's hold, let go of once the handlers (hs, or none) have returned; "stop next": the
+// driving thread stops before its next step (`Driver.cancelledByStep`).
 //
 //   state                         event                  new state                     then
 //   idle, ended(false)            start                  driving(t)                    drive
@@ -2812,11 +2813,11 @@ nonisolated extension Promise {
 /// ``Resolver/onCancel(_:)`` handlers called once, no later step starts, and the
 /// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
-/// own run stops it before the next step; from another thread, the run stops at its next operation,
-/// hop, entered promise or end (steps take no lock). (When both come at once, the run may stop as
-/// the other thread's cancel does.) A run cancelled while a combination's members (or a
-/// `timeout`'s work) are in a step ends once they have stopped, so that nothing of them runs
-/// after its `ensure` steps.
+/// own run stops it before the next step, even when another thread's cancel came first (a step
+/// of a combination's member or of a `timeout`'s work too); from another thread, the run stops at
+/// its next operation, hop, entered promise or end (steps take no lock). A run cancelled while a
+/// combination's members (or a `timeout`'s work) are in a step ends once they have stopped, so
+/// that nothing of them runs after its `ensure` steps.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -2840,6 +2841,9 @@ nonisolated extension Engine {
         var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
+        /// The run of the combination whose member this run runs (see `Join`), set as it is made:
+        /// cancelling that run cancels this one (see `isReached(byCancelOf:)`).
+        @usableFromInline var combination: Engine.Run?
 
         @usableFromInline init() {}
     }
@@ -2993,7 +2997,8 @@ nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
     /// completion of type `Completion`, inside `outer` if Future starts it inside another run.
     @inlinable static func make<Completion: Engine.Completion>(
-        for chain: Stage?, completing _: Completion.Type, inside outer: Run? = nil
+        for chain: Stage?, completing _: Completion.Type, inside outer: Run? = nil,
+        asMember: Bool = false
     ) -> Run {
         typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
         let completionWords = (MemoryLayout<Completion>.size + 7) / 8
@@ -3009,6 +3014,7 @@ nonisolated extension Engine.Run {
                 completionWords: completionWords, slotWords: slotWords,
                 specialized: Engine.specialized(Completion.self)),
             inside: outer)
+        if asMember { run.fields.pointee.combination = outer }
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
@@ -3429,24 +3435,32 @@ nonisolated extension Engine.Run {
             }
             return []
         }
-        // A step that cancels stops the run it is part of before the next step, even when that
-        // run, inside the one it cancels, was cancelled already, by another thread.
-        if call == nil { Engine.Nesting.drivenRun?.stopIfCancelledHere() }
-        guard let handlers else { return false }
-        // Once what the handlers cancelled has ended too, the run ends if it waits.
-        Engine.Nesting.cancelling(
-            { for handler in handlers { handler(self) } }, then: { self.release() })
-        return true
+        if let handlers {
+            // Once what the handlers cancelled has ended too, the run ends if it waits.
+            Engine.Nesting.cancelling(
+                { for handler in handlers { handler(self) } }, then: { self.release() })
+        }
+        // A step that cancels a run it is part of, as a combination's member (a `timeout`'s work),
+        // stops before its next step: it cancels its own run itself, once its cancel is done, as
+        // another thread's cancel that came first (a timeout's alarm) may still be on its way
+        // down to it.
+        if call == nil, !Engine.Nesting.isCancelling, let driven = Engine.Nesting.drivenRun,
+            driven !== self, driven.isReached(byCancelOf: self)
+        {
+            _ = driven.cancel(call: nil)
+        }
+        return handlers != nil
     }
 
-    /// Stops the run before its next step, if it was cancelled while this thread drives it.
-    private final func stopIfCancelledHere() {
-        locked { fields in
-            guard case .cancelledWhileDriving(let thread?, _, _) = fields.state,
-                pthread_equal(thread, pthread_self()) != 0
-            else { return }
-            self.driver.pointee.cancelledByStep = true
+    /// Whether cancelling `run` cancels this run: it is `run`, or a member's run of a
+    /// combination that `run` runs, or one nested so, at any depth.
+    private final func isReached(byCancelOf run: Engine.Run) -> Bool {
+        var inner = self
+        while inner !== run {
+            guard let outer = inner.locked({ $0.combination }) else { return false }
+            inner = outer
         }
+        return true
     }
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
@@ -3925,6 +3939,9 @@ nonisolated extension Engine {
         /// The run this thread drives, if any.
         static var drivenRun: Run? { withCurrent { $0.driven } }
 
+        /// Whether a cancel is under way on this thread (see `cancelling`).
+        static var isCancelling: Bool { withCurrent { $0.cancels != nil } }
+
         /// Drives `run` (or with `stopping`, stops it) now, as one more level of runs, if there is
         /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
         static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
@@ -4396,7 +4413,8 @@ nonisolated extension Engine {
                     let run =
                         lane?.run
                         ?? .make(
-                            for: last, completing: Callback<Member, Failure>.self, inside: outer)
+                            for: last, completing: Callback<Member, Failure>.self, inside: outer,
+                            asMember: true)
                     running[index] = .run(run)
                     return .run(index, run, last)
                 }

@@ -302,7 +302,8 @@ nonisolated extension Engine {
                     let run =
                         lane?.run
                         ?? .make(
-                            for: last, completing: Callback<Member, Failure>.self, inside: outer)
+                            for: last, completing: Callback<Member, Failure>.self, inside: outer,
+                            asMember: true)
                     running[index] = .run(run)
                     return .run(index, run, last)
                 }

@@ -77,6 +77,9 @@ nonisolated extension Engine {
         /// The run this thread drives, if any.
         static var drivenRun: Run? { withCurrent { $0.driven } }
 
+        /// Whether a cancel is under way on this thread (see `cancelling`).
+        static var isCancelling: Bool { withCurrent { $0.cancels != nil } }
+
         /// Drives `run` (or with `stopping`, stops it) now, as one more level of runs, if there is
         /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
         static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
