@@ -111,7 +111,8 @@ nonisolated extension Engine {
 
     /// What the thread that drives a run owns (and hands over under the lock), at the start of
     /// the run's tail: apart from the fields, as ThreadSanitizer sees an access to one field of a
-    /// struct through a pointer as an access to all of it.
+    /// struct through a pointer as an access to all of it. Its fields of a byte or two come
+    /// first, so that they share one word.
     @usableFromInline struct Driver {
         /// Set when a step cancels its own run, so that the very next step does not start. Not
         /// part of `state`: the driving thread, the one that sets it, reads it after every step
@@ -119,10 +120,6 @@ nonisolated extension Engine {
         var cancelledByStep = false
         /// Where the next drive resumes, if not at the top of the plan.
         @usableFromInline var resumesAt: ResumePoint?
-        /// The queue the run last hopped to, while the run is on it: until a thread other than
-        /// the queue's carries the run on, or the run ends. For a step to read: the cleanup of
-        /// an ensure(on:) goes back to it.
-        var queue: DispatchQueue?
         /// Whether the operation being called resolved on the driving thread (see `resolve`),
         /// which `perform` reads as it returns: the run goes on with no lock of its own.
         @usableFromInline var resolvedHere = false
@@ -131,6 +128,10 @@ nonisolated extension Engine {
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
+        /// The queue the run last hopped to, while the run is on it: until a thread other than
+        /// the queue's carries the run on, or the run ends. For a step to read: the cleanup of
+        /// an ensure(on:) goes back to it.
+        var queue: DispatchQueue?
         /// How many operations the run has called: each call's number is its count, so that a
         /// resolver of an earlier call matches no pending one. Only the driving thread calls.
         @usableFromInline var calls = 0
@@ -188,11 +189,12 @@ nonisolated extension Engine {
         /// Cancelled while `thread` drives it (`nil` before it started), which stops it at its
         /// next check. `holds`: what its end waits for (see `hold()`): the canceller, until the
         /// cancel handlers have returned, and each combination it runs whose members' runs have
-        /// not stopped yet. `call`: the call that was pending, whose late handlers run at once.
-        case cancelledWhileDriving(thread: pthread_t?, holds: Int, call: Int?)
+        /// not stopped yet (a few: an `Int32`, so that the state takes four words, not five).
+        /// `call`: the call that was pending, whose late handlers run at once.
+        case cancelledWhileDriving(thread: pthread_t?, holds: Int32, call: Int?)
         /// Cancelled while no thread drives it (or its driver stopped): the last of its `holds`
         /// to be released ends it.
-        case cancelledWhileWaiting(holds: Int, call: Int?)
+        case cancelledWhileWaiting(holds: Int32, call: Int?)
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
