@@ -2580,34 +2580,32 @@ nonisolated extension Engine {
         private var count = 0
         private var root: Stage?
 
-        init() {}
-
         /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or in
         /// `spill`'s memory if it holds more.
         mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
             stages = spill?.owned.stages ?? room
             count = 0
-            if chain.depth > stages.count { grow(by: chain.depth, spill: &spill) }
-            push(chain)
+            push(chain, spill: &spill)
             root = consume chain
         }
 
         /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
         mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
-            if count + chain.depth > stages.count { grow(by: chain.depth, spill: &spill) }
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
             while let entered = kept.owned.chains.last, entered.base >= count {
                 kept.owned.chains.removeLast()
             }
             let base = count
-            push(chain)
+            push(chain, spill: &spill)
             kept.owned.chains.append((consume chain, base))
         }
 
-        /// Pushes a chain's stages: its last at the bottom, its first on top. Each parent is read
-        /// through the unretained reference below it, which skips a retain and a release.
-        private mutating func push(_ last: Stage) {
+        /// Pushes a chain's stages: its last at the bottom, its first on top (in `spill`'s memory,
+        /// if they need more room). Each parent is read through the unretained reference below
+        /// it, which skips a retain and a release.
+        private mutating func push(_ last: Stage, spill: inout Spill?) {
+            if count + last.depth > stages.count { grow(by: last.depth, spill: &spill) }
             stages[count] = .passUnretained(last)
             for index in count + 1..<count + last.depth {
                 stages[index] = stages[index - 1].borrowed { .passUnretained($0.parent!) }
@@ -4785,8 +4783,12 @@ nonisolated extension Promise where Value: Sendable {
         _ add: @escaping @Sendable (Promise, @escaping Validity) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
         guard let token else { return add(on(.main), { true }) }
+        // Whether the token has not been invalidated since the run's user tied it (one that went
+        // away has).
         let tie = Guarantee<Validity> { [weak token] resolver in
-            resolver.fulfill(Self.validity(token, tiedBy: resolver.run))
+            guard let token else { return resolver.fulfill { false } }
+            let tied = resolver.run.generation(of: token)
+            resolver.fulfill { [weak token] in token?.current == tied }
         }
         return tie.flatMap { add(on(.main), $0) }
     }
@@ -4797,14 +4799,6 @@ nonisolated extension Promise where Value: Sendable {
     static func asMainActor<T>(_ body: @MainActor () -> T) -> T {
         dispatchPrecondition(condition: .onQueue(.main))
         return withoutActuallyEscaping(body) { unsafeBitCast($0, to: (() -> T).self)() }
-    }
-
-    /// Whether `token` has not been invalidated since `run`'s user tied it (one that went away
-    /// has).
-    static func validity(_ token: InvalidationToken?, tiedBy run: Engine.Run) -> Validity {
-        guard let token else { return { false } }
-        let tied = run.generation(of: token)
-        return { [weak token] in token?.current == tied }
     }
 }
 

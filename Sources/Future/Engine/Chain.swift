@@ -348,34 +348,32 @@ nonisolated extension Engine {
         private var count = 0
         private var root: Stage?
 
-        init() {}
-
         /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or in
         /// `spill`'s memory if it holds more.
         mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
             stages = spill?.owned.stages ?? room
             count = 0
-            if chain.depth > stages.count { grow(by: chain.depth, spill: &spill) }
-            push(chain)
+            push(chain, spill: &spill)
             root = consume chain
         }
 
         /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
         mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
-            if count + chain.depth > stages.count { grow(by: chain.depth, spill: &spill) }
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
             while let entered = kept.owned.chains.last, entered.base >= count {
                 kept.owned.chains.removeLast()
             }
             let base = count
-            push(chain)
+            push(chain, spill: &spill)
             kept.owned.chains.append((consume chain, base))
         }
 
-        /// Pushes a chain's stages: its last at the bottom, its first on top. Each parent is read
-        /// through the unretained reference below it, which skips a retain and a release.
-        private mutating func push(_ last: Stage) {
+        /// Pushes a chain's stages: its last at the bottom, its first on top (in `spill`'s memory,
+        /// if they need more room). Each parent is read through the unretained reference below
+        /// it, which skips a retain and a release.
+        private mutating func push(_ last: Stage, spill: inout Spill?) {
+            if count + last.depth > stages.count { grow(by: last.depth, spill: &spill) }
             stages[count] = .passUnretained(last)
             for index in count + 1..<count + last.depth {
                 stages[index] = stages[index - 1].borrowed { .passUnretained($0.parent!) }
