@@ -2286,13 +2286,15 @@ nonisolated public enum PromiseDiagnostics {
 //   step 1.13×.)
 // - `Unmanaged` and `borrowed(_:)`: the plan walks a chain's stages without reference counting;
 //   the run keeps the chains (`Plan.root`, the spill's `chains`) while their stages are on it.
-// - `unsafeDowncast`, in `Stage.downcast(to:)`: a step reads its own stage, whose class made
-//   the step.
+//   A thread's `Nesting` is kept, retained, as the raw pointer that thread-specific storage holds.
+// - `unsafeDowncast`: a step reads its own stage, whose class made the step (`Stage.downcast`);
+//   `Run.make` takes as a run the buffer that `Run.create` made.
 // - `unsafeBitCast`: an operation's closure with its types erased (`Operation`), and the main
 //   actor's isolation assumed on the main queue (MainActor.swift).
 // - Raw memory: the slot (a step's output, typed by the step; debug builds check the type), the
 //   plan's stack, the run's tail (`ManagedBuffer`), a lock's mutex, which must not move.
-// - `nonisolated(unsafe)`: a value moved out of a slot has no other owner.
+// - `nonisolated(unsafe)`: a value moved out of a slot has no other owner, nor the outcome a
+//   join makes of its members' outcomes, which it lets go of.
 // - `UnsafeContinuation`: an awaiting task's, resumed once, by the run's end.
 // - `isKnownUniquelyReferenced`, in a stage's deinit: how far to release a chain link by link,
 //   rather than recursively; it decides when memory goes, never an outcome.
@@ -2305,8 +2307,9 @@ nonisolated extension Unmanaged {
     /// an unretained reference. Sound because each object so read is kept until `body` returns
     /// by a strong reference that only the calling thread lets go of, and not while `body` runs:
     /// a stage on a run's plan by its chain (a chain keeps its stages by `parent`), which the
-    /// plan keeps (`Plan.root`, the `Spill`'s chains) and only the driving thread changes, between
-    /// steps; a thread's `Nesting` by the thread itself, until it ends.
+    /// plan keeps (`Plan.root`, the `Spill`'s chains; as it pushes the chain, its caller) and
+    /// only the driving thread changes, between steps; a thread's `Nesting` by the thread itself,
+    /// until it ends.
     func borrowed<T>(_ body: (Instance) -> T) -> T { _withUnsafeGuaranteedRef(body) }
 }
 
@@ -4630,9 +4633,10 @@ nonisolated extension Engine {
             /// The run of the resolver waits, as the number given, and first starts the work on
             /// the run given, if any.
             case wait(Resolver<Value, Failure>, Int, starting: (Promise<Value, Failure>, Run)?)
-            /// These runs go on, in the order they came, with the outcome or (`nil`) by
-            /// cancellation: `settle` when the run of the work ends, through `Nesting.settling`.
-            case resume([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
+            /// The run of the resolver goes on at once with the outcome or (`nil`) by cancellation.
+            case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
+            /// These runs go on, as the run of the work ended: in the order they came, through
+            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation.
             case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
             /// Every run that waited for the work left: its run is cancelled.
             case cancelWork(Run)
@@ -4688,7 +4692,7 @@ nonisolated extension Engine {
         func join(_ resolver: Resolver<Value, Failure>) {
             on { state, _ in
                 // A settled state answers at once, and stays as it is.
-                if case .settled(let outcome) = state { return .resume([resolver], outcome) }
+                if case .settled(let outcome) = state { return .resume(resolver, outcome) }
                 arrivals += 1
                 switch consume state {
                 case .idle(let work):
@@ -4753,8 +4757,7 @@ nonisolated extension Engine {
                 resolver.onCancel { [self] _ in leave(number) }
                 guard let (work, run) = start else { return }
                 run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
-            case .resume(let waiters, let outcome):
-                for waiter in waiters { Self.resume(waiter, with: outcome) }
+            case .resume(let waiter, let outcome): Self.resume(waiter, with: outcome)
             case .settle(let waiters, let outcome):
                 // In the order they came, as nested calls would order them, on a flat stack.
                 Nesting.settling(waiters) { Self.resume($0, with: outcome) }

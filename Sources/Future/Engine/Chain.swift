@@ -52,13 +52,15 @@
 //   step 1.13×.)
 // - `Unmanaged` and `borrowed(_:)`: the plan walks a chain's stages without reference counting;
 //   the run keeps the chains (`Plan.root`, the spill's `chains`) while their stages are on it.
-// - `unsafeDowncast`, in `Stage.downcast(to:)`: a step reads its own stage, whose class made
-//   the step.
+//   A thread's `Nesting` is kept, retained, as the raw pointer that thread-specific storage holds.
+// - `unsafeDowncast`: a step reads its own stage, whose class made the step (`Stage.downcast`);
+//   `Run.make` takes as a run the buffer that `Run.create` made.
 // - `unsafeBitCast`: an operation's closure with its types erased (`Operation`), and the main
 //   actor's isolation assumed on the main queue (MainActor.swift).
 // - Raw memory: the slot (a step's output, typed by the step; debug builds check the type), the
 //   plan's stack, the run's tail (`ManagedBuffer`), a lock's mutex, which must not move.
-// - `nonisolated(unsafe)`: a value moved out of a slot has no other owner.
+// - `nonisolated(unsafe)`: a value moved out of a slot has no other owner, nor the outcome a
+//   join makes of its members' outcomes, which it lets go of.
 // - `UnsafeContinuation`: an awaiting task's, resumed once, by the run's end.
 // - `isKnownUniquelyReferenced`, in a stage's deinit: how far to release a chain link by link,
 //   rather than recursively; it decides when memory goes, never an outcome.
@@ -73,8 +75,9 @@ nonisolated extension Unmanaged {
     /// an unretained reference. Sound because each object so read is kept until `body` returns
     /// by a strong reference that only the calling thread lets go of, and not while `body` runs:
     /// a stage on a run's plan by its chain (a chain keeps its stages by `parent`), which the
-    /// plan keeps (`Plan.root`, the `Spill`'s chains) and only the driving thread changes, between
-    /// steps; a thread's `Nesting` by the thread itself, until it ends.
+    /// plan keeps (`Plan.root`, the `Spill`'s chains; as it pushes the chain, its caller) and
+    /// only the driving thread changes, between steps; a thread's `Nesting` by the thread itself,
+    /// until it ends.
     func borrowed<T>(_ body: (Instance) -> T) -> T { _withUnsafeGuaranteedRef(body) }
 }
 

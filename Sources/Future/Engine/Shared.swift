@@ -60,9 +60,10 @@ nonisolated extension Engine {
             /// The run of the resolver waits, as the number given, and first starts the work on
             /// the run given, if any.
             case wait(Resolver<Value, Failure>, Int, starting: (Promise<Value, Failure>, Run)?)
-            /// These runs go on, in the order they came, with the outcome or (`nil`) by
-            /// cancellation: `settle` when the run of the work ends, through `Nesting.settling`.
-            case resume([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
+            /// The run of the resolver goes on at once with the outcome or (`nil`) by cancellation.
+            case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
+            /// These runs go on, as the run of the work ended: in the order they came, through
+            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation.
             case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
             /// Every run that waited for the work left: its run is cancelled.
             case cancelWork(Run)
@@ -118,7 +119,7 @@ nonisolated extension Engine {
         func join(_ resolver: Resolver<Value, Failure>) {
             on { state, _ in
                 // A settled state answers at once, and stays as it is.
-                if case .settled(let outcome) = state { return .resume([resolver], outcome) }
+                if case .settled(let outcome) = state { return .resume(resolver, outcome) }
                 arrivals += 1
                 switch consume state {
                 case .idle(let work):
@@ -183,8 +184,7 @@ nonisolated extension Engine {
                 resolver.onCancel { [self] _ in leave(number) }
                 guard let (work, run) = start else { return }
                 run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
-            case .resume(let waiters, let outcome):
-                for waiter in waiters { Self.resume(waiter, with: outcome) }
+            case .resume(let waiter, let outcome): Self.resume(waiter, with: outcome)
             case .settle(let waiters, let outcome):
                 // In the order they came, as nested calls would order them, on a flat stack.
                 Nesting.settling(waiters) { Self.resume($0, with: outcome) }
