@@ -2274,8 +2274,9 @@ nonisolated public enum PromiseDiagnostics {
 // - tie: a run's record of a token's generation, as of the first step tied to the token.
 
 // The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
-// - `@unchecked Sendable`: a stage is immutable once built (its one `var` is written only in its
-//   deinit); a run, a join, a shared promise, the deadlines and a timeline guard what changes
+// - `@unchecked Sendable`: a promise's `Body`, as the stages of its chain are immutable once
+//   built (their `var`s are written only by their deinits), so the stage classes need none of
+//   their own; a run, a join, a shared promise, the deadlines and a timeline guard what changes
 //   with their lock; `RunHandle` holds a run, Sendable by its lock. No user closure is kept in
 //   one without being `@Sendable`.
 // - `@exclusivity(unchecked)`: one group an object, of fields its lock guards (or a deinit alone
@@ -2285,13 +2286,15 @@ nonisolated public enum PromiseDiagnostics {
 //   step 1.13×.)
 // - `Unmanaged` and `borrowed(_:)`: the plan walks a chain's stages without reference counting;
 //   the run keeps the chains (`Plan.root`, the spill's `chains`) while their stages are on it.
-// - `unsafeDowncast`, in `Stage.downcast(to:)`: a step reads its own stage, whose class made
-//   the step.
+//   A thread's `Nesting` is kept, retained, as the raw pointer that thread-specific storage holds.
+// - `unsafeDowncast`: a step reads its own stage, whose class made the step (`Stage.downcast`);
+//   `Run.make` takes as a run the buffer that `Run.create` made.
 // - `unsafeBitCast`: an operation's closure with its types erased (`Operation`), and the main
 //   actor's isolation assumed on the main queue (MainActor.swift).
 // - Raw memory: the slot (a step's output, typed by the step; debug builds check the type), the
 //   plan's stack, the run's tail (`ManagedBuffer`), a lock's mutex, which must not move.
-// - `nonisolated(unsafe)`: a value moved out of a slot has no other owner.
+// - `nonisolated(unsafe)`: a value moved out of a slot has no other owner, nor the outcome a
+//   join makes of its members' outcomes, which it lets go of.
 // - `UnsafeContinuation`: an awaiting task's, resumed once, by the run's end.
 // - `isKnownUniquelyReferenced`, in a stage's deinit: how far to release a chain link by link,
 //   rather than recursively; it decides when memory goes, never an outcome.
@@ -2304,14 +2307,15 @@ nonisolated extension Unmanaged {
     /// an unretained reference. Sound because each object so read is kept until `body` returns
     /// by a strong reference that only the calling thread lets go of, and not while `body` runs:
     /// a stage on a run's plan by its chain (a chain keeps its stages by `parent`), which the
-    /// plan keeps (`Plan.root`, the `Spill`'s chains) and only the driving thread changes, between
-    /// steps; a thread's `Nesting` by the thread itself, until it ends.
+    /// plan keeps (`Plan.root`, the `Spill`'s chains; as it pushes the chain, its caller) and
+    /// only the driving thread changes, between steps; a thread's `Nesting` by the thread itself,
+    /// until it ends.
     func borrowed<T>(_ body: (Instance) -> T) -> T { _withUnsafeGuaranteedRef(body) }
 }
 
 nonisolated extension Engine {
     /// One step of a chain; `Node` adds what it keeps (usually your closure), which is `Sendable`.
-    @usableFromInline class Stage: @unchecked Sendable {
+    @usableFromInline class Stage {
         /// Runs the step: it takes its input from the slot and leaves its output there.
         @usableFromInline typealias Step = @Sendable (Stage, Slot, Run) -> Next
 
@@ -2372,7 +2376,7 @@ nonisolated extension Engine {
         }
     }
 
-    @usableFromInline final class Node<Payload: Sendable>: Stage, @unchecked Sendable {
+    @usableFromInline final class Node<Payload: Sendable>: Stage {
         @usableFromInline let payload: Payload
 
         @inlinable init<Output>(
@@ -2393,10 +2397,7 @@ nonisolated extension Engine {
     /// fallback list built in a loop: so it is released as a level of releases (see `Nesting`),
     /// and kept as it came (a `Node` keeps a closure behind a reabstraction thunk: one more
     /// allocation, and one more object for each level to release).
-    @usableFromInline
-    final class Nest<Input, Value, Failure: Swift.Error>: Stage,
-        @unchecked Sendable
-    {
+    @usableFromInline final class Nest<Input, Value, Failure: Swift.Error>: Stage {
         @usableFromInline typealias Next = @Sendable (Input) -> Promise<Value, Failure>
         /// A `var` only for `deinit`, the one write, once nothing else refers to the stage: so
         /// it skips exclusivity checks, which cost 13 % of a promise step.
@@ -2414,8 +2415,9 @@ nonisolated extension Engine {
         deinit { Nesting.release({ next as Any }, by: { next = nil }) }
     }
 
-    /// What a promise keeps of its work: an operation alone, or the last stage of a chain.
-    @usableFromInline enum Body: Sendable {
+    /// What a promise keeps of its work: an operation alone, or the last stage of a chain, which
+    /// is immutable (see the unsafe constructs above).
+    @usableFromInline enum Body: @unchecked Sendable {
         case operation(Operation)
         case chain(last: Stage)
     }
@@ -2468,7 +2470,7 @@ nonisolated extension Engine {
 
     /// The first stage of a chain made from an operation, once a step is added to it: a promise
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
-    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage, @unchecked Sendable {
+    @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
         /// `var`s only for `deinit`, which releases them as a level of releases (see `Nesting`).
         /// Their exclusivity checks cost 2 % of an unfired timeout, and nothing elsewhere measured.
         @usableFromInline var operation: Operation?
@@ -2577,68 +2579,60 @@ nonisolated extension Engine {
     @usableFromInline struct Plan {
         /// Unretained, so that walking a chain costs no reference counting: the run's own chain
         /// is kept by `root`, the chains entered since by the run's `Spill`.
-        private(set) var stages: UnsafeMutablePointer<Unmanaged<Stage>>?
-        private(set) var count: Int32 = 0
-        private var capacity: Int32 = 0
+        private var stages = Room(start: nil, count: 0)
+        private var count = 0
         private var root: Stage?
-
-        init() {}
 
         /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or in
         /// `spill`'s memory if it holds more.
         mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
-            let memory = spill?.owned.stages ?? room
-            stages = memory.baseAddress
-            capacity = Int32(memory.count)
+            stages = spill?.owned.stages ?? room
             count = 0
-            if chain.depth > capacity { grow(by: chain.depth, spill: &spill) }
-            push(chain)
+            push(chain, spill: &spill)
             root = consume chain
         }
 
         /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
         mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
-            if count + Int32(chain.depth) > capacity { grow(by: chain.depth, spill: &spill) }
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
             while let entered = kept.owned.chains.last, entered.base >= count {
                 kept.owned.chains.removeLast()
             }
             let base = count
-            push(chain)
+            push(chain, spill: &spill)
             kept.owned.chains.append((consume chain, base))
         }
 
-        /// Pushes a chain's stages: its last at the bottom, its first on top.
-        private mutating func push(_ last: Stage) {
-            var stage = Unmanaged.passUnretained(last)
-            let depth = Int32(last.depth)
-            for index in count..<count + depth {
-                stages![Int(index)] = stage
-                // Reading the parent through an unretained reference skips a retain and a release.
-                stage = stage.borrowed { $0.parent.map(Unmanaged.passUnretained) } ?? stage
+        /// Pushes a chain's stages: its last at the bottom, its first on top (in `spill`'s memory,
+        /// if they need more room). Each parent is read through the unretained reference below
+        /// it, which skips a retain and a release.
+        private mutating func push(_ last: Stage, spill: inout Spill?) {
+            if count + last.depth > stages.count { grow(by: last.depth, spill: &spill) }
+            stages[count] = .passUnretained(last)
+            for index in count + 1..<count + last.depth {
+                stages[index] = stages[index - 1].borrowed { .passUnretained($0.parent!) }
             }
-            count += depth
+            count += last.depth
         }
 
         /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
         private mutating func grow(by depth: Int, spill: inout Spill?) {
-            let room = Room.allocate(capacity: max(Int(count) + depth, 2 * Int(capacity)))
-            if let stages { room.baseAddress!.moveInitialize(from: stages, count: Int(count)) }
+            let room = Room.allocate(capacity: max(count + depth, 2 * stages.count))
+            _ = room.moveInitialize(fromContentsOf: stages.extracting(..<count))
             let kept = Spill.make(&spill)
             kept.owned.stages?.deallocate()
             kept.owned.stages = room
-            stages = room.baseAddress
-            capacity = Int32(room.count)
+            stages = room
         }
 
         /// The next stage, left on the plan.
-        var top: Stage? { count > 0 ? stages![Int(count) - 1].takeUnretainedValue() : nil }
+        var top: Stage? { count > 0 ? stages[count - 1].takeUnretainedValue() : nil }
 
         mutating func pop() -> Unmanaged<Stage>? {
             guard count > 0 else { return nil }
             count -= 1
-            return stages![Int(count)]
+            return stages[count]
         }
 
         /// Puts back the stage just popped, still in its place, for a run that hops.
@@ -2665,7 +2659,7 @@ nonisolated extension Engine {
         @exclusivity(unchecked) var owned = Owned()
 
         struct Owned {
-            var chains: [(last: Stage, base: Int32)] = []
+            var chains: [(last: Stage, base: Int)] = []
             /// The run a user started, for a run Future started inside it (a combination's
             /// member, a shared or ignoring run): its tokens' ties are that run's.
             var user: Run?
@@ -4659,9 +4653,11 @@ nonisolated extension Engine {
             /// The run of the resolver waits, as the number given, and first starts the work on
             /// the run given, if any.
             case wait(Resolver<Value, Failure>, Int, starting: (Promise<Value, Failure>, Run)?)
-            /// These runs go on, in the order they came, with the outcome or (`nil`) by
-            /// cancellation.
-            case resume([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
+            /// The run of the resolver goes on at once with the outcome or (`nil`) by cancellation.
+            case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
+            /// These runs go on, as the run of the work ended: in the order they came, through
+            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation.
+            case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
             /// Every run that waited for the work left: its run is cancelled.
             case cancelWork(Run)
         }
@@ -4675,21 +4671,16 @@ nonisolated extension Engine {
         deinit { lock.free() }
 
         /// Changes the state by `event`, in one lock section, then does the action it returns
-        /// (`nil`: none); with `settling`, the runs it resumes go on through `Nesting.settling`. The state is lent `inout`, so
-        /// that `event` consumes it (and changes the `waiting` of a case in place, not a copy),
-        /// and the compiler checks that each `case` sets the next. What the state lets go of,
-        /// `event` puts in `dropped`, let go of after the lock (see `Lock`): a resolver may be its
-        /// run's last reference, and the work's steps may run the promise.
-        private func on(settling: Bool = false, _ event: (inout State, inout Any?) -> Action?) {
+        /// (`nil`: none). The state is lent `inout`, so that `event` consumes it (and changes the
+        /// `waiting` of a case in place, not a copy), and the compiler checks that each `case`
+        /// sets the next. What the state lets go of, `event` puts in `dropped`, let go of after
+        /// the lock (see `Lock`): a resolver may be its run's last reference, and the work's
+        /// steps may run the promise.
+        private func on(_ event: (inout State, inout Any?) -> Action?) {
             var dropped: Any?
             let action = lock.withLock { event(&state, &dropped) }
             withExtendedLifetime(dropped) {}
-            if settling, case .resume(let waiters, let outcome)? = action {
-                // In the order they came, as nested calls would order them, on a flat stack.
-                Nesting.settling(waiters) { Self.resume($0, with: outcome) }
-            } else if let action {
-                perform(action)
-            }
+            action.map(perform)
         }
 
         /// What `pending()` keeps, and the resolver it hands out: the resolver of an operation
@@ -4721,7 +4712,7 @@ nonisolated extension Engine {
         func join(_ resolver: Resolver<Value, Failure>) {
             on { state, _ in
                 // A settled state answers at once, and stays as it is.
-                if case .settled(let outcome) = state { return .resume([resolver], outcome) }
+                if case .settled(let outcome) = state { return .resume(resolver, outcome) }
                 arrivals += 1
                 switch consume state {
                 case .idle(let work):
@@ -4760,13 +4751,13 @@ nonisolated extension Engine {
         /// or (`nil`) by cancellation: the waiting runs go on. The work, cancelled, stays to be
         /// run again.
         private func settle(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
-            on(settling: true) { state, dropped in
+            on { state, dropped in
                 // Else it is an earlier run of the work, cancelled as every run left.
                 guard case .running(let work, let current, let waiting) = state, current === run
                 else { return .none }
                 dropped = work
                 state = if outcome == nil, let work { .idle(work) } else { .settled(outcome) }
-                return .resume(waiting.sorted { $0.key < $1.key }.map(\.value), outcome)
+                return .settle(waiting.sorted { $0.key < $1.key }.map(\.value), outcome)
             }
         }
 
@@ -4786,8 +4777,10 @@ nonisolated extension Engine {
                 resolver.onCancel { [self] _ in leave(number) }
                 guard let (work, run) = start else { return }
                 run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
-            case .resume(let waiters, let outcome):
-                for waiter in waiters { Self.resume(waiter, with: outcome) }
+            case .resume(let waiter, let outcome): Self.resume(waiter, with: outcome)
+            case .settle(let waiters, let outcome):
+                // In the order they came, as nested calls would order them, on a flat stack.
+                Nesting.settling(waiters) { Self.resume($0, with: outcome) }
             case .cancelWork(let run): _ = run.cancel(call: nil)
             }
         }
@@ -4813,8 +4806,12 @@ nonisolated extension Promise where Value: Sendable {
         _ add: @escaping @Sendable (Promise, @escaping Validity) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
         guard let token else { return add(on(.main), { true }) }
+        // Whether the token has not been invalidated since the run's user tied it (one that went
+        // away has).
         let tie = Guarantee<Validity> { [weak token] resolver in
-            resolver.fulfill(Self.validity(token, tiedBy: resolver.run))
+            guard let token else { return resolver.fulfill { false } }
+            let tied = resolver.run.generation(of: token)
+            resolver.fulfill { [weak token] in token?.current == tied }
         }
         return tie.flatMap { add(on(.main), $0) }
     }
@@ -4825,14 +4822,6 @@ nonisolated extension Promise where Value: Sendable {
     static func asMainActor<T>(_ body: @MainActor () -> T) -> T {
         dispatchPrecondition(condition: .onQueue(.main))
         return withoutActuallyEscaping(body) { unsafeBitCast($0, to: (() -> T).self)() }
-    }
-
-    /// Whether `token` has not been invalidated since `run`'s user tied it (one that went away
-    /// has).
-    static func validity(_ token: InvalidationToken?, tiedBy run: Engine.Run) -> Validity {
-        guard let token else { return { false } }
-        let tied = run.generation(of: token)
-        return { [weak token] in token?.current == tied }
     }
 }
 

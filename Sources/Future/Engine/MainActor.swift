@@ -17,8 +17,12 @@ nonisolated extension Promise where Value: Sendable {
         _ add: @escaping @Sendable (Promise, @escaping Validity) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
         guard let token else { return add(on(.main), { true }) }
+        // Whether the token has not been invalidated since the run's user tied it (one that went
+        // away has).
         let tie = Guarantee<Validity> { [weak token] resolver in
-            resolver.fulfill(Self.validity(token, tiedBy: resolver.run))
+            guard let token else { return resolver.fulfill { false } }
+            let tied = resolver.run.generation(of: token)
+            resolver.fulfill { [weak token] in token?.current == tied }
         }
         return tie.flatMap { add(on(.main), $0) }
     }
@@ -29,13 +33,5 @@ nonisolated extension Promise where Value: Sendable {
     static func asMainActor<T>(_ body: @MainActor () -> T) -> T {
         dispatchPrecondition(condition: .onQueue(.main))
         return withoutActuallyEscaping(body) { unsafeBitCast($0, to: (() -> T).self)() }
-    }
-
-    /// Whether `token` has not been invalidated since `run`'s user tied it (one that went away
-    /// has).
-    static func validity(_ token: InvalidationToken?, tiedBy run: Engine.Run) -> Validity {
-        guard let token else { return { false } }
-        let tied = run.generation(of: token)
-        return { [weak token] in token?.current == tied }
     }
 }

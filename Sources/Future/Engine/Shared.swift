@@ -60,9 +60,11 @@ nonisolated extension Engine {
             /// The run of the resolver waits, as the number given, and first starts the work on
             /// the run given, if any.
             case wait(Resolver<Value, Failure>, Int, starting: (Promise<Value, Failure>, Run)?)
-            /// These runs go on, in the order they came, with the outcome or (`nil`) by
-            /// cancellation.
-            case resume([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
+            /// The run of the resolver goes on at once with the outcome or (`nil`) by cancellation.
+            case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
+            /// These runs go on, as the run of the work ended: in the order they came, through
+            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation.
+            case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
             /// Every run that waited for the work left: its run is cancelled.
             case cancelWork(Run)
         }
@@ -76,21 +78,16 @@ nonisolated extension Engine {
         deinit { lock.free() }
 
         /// Changes the state by `event`, in one lock section, then does the action it returns
-        /// (`nil`: none); with `settling`, the runs it resumes go on through `Nesting.settling`. The state is lent `inout`, so
-        /// that `event` consumes it (and changes the `waiting` of a case in place, not a copy),
-        /// and the compiler checks that each `case` sets the next. What the state lets go of,
-        /// `event` puts in `dropped`, let go of after the lock (see `Lock`): a resolver may be its
-        /// run's last reference, and the work's steps may run the promise.
-        private func on(settling: Bool = false, _ event: (inout State, inout Any?) -> Action?) {
+        /// (`nil`: none). The state is lent `inout`, so that `event` consumes it (and changes the
+        /// `waiting` of a case in place, not a copy), and the compiler checks that each `case`
+        /// sets the next. What the state lets go of, `event` puts in `dropped`, let go of after
+        /// the lock (see `Lock`): a resolver may be its run's last reference, and the work's
+        /// steps may run the promise.
+        private func on(_ event: (inout State, inout Any?) -> Action?) {
             var dropped: Any?
             let action = lock.withLock { event(&state, &dropped) }
             withExtendedLifetime(dropped) {}
-            if settling, case .resume(let waiters, let outcome)? = action {
-                // In the order they came, as nested calls would order them, on a flat stack.
-                Nesting.settling(waiters) { Self.resume($0, with: outcome) }
-            } else if let action {
-                perform(action)
-            }
+            action.map(perform)
         }
 
         /// What `pending()` keeps, and the resolver it hands out: the resolver of an operation
@@ -122,7 +119,7 @@ nonisolated extension Engine {
         func join(_ resolver: Resolver<Value, Failure>) {
             on { state, _ in
                 // A settled state answers at once, and stays as it is.
-                if case .settled(let outcome) = state { return .resume([resolver], outcome) }
+                if case .settled(let outcome) = state { return .resume(resolver, outcome) }
                 arrivals += 1
                 switch consume state {
                 case .idle(let work):
@@ -161,13 +158,13 @@ nonisolated extension Engine {
         /// or (`nil`) by cancellation: the waiting runs go on. The work, cancelled, stays to be
         /// run again.
         private func settle(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
-            on(settling: true) { state, dropped in
+            on { state, dropped in
                 // Else it is an earlier run of the work, cancelled as every run left.
                 guard case .running(let work, let current, let waiting) = state, current === run
                 else { return .none }
                 dropped = work
                 state = if outcome == nil, let work { .idle(work) } else { .settled(outcome) }
-                return .resume(waiting.sorted { $0.key < $1.key }.map(\.value), outcome)
+                return .settle(waiting.sorted { $0.key < $1.key }.map(\.value), outcome)
             }
         }
 
@@ -187,8 +184,10 @@ nonisolated extension Engine {
                 resolver.onCancel { [self] _ in leave(number) }
                 guard let (work, run) = start else { return }
                 run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
-            case .resume(let waiters, let outcome):
-                for waiter in waiters { Self.resume(waiter, with: outcome) }
+            case .resume(let waiter, let outcome): Self.resume(waiter, with: outcome)
+            case .settle(let waiters, let outcome):
+                // In the order they came, as nested calls would order them, on a flat stack.
+                Nesting.settling(waiters) { Self.resume($0, with: outcome) }
             case .cancelWork(let run): _ = run.cancel(call: nil)
             }
         }
