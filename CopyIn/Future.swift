@@ -2578,15 +2578,19 @@ nonisolated extension Engine {
     /// nothing of it behind, so that a loop that recurses through `then` runs in constant memory.
     @usableFromInline struct Plan {
         /// Unretained, so that walking a chain costs no reference counting: the run's own chain
-        /// is kept by `root`, the chains entered since by the run's `Spill`.
-        private var stages = Room(start: nil, count: 0)
-        private var count = 0
+        /// is kept by `root`, the chains entered since by the run's `Spill`. An address and two
+        /// 32-bit counts, not a `Room` and a count: a run is a word smaller.
+        private var stages: UnsafeMutablePointer<Unmanaged<Stage>>?
+        private var count: Int32 = 0
+        private var capacity: Int32 = 0
         private var root: Stage?
 
         /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or in
         /// `spill`'s memory if it holds more.
         mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
-            stages = spill?.owned.stages ?? room
+            let memory = spill?.owned.stages ?? room
+            stages = memory.baseAddress
+            capacity = Int32(memory.count)
             count = 0
             push(chain, spill: &spill)
             root = consume chain
@@ -2608,31 +2612,34 @@ nonisolated extension Engine {
         /// if they need more room). Each parent is read through the unretained reference below
         /// it, which skips a retain and a release.
         private mutating func push(_ last: Stage, spill: inout Spill?) {
-            if count + last.depth > stages.count { grow(by: last.depth, spill: &spill) }
-            stages[count] = .passUnretained(last)
-            for index in count + 1..<count + last.depth {
+            let depth = Int32(last.depth)
+            if count + depth > capacity { grow(by: last.depth, spill: &spill) }
+            let stages = stages!
+            stages[Int(count)] = .passUnretained(last)
+            for index in Int(count) + 1..<Int(count + depth) {
                 stages[index] = stages[index - 1].borrowed { .passUnretained($0.parent!) }
             }
-            count += last.depth
+            count += depth
         }
 
         /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
         private mutating func grow(by depth: Int, spill: inout Spill?) {
-            let room = Room.allocate(capacity: max(count + depth, 2 * stages.count))
-            _ = room.moveInitialize(fromContentsOf: stages.extracting(..<count))
+            let room = Room.allocate(capacity: max(Int(count) + depth, 2 * Int(capacity)))
+            if let stages { room.baseAddress!.moveInitialize(from: stages, count: Int(count)) }
             let kept = Spill.make(&spill)
             kept.owned.stages?.deallocate()
             kept.owned.stages = room
-            stages = room
+            stages = room.baseAddress
+            capacity = Int32(room.count)
         }
 
         /// The next stage, left on the plan.
-        var top: Stage? { count > 0 ? stages[count - 1].takeUnretainedValue() : nil }
+        var top: Stage? { count > 0 ? stages![Int(count) - 1].takeUnretainedValue() : nil }
 
         mutating func pop() -> Unmanaged<Stage>? {
             guard count > 0 else { return nil }
             count -= 1
-            return stages[count]
+            return stages![Int(count)]
         }
 
         /// Puts back the stage just popped, still in its place, for a run that hops.
@@ -2659,7 +2666,7 @@ nonisolated extension Engine {
         @exclusivity(unchecked) var owned = Owned()
 
         struct Owned {
-            var chains: [(last: Stage, base: Int)] = []
+            var chains: [(last: Stage, base: Int32)] = []
             /// The run a user started, for a run Future started inside it (a combination's
             /// member, a shared or ignoring run): its tokens' ties are that run's.
             var user: Run?
