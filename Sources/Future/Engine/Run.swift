@@ -43,7 +43,7 @@
 //   ended(false)                  cancel                 ended(true)                   -
 //   cancelledWhileDriving(t,h,c)  a step of t cancels    unchanged                     stop next
 //   cancelled…(c)                 c's onCancel           unchanged                     call it
-//   cancelledWhile…(h)            hold (a combination)   cancelledWhile…(h+1)          -
+//   cancelledWhile…(h)            hold (see `hold()`)    cancelledWhile…(h+1)          -
 //   cancelledWhileDriving(t,h,c)  release                cancelledWhileDriving(t,h-1,c)  -
 //   cancelledWhileWaiting(h,c)    release (h > 1)        cancelledWhileWaiting(h-1,c)  -
 //   cancelledWhileWaiting(1,c)    release                cancelled(c)                  end
@@ -711,8 +711,8 @@ nonisolated extension Engine.Run {
     }
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
-    /// stopped yet: so that nothing of the members runs after the run's end (its `ensure` steps
-    /// and its completion). `false` if the run is not cancelled, or has ended.
+    /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
+    /// the run's end (its `ensure` steps and its completion). `false` if the run is not cancelled, or has ended.
     @usableFromInline final func hold() -> Bool {
         locked { fields in
             switch fields.state {
@@ -726,7 +726,8 @@ nonisolated extension Engine.Run {
         }
     }
 
-    /// Releases a hold (the canceller's, once the handlers have returned, or a combination's);
+    /// Releases a hold (the canceller's, once the handlers have returned, a combination's or a
+    /// timeout's);
     /// the last ends the run, if no thread drives it.
     @usableFromInline final func release() {
         let ends = locked { fields -> Bool in
