@@ -329,21 +329,15 @@ nonisolated extension Engine {
         /// member runs have stopped.
         @inlinable func runCancelled() {
             let held = outer.hold()
-            // The state it leaves goes outside the lock.
-            let (members, left, holds) = lock.withLock { () -> (Cancels, State, Bool) in
-                let left = state
+            let (members, holds) = lock.withLock { () -> (Cancels, Bool) in
                 let holds = held && isRunningAMember
-                if holds {
-                    state = .holding(outer)
-                } else if case .open = left {
-                    state = .closed
+                guard case .open(let progress, _) = state else {
+                    if holds { state = .holding(outer) }
+                    return (takeCancels(nil), holds)
                 }
-                guard case .open(let progress, _) = left else {
-                    return (takeCancels(nil), left, holds)
-                }
-                return (takeCancels(progress), left, holds)
+                state = holds ? .holding(outer) : .closed
+                return (takeCancels(progress), holds)  // the progress goes after the lock
             }
-            withExtendedLifetime(left) {}
             if held && !holds { outer.release() }  // no member run to wait for
             cancelMembers(members)
         }

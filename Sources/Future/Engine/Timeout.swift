@@ -9,19 +9,19 @@
 // alarm, `nil` until it is set; e: the timeout's error; "the run": the one the timeout is part
 // of):
 //
-//   state          event                                  new state      then
-//   going(r, a)    the work's start returns               unchanged      set the alarm
-//   going(r, nil)  the alarm is set (a)                   going(r, a)    -
-//   any other      the alarm is set (a)                   unchanged      cancel the alarm
-//   going(r, a)    the alarm rings                        ringing(r, e)  cancel the work
-//   going(r, a)    the work ends, with an outcome or      ended          cancel the alarm, then
-//                  cancelled                                             r(outcome) or cancel r
-//   ringing(r, e)  the work ends                          ended          r(failure(e))
-//   holding(run)   the work ends                          ended          release the run
-//   going, ringing the run is cancelled, its end held     holding(run)   cancel the alarm and
-//                  (see `Run.hold()`)                                    the work
-//   going, ringing the run is cancelled, else             ended          the same
-//   any other      any other event                        unchanged      -
+//   state           event                                  new state      then
+//   going(r, nil)   the work's start returns (`waits`)     unchanged      set the alarm
+//   going(r, nil)   the alarm is set, a (`armed`)          going(r, a)    -
+//   any other       the alarm is set, a                    unchanged      cancel the alarm
+//   going(r, a)     the alarm rings (`rang`)               ringing(r, e)  cancel the work
+//   going(r, a)     the work ends, with an outcome or      ended          cancel the alarm, then
+//                   cancelled (`complete`)                                r(outcome) or cancel r
+//   ringing(r, e)   the work ends                          ended          r(failure(e))
+//   holding(run)    the work ends                          ended          release the run
+//   going, ringing  the run is cancelled, its end held     holding(run)   cancel the alarm and
+//                   (`runCancelled`; see `Run.hold()`)                    the work
+//   going, ringing  the run is cancelled, else             ended          the same
+//   any other       any other event                        unchanged      -
 //
 // So the first of the work and the alarm to settle decides; work that settles at once wins with
 // no alarm set, even with a deadline already past; and the alarm's failure, as the run's cancel,
