@@ -583,10 +583,10 @@ nonisolated extension Engine.Run {
         let callNow = locked { fields -> Bool in
             switch fields.state {
             case .calling(let thread, call, let handlers):
-                let handlers = (handlers ?? []) + [handler]
+                let handlers = handlers.map { $0 + [handler] } ?? [handler]
                 fields.state = .calling(thread: thread, call: call, handlers: handlers)
             case .awaitingResolver(call, let handlers):
-                let handlers = (handlers ?? []) + [handler]
+                let handlers = handlers.map { $0 + [handler] } ?? [handler]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
             default: return fields.state.isCancelled && fields.state.pendingCall == call
             }
