@@ -31,8 +31,8 @@ import Dispatch
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
 // A step that returns a promise enters it (`flatMap`, Chaining.swift): its stages run in the
-// same run, with no nesting; a promise of an operation alone is called in place. A `timeout` races its
-// work against an alarm (Time.swift).
+// same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
+// races its work against an alarm (Time.swift).
 
 /// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
 ///
@@ -3451,7 +3451,8 @@ nonisolated extension Engine.Run {
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
     /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
-    /// the run's end (its `ensure` steps and its completion). `false` if the run is not cancelled, or has ended.
+    /// the run's end (its `ensure` steps and its completion). `false` if the run is not
+    /// cancelled, or has ended.
     @usableFromInline final func hold() -> Bool {
         locked { fields in
             switch fields.state {
@@ -3714,8 +3715,8 @@ nonisolated extension Engine.Run: Engine.Reporter {
 // MARK: - Engine/Deadlines
 
 // Engine/Deadlines.swift: the time Dispatch's time operators wait for, `delay`'s hops (Run.swift)
-// and the alarms of `timeout` (Timeout.swift): every deadline in one heap, under one lock, behind one
-// Dispatch timer source. Arming a deadline costs a heap insertion, and disarming one a removal
+// and the alarms of `timeout` (Timeout.swift): every deadline in one heap, under one lock, behind
+// one Dispatch timer source. Arming a deadline costs a heap insertion, and disarming one a removal
 // that lets go of what it would call at once; the source is rescheduled only for a deadline
 // earlier than the one it waits for. (A source for each deadline cost a third of a `timeout`'s
 // time, and a delayed work item, when cancelled, holds what it captured until its deadline.)

@@ -712,7 +712,8 @@ nonisolated extension Engine.Run {
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
     /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
-    /// the run's end (its `ensure` steps and its completion). `false` if the run is not cancelled, or has ended.
+    /// the run's end (its `ensure` steps and its completion). `false` if the run is not
+    /// cancelled, or has ended.
     @usableFromInline final func hold() -> Bool {
         locked { fields in
             switch fields.state {
