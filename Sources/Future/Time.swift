@@ -1,7 +1,7 @@
 // Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
-// Builds on the hop (`Next.hop`) for `after` and `delay`, on `Engine.timeout` (a combination of the
-// work and an alarm) for `timeout`, both waiting in Engine/Deadlines.swift or on your clock
-// (Engine/Timeline.swift); and on `recover` for `retry`.
+// Builds on the hop (`Next.hop`) for `after` and `delay`, on `Engine.timeout` (the work raced
+// against an alarm, Engine/Timeout.swift) for `timeout`, both waiting in Engine/Deadlines.swift or
+// on your clock (Engine/Timeline.swift); and on `recover` for `retry`.
 
 import Dispatch
 

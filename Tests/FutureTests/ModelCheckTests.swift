@@ -719,7 +719,7 @@ final class MCModel {
     }
 
     /// Runs `body` as the run's call of an operation that starts other runs at once: a shared
-    /// promise's work, a combination's members (a clock's `timeout` too), `ignoringCancel()`'s
+    /// promise's work, a combination's members, a `timeout`'s work, `ignoringCancel()`'s
     /// work. `RunHandle.cancel()` and Cancellation.md: the waiting operation's handlers run, then
     /// the `ensure` steps still ahead, and no completion; a run cancelled from inside its
     /// operation stops as the operation returns (as for `MCLeaf.cancelRun`). So a cancel that

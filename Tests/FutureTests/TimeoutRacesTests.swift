@@ -3,7 +3,7 @@ import Testing
 
 @testable import Future
 
-/// A `timeout` is a combination of its work and an alarm: the races between the deadline and the
+/// A `timeout` races its work against an alarm: the races between the deadline and the
 /// work settling, a cancel from another thread, the work's `ensure` steps, and timeouts inside
 /// timeouts. CI runs this suite again under ThreadSanitizer.
 @Suite struct TimeoutRaces {
@@ -182,7 +182,7 @@ import Testing
         #expect(ensured.value == 1)
     }
 
-    // Each timeout is a combination of its work and an alarm: the outer one's deadline passing
+    // Each timeout races its work against an alarm: the outer one's deadline passing
     // cancels the inner one's run, whose end waits for its work's run, in a step, to stop. Found
     // by the model checker's real-time mode, where the completion came during the step. (On a
     // manual clock that the step itself moves past both deadlines, so that nothing races.)

@@ -31,8 +31,8 @@ import Dispatch
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
 // A step that returns a promise enters it (`flatMap`, Chaining.swift): its stages run in the
-// same run, with no nesting; a promise of an operation alone is called in place. A `timeout` is a
-// combination of its work and an alarm (Time.swift).
+// same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
+// races its work against an alarm (Time.swift).
 
 /// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
 ///
@@ -1428,9 +1428,9 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype, Failure 
 // MARK: - Time
 
 // Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
-// Builds on the hop (`Next.hop`) for `after` and `delay`, on `Engine.timeout` (a combination of the
-// work and an alarm) for `timeout`, both waiting in Engine/Deadlines.swift or on your clock
-// (Engine/Timeline.swift); and on `recover` for `retry`.
+// Builds on the hop (`Next.hop`) for `after` and `delay`, on `Engine.timeout` (the work raced
+// against an alarm, Engine/Timeout.swift) for `timeout`, both waiting in Engine/Deadlines.swift or
+// on your clock (Engine/Timeline.swift); and on `recover` for `retry`.
 
 // `Duration` needs macOS 13, iOS 16, tvOS 16 and watchOS 9, the package's minimums. An app with a
 // lower deployment target can copy the file in: these declarations alone are then unavailable.
@@ -2234,9 +2234,9 @@ nonisolated public enum PromiseDiagnostics {
 
 // Engine/Chain.swift: the engine, first file: how a chain is stored, and the two primitives that
 // add a step to one. The engine's other files: Run.swift (a run, its states, and what gets its
-// outcome), Join.swift (combinations, and `timeout`), Shared.swift (`share()` and `pending()`),
-// Nesting.swift (runs and releases nested on one stack), Deadlines.swift (Dispatch's time: hops
-// and alarms), Timeline.swift (a clock's time), MainActor.swift and Lock.swift.
+// outcome), Join.swift (combinations), Timeout.swift (`timeout`), Shared.swift (`share()` and
+// `pending()`), Nesting.swift (runs and releases nested on one stack), Deadlines.swift (Dispatch's
+// time: hops and alarms), Timeline.swift (a clock's time), MainActor.swift and Lock.swift.
 //
 // Glossary: one meaning a word, in these files.
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
@@ -2265,7 +2265,7 @@ nonisolated public enum PromiseDiagnostics {
 //   `ensure` step runs all the same); `end`, a run's last transition, with an outcome or
 //   cancelled (its completion hears of it once).
 // - hold: what a cancelled run's end waits for: the canceller's handlers, and the member runs of
-//   a combination it runs that have not stopped yet.
+//   a combination it runs (or the work's run of a timeout) that have not stopped yet.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -2276,9 +2276,9 @@ nonisolated public enum PromiseDiagnostics {
 // The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
 // - `@unchecked Sendable`: a promise's `Body`, as the stages of its chain are immutable once
 //   built (their `var`s are written only by their deinits), so the stage classes need none of
-//   their own; a run, a join, a shared promise, the deadlines and a timeline guard what changes
-//   with their lock; `RunHandle` holds a run, Sendable by its lock. No user closure is kept in
-//   one without being `@Sendable`.
+//   their own; a run, a join, a timeout, a shared promise, the deadlines and a timeline guard
+//   what changes with their lock; `RunHandle` holds a run, Sendable by its lock. No user closure
+//   is kept in one without being `@Sendable`.
 // - `@exclusivity(unchecked)`: one group an object, of fields its lock guards (or a deinit alone
 //   writes): the lock orders every access, so the checks would only cost. (`Stage.parent` and
 //   `Nest.next` are `@usableFromInline`, for the inlinable inits that set them, so Swift keeps
@@ -2796,7 +2796,7 @@ nonisolated extension Promise {
 //   ended(false)                  cancel                 ended(true)                   -
 //   cancelledWhileDriving(t,h,c)  a step of t cancels    unchanged                     stop next
 //   cancelled…(c)                 c's onCancel           unchanged                     call it
-//   cancelledWhile…(h)            hold (a combination)   cancelledWhile…(h+1)          -
+//   cancelledWhile…(h)            hold (see `hold()`)    cancelledWhile…(h+1)          -
 //   cancelledWhileDriving(t,h,c)  release                cancelledWhileDriving(t,h-1,c)  -
 //   cancelledWhileWaiting(h,c)    release (h > 1)        cancelledWhileWaiting(h-1,c)  -
 //   cancelledWhileWaiting(1,c)    release                cancelled(c)                  end
@@ -2842,9 +2842,9 @@ nonisolated extension Engine {
         var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
-        /// The run of the combination whose member this run runs (see `Join`), set as it is made:
-        /// cancelling that run cancels this one (see `isReached(byCancelOf:)`).
-        @usableFromInline var combination: Engine.Run?
+        /// The run this one runs inside, for a combination's member or a timeout's work, set as
+        /// it is made: cancelling that run cancels this one (see `isReached(byCancelOf:)`).
+        @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
     }
@@ -2998,10 +2998,11 @@ nonisolated extension Engine {
 
 nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
-    /// completion of type `Completion`, inside `outer` if Future starts it inside another run.
+    /// completion of type `Completion`, inside `outer` if Future starts it inside another run
+    /// (with `cancelledWithOuter`, one that `outer`'s cancel reaches: a member, a timeout's work).
     @inlinable static func make<Completion: Engine.Completion>(
         for chain: Stage?, completing _: Completion.Type, inside outer: Run? = nil,
-        asMember: Bool = false
+        cancelledWithOuter: Bool = false
     ) -> Run {
         typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
         let completionWords = (MemoryLayout<Completion>.size + 7) / 8
@@ -3017,7 +3018,7 @@ nonisolated extension Engine.Run {
                 completionWords: completionWords, slotWords: slotWords,
                 specialized: Engine.specialized(Completion.self)),
             inside: outer)
-        if asMember { run.fields.pointee.combination = outer }
+        if cancelledWithOuter { run.fields.pointee.outer = outer }
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
@@ -3331,10 +3332,10 @@ nonisolated extension Engine.Run {
         let callNow = locked { fields -> Bool in
             switch fields.state {
             case .calling(let thread, call, let handlers):
-                let handlers = (handlers ?? []) + [handler]
+                let handlers = handlers.map { $0 + [handler] } ?? [handler]
                 fields.state = .calling(thread: thread, call: call, handlers: handlers)
             case .awaitingResolver(call, let handlers):
-                let handlers = (handlers ?? []) + [handler]
+                let handlers = handlers.map { $0 + [handler] } ?? [handler]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
             default: return fields.state.isCancelled && fields.state.pendingCall == call
             }
@@ -3443,7 +3444,7 @@ nonisolated extension Engine.Run {
             Engine.Nesting.cancelling(
                 { for handler in handlers { handler(self) } }, then: { self.release() })
         }
-        // A step that cancels a run it is part of, as a combination's member (a `timeout`'s work),
+        // A step that cancels a run it is part of, as a combination's member or a timeout's work,
         // stops before its next step: it cancels its own run itself, once its cancel is done, as
         // another thread's cancel that came first (a timeout's alarm) may still be on its way
         // down to it.
@@ -3455,20 +3456,21 @@ nonisolated extension Engine.Run {
         return handlers != nil
     }
 
-    /// Whether cancelling `run` cancels this run: it is `run`, or a member's run of a
-    /// combination that `run` runs, or one nested so, at any depth.
+    /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
+    /// combination or a timeout's work, or is nested so, at any depth.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
         var inner = self
         while inner !== run {
-            guard let outer = inner.locked({ $0.combination }) else { return false }
+            guard let outer = inner.locked({ $0.outer }) else { return false }
             inner = outer
         }
         return true
     }
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
-    /// stopped yet: so that nothing of the members runs after the run's end (its `ensure` steps
-    /// and its completion). `false` if the run is not cancelled, or has ended.
+    /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
+    /// the run's end (its `ensure` steps and its completion). `false` if the run is not
+    /// cancelled, or has ended.
     @usableFromInline final func hold() -> Bool {
         locked { fields in
             switch fields.state {
@@ -3482,7 +3484,8 @@ nonisolated extension Engine.Run {
         }
     }
 
-    /// Releases a hold (the canceller's, once the handlers have returned, or a combination's);
+    /// Releases a hold (the canceller's, once the handlers have returned, a combination's or a
+    /// timeout's);
     /// the last ends the run, if no thread drives it.
     @usableFromInline final func release() {
         let ends = locked { fields -> Bool in
@@ -3730,8 +3733,8 @@ nonisolated extension Engine.Run: Engine.Reporter {
 // MARK: - Engine/Deadlines
 
 // Engine/Deadlines.swift: the time Dispatch's time operators wait for, `delay`'s hops (Run.swift)
-// and the alarms of `timeout` (Join.swift): every deadline in one heap, under one lock, behind one
-// Dispatch timer source. Arming a deadline costs a heap insertion, and disarming one a removal
+// and the alarms of `timeout` (Timeout.swift): every deadline in one heap, under one lock, behind
+// one Dispatch timer source. Arming a deadline costs a heap insertion, and disarming one a removal
 // that lets go of what it would call at once; the source is rescheduled only for a deadline
 // earlier than the one it waits for. (A source for each deadline cost a third of a `timeout`'s
 // time, and a delayed work item, when cancelled, holds what it captured until its deadline.)
@@ -4112,14 +4115,13 @@ nonisolated extension Engine {
 
 // MARK: - Engine/Join
 
-// Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race`,
-// `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join calls each member that is
-// an operation alone, and starts a run for each other member (inside the combination's run, for
-// its ties); it asks its policy what to do each time a member ends, and settles the
-// combination's resolver with the policy's verdict. The transitions of its `state` (p: an open
-// combination's progress, with r, its resolver; l: whether a thread runs the launch loop; o: an
-// outcome; "runs going": members in runs of their own that have not ended), each in one lock
-// section, then what is done outside the lock:
+// Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race` and
+// `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts
+// a run for each other member (inside the combination's run, for its ties); it asks its policy
+// what to do each time a member ends, and settles the combination's resolver with the policy's
+// verdict. The transitions of its `state` (p: an open combination's progress, with r, its
+// resolver; l: whether a thread runs the launch loop; o: an outcome; "runs going": members in runs
+// of their own that have not ended), each in one lock section, then what is done outside the lock:
 //
 //   state           event                                        new state        then
 //   open(p, true)   open (made with members)                     open(p, true)    launch
@@ -4128,13 +4130,9 @@ nonisolated extension Engine {
 //   open(p, l)      launch: room, and a member not started       open(p, l)       start it
 //   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
 //   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
-//   open(p, l)      a member ends; verdict settle(o), cancel, or
-//                   settleOnceStopped(o) with no runs going      closed           cancel members,
+//   open(p, l)      a member ends; verdict settle(o) or cancel   closed           cancel members,
 //                                                                                 then r(o) or
 //                                                                                 cancel r
-//   open(p, l)      a member ends; settleOnceStopped(o),
-//                   runs going                                   stopping(r, o)   cancel members
-//   stopping(r, o)  the last member run ends                     closed           r(o)
 //   holding(run)    the last member run ends                     closed           release run
 //   any             its run is cancelled, runs going, and the
 //                   run's end held (see `Run.hold()`)            holding(run)     cancel members
@@ -4151,13 +4149,10 @@ nonisolated extension Engine {
 // them at once, and stays cancelled whatever its resolver reports.
 
 nonisolated extension Engine {
-    /// What a combination does after a member ended: wait for more, or end its run, at once or,
-    /// for a `timeout`, once the runs of the members it cancels have stopped (so that nothing of
-    /// the work runs after the timeout's outcome: their `ensure` steps have run).
+    /// What a combination does after a member ended: wait for more, or end its run.
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
-        case settleOnceStopped(Swift.Result<Output, Failure>)
     }
 
     /// What a combination's policy is asked about: a member that ended with an outcome or by
@@ -4175,7 +4170,7 @@ nonisolated extension Engine {
         @usableFromInline var ended = 0
         // `map`, compiled for these types: `Array(repeating:count:)` calls the standard library's
         // unspecialized buffer code, which looks the array's type up at each call (about 500
-        // instructions, 3 % of an unfired timeout).
+        // instructions a combination).
         @inlinable init(_ count: Int) { outcomes = (0..<count).map { _ in nil } }
         @inlinable var isComplete: Bool { ended == outcomes.count }
         /// Every outcome, once every member ended with one.
@@ -4206,35 +4201,6 @@ nonisolated extension Engine {
         return Promise(last: Source<Output, OutFailure>(operation))
     }
 
-    /// A `timeout` on any clock: a combination of the work and an alarm that fails with
-    /// `error()`, whichever settles first. The alarm's `deadline` is read as each run of the
-    /// timeout starts; the alarm is set (by `alarm`, which returns what cancels it) only once the
-    /// work waits, so work that settles at once wins, even with a deadline already past. The
-    /// first stage keeps the work's chain, whose `ensure` steps a run cancelled before it reaches
-    /// the timeout still runs (see `Run.skip`).
-    @inlinable static func timeout<Value, Failure, Instant: Sendable>(
-        _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
-        deadline: @escaping @Sendable () -> Instant,
-        alarm: @escaping @Sendable (Instant, @escaping @Sendable () -> Void) -> @Sendable () -> Void
-    ) -> Promise<Value, Failure> {
-        let operation = Operation(file: #fileID, line: #line) {
-            (resolver: Resolver<Value, Failure>) in
-            let due = deadline()
-            let timer = Promise<Value, Failure>(file: #fileID, line: #line) { ringing in
-                let cancel = alarm(due) { ringing.reject(error()) }
-                ringing.onCancel { _ in cancel() }
-            }
-            Join([work, timer], .max, resolver) { _, ending in
-                if case .outcome(_, let outcome) = ending {
-                    .settleOnceStopped(outcome)
-                } else {
-                    .cancel
-                }
-            }.open(resolver)
-        }
-        return Promise(last: Source<Value, Failure>(operation, work: work.chain))
-    }
-
     /// How a member of a combination runs: its operation called, its resolver not heard from
     /// yet, with the cancel handlers the resolver set; called, and cancelled as the combination
     /// stopped (its handlers called); or in a run.
@@ -4253,8 +4219,7 @@ nonisolated extension Engine {
     /// the class) reads only fields whose types are not generic, and ends a member through
     /// `reported` or `cancelled`, which are compiled for the join's types. (Calling `Join.report`
     /// and `memberEnded` from there instead cost 6.7 times the instructions of an element of a
-    /// fan-out, and 2.1 times those of a timeout whose work waits: measure with
-    /// Benchmarks/instructions.sh before removing the closures.)
+    /// fan-out: measure with Benchmarks/instructions.sh before removing the closures.)
     @usableFromInline
     final class Join<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error>:
         Reporter, @unchecked Sendable
@@ -4280,8 +4245,6 @@ nonisolated extension Engine {
             /// Members start and report; with `launching`, a thread runs the launch loop (at
             /// first, the one that starts the run).
             case open(Progress, launching: Bool)
-            /// It decided to settle with the outcome once the member runs it cancelled stop.
-            case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
             /// Its run was cancelled, and the run's end waits for the member runs to stop.
             case holding(Run)
             /// It settled, or was cancelled.
@@ -4319,12 +4282,9 @@ nonisolated extension Engine {
             case nothing
             /// The combination waits for more; with `true`, this thread runs the launch loop.
             case waits(launch: Bool)
-            /// The combination closed, or the last member run of a `stopping` one ended (with
-            /// nothing to stop): cancel the members, then settle the resolver as the verdict
-            /// says.
+            /// The combination closed: cancel the members, then settle the resolver as the
+            /// verdict says.
             case closes(Cancels, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
-            /// It decided to settle once the member runs have stopped: cancel the members.
-            case stops(Cancels)
             /// The last member run of a `holding` combination ended: release the hold.
             case releases(Run)
         }
@@ -4417,7 +4377,7 @@ nonisolated extension Engine {
                         lane?.run
                         ?? .make(
                             for: last, completing: Callback<Member, Failure>.self, inside: outer,
-                            asMember: true)
+                            cancelledWithOuter: true)
                     running[index] = .run(run)
                     return .run(index, run, last)
                 }
@@ -4450,13 +4410,10 @@ nonisolated extension Engine {
                 }
                 running[index] = nil
                 switch state {
-                case .stopping(let resolver, let settled) where !isRunningAMember:
-                    state = .closed
-                    return .closes(([], [], nil), resolver, .settle(settled))
                 case .holding(let run) where !isRunningAMember:
                     state = .closed
                     return .releases(run)
-                case .closed, .stopping, .holding: return .nothing
+                case .closed, .holding: return .nothing
                 case .open(let progress, let launching):
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
@@ -4465,9 +4422,6 @@ nonisolated extension Engine {
                     case .wait:
                         if !launching { state = .open(progress, launching: true) }
                         return .waits(launch: !launching)
-                    case .settleOnceStopped(let settled) where isRunningAMember:
-                        state = .stopping(progress.resolver, settled)
-                        return .stops(takeCancels(progress))
                     case let verdict:
                         state = .closed
                         return .closes(takeCancels(progress), progress.resolver, verdict)
@@ -4484,7 +4438,6 @@ nonisolated extension Engine {
             case .closes(let members, let resolver, let verdict):
                 cancelMembers(members)
                 settle(resolver, verdict)
-            case .stops(let members): cancelMembers(members)
             case .releases(let run): run.release()
             }
             return true
@@ -4494,22 +4447,15 @@ nonisolated extension Engine {
         /// member runs have stopped.
         @inlinable func runCancelled() {
             let held = outer.hold()
-            // The state it leaves (a `stopping` one's outcome goes nowhere now) goes outside the
-            // lock.
-            let (members, left, holds) = lock.withLock { () -> (Cancels, State, Bool) in
-                let left = state
+            let (members, holds) = lock.withLock { () -> (Cancels, Bool) in
                 let holds = held && isRunningAMember
-                if holds {
-                    state = .holding(outer)
-                } else if case .open = left {
-                    state = .closed
+                guard case .open(let progress, _) = state else {
+                    if holds { state = .holding(outer) }
+                    return (takeCancels(nil), holds)
                 }
-                guard case .open(let progress, _) = left else {
-                    return (takeCancels(nil), left, holds)
-                }
-                return (takeCancels(progress), left, holds)
+                state = holds ? .holding(outer) : .closed
+                return (takeCancels(progress), holds)  // the progress goes after the lock
             }
-            withExtendedLifetime(left) {}
             if held && !holds { outer.release() }  // no member run to wait for
             cancelMembers(members)
         }
@@ -4546,7 +4492,7 @@ nonisolated extension Engine {
             _ resolver: Resolver<Output, OutFailure>, _ verdict: Verdict<Output, OutFailure>
         ) {
             switch verdict {
-            case .settle(let settled), .settleOnceStopped(let settled):
+            case .settle(let settled):
                 nonisolated(unsafe) let outcome = settled  // the members', which it let go of
                 resolver(outcome)
             case .wait, .cancel: resolver.cancel()
@@ -4593,6 +4539,152 @@ nonisolated extension Engine {
         }
 
         @usableFromInline var run: Run { outer }
+    }
+}
+
+// MARK: - Engine/Timeout
+
+// Engine/Timeout.swift: one run of a `timeout`, on any clock (Time.swift): its work, in a run of
+// its own inside the timeout's run, raced against an alarm that is set once the work waits.
+// Builds on Run.swift (the work's run, whose completion the timeout is, and the timeout's run,
+// whose end it holds when that run is cancelled) and on a clock's alarm (Deadlines.swift,
+// Timeline.swift).
+//
+// A state machine: each event is a method that changes `state` in one lock section, then does
+// what the state it left says. The transitions (r: the timeout's resolver; a: what cancels the
+// alarm, `nil` until it is set; e: the timeout's error; "the run": the one the timeout is part
+// of):
+//
+//   state           event                                  new state      then
+//   going(r, nil)   the work's start returns (`waits`)     unchanged      set the alarm
+//   going(r, nil)   the alarm is set, a (`armed`)          going(r, a)    -
+//   any other       the alarm is set, a                    unchanged      cancel the alarm
+//   going(r, a)     the alarm rings (`rang`)               ringing(r, e)  cancel the work
+//   going(r, a)     the work ends, with an outcome or      ended          cancel the alarm, then
+//                   cancelled (`complete`)                                r(outcome) or cancel r
+//   ringing(r, e)   the work ends                          ended          r(failure(e))
+//   holding(run)    the work ends                          ended          release the run
+//   going, ringing  the run is cancelled, its end held     holding(run)   cancel the alarm and
+//                   (`runCancelled`; see `Run.hold()`)                    the work
+//   going, ringing  the run is cancelled, else             ended          the same
+//   any other       any other event                        unchanged      -
+//
+// So the first of the work and the alarm to settle decides; work that settles at once wins with
+// no alarm set, even with a deadline already past; and the alarm's failure, as the run's cancel,
+// waits for the work's run to stop (its `ensure` steps run, nothing of it after).
+
+nonisolated extension Engine {
+    /// A `timeout` on any clock: its work, raced against an alarm that fails with `error()`. The
+    /// alarm's `deadline` is read as each run of the timeout starts; the alarm is set (by
+    /// `alarm`, which returns what cancels it) once the work waits. The first stage keeps the
+    /// work's chain, whose `ensure` steps a run cancelled before it reaches the timeout still
+    /// runs (see `Run.skip`).
+    @inlinable static func timeout<Value, Failure, Instant: Sendable>(
+        _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
+        deadline: @escaping @Sendable () -> Instant,
+        alarm: @escaping @Sendable (Instant, @escaping @Sendable () -> Void) -> @Sendable () -> Void
+    ) -> Promise<Value, Failure> {
+        let operation = Operation(file: #fileID, line: #line) {
+            (resolver: Resolver<Value, Failure>) in
+            let due = deadline()
+            let timeout = Timeout(resolver, work)
+            if timeout.waits { timeout.armed(alarm(due) { timeout.rang(error()) }) }
+        }
+        return Promise(last: Source<Value, Failure>(operation, work: work.chain))
+    }
+
+    /// One run of a timeout, which starts the work's run as it is made, and is its completion.
+    @usableFromInline
+    final class Timeout<Value, Failure: Swift.Error>: Completion, @unchecked Sendable {
+        @usableFromInline let lock = Lock()
+        @usableFromInline let work: Run
+        /// Read and changed only under `lock`, which orders every access: so it skips
+        /// exclusivity checks.
+        @exclusivity(unchecked) @usableFromInline var state: State
+
+        /// Where the timeout is (see the table in the file's header).
+        @usableFromInline enum State {
+            /// The work goes on; once it waits, the alarm is set, and then cancelled by `alarm`.
+            case going(Resolver<Value, Failure>, alarm: (@Sendable () -> Void)?)
+            /// The alarm rang: the work is cancelled, and the timeout fails once it stopped.
+            case ringing(Resolver<Value, Failure>, Failure)
+            /// Its run was cancelled, and the run's end waits for the work's run to stop.
+            case holding(Run)
+            /// It settled, or was cancelled.
+            case ended
+        }
+
+        /// Starts the work, in a run that the cancel of the timeout's run reaches from the start.
+        @inlinable init(_ resolver: Resolver<Value, Failure>, _ promise: Promise<Value, Failure>) {
+            work = .make(
+                for: promise.chain, completing: Timeout.self, inside: resolver.run,
+                cancelledWithOuter: true)
+            state = .going(resolver, alarm: nil)
+            // Its reporter's own handler: `Resolver.onCancel` would wrap it in one more closure.
+            resolver.reporter.onCancel(resolver.call) { [self] in runCancelled($0.run) }
+            work.start(promise, self)
+        }
+
+        deinit { lock.free() }
+
+        /// Moves, under the lock, to the state that `next` returns for the state now, or stays
+        /// with `nil`. Returns the state left (`ended` if it stayed), let go of after the lock.
+        @inlinable func move(_ next: (State) -> State?) -> State {
+            lock.withLock {
+                guard let moved = next(state) else { return .ended }
+                defer { state = moved }
+                return state
+            }
+        }
+
+        /// Whether the work goes on: it waits, as its start returned.
+        @inlinable var waits: Bool {
+            lock.withLock { if case .going = state { true } else { false } }
+        }
+
+        @inlinable func armed(_ cancel: @escaping @Sendable () -> Void) {
+            let left = move {
+                if case .going(let r, nil) = $0 { .going(r, alarm: cancel) } else { nil }
+            }
+            guard case .going = left else { return cancel() }
+        }
+
+        @inlinable func rang(_ error: Failure) {
+            let left = move { if case .going(let r, _) = $0 { .ringing(r, error) } else { nil } }
+            if case .going = left { _ = work.cancel(call: nil) }
+        }
+
+        /// The work's run ended, with `outcome` or (`nil`) by cancellation.
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
+            switch move({ _ in .ended }) {
+            case .going(let resolver, let alarm):
+                alarm?()
+                if let outcome { resolver(outcome) } else { resolver.cancel() }
+            case .ringing(let resolver, let error): resolver(.failure(error))
+            case .holding(let run): run.release()
+            case .ended: break
+            }
+        }
+
+        /// Its run was cancelled: it cancels the alarm and the work, and holds the run's end
+        /// until the work's run has stopped.
+        @inlinable func runCancelled(_ run: Run) {
+            let held = run.hold()
+            let left = move {
+                switch $0 {
+                case .going, .ringing: held ? .holding(run) : .ended
+                case .holding, .ended: nil
+                }
+            }
+            switch left {
+            case .going(_, let alarm): alarm?()
+            case .ringing: break
+            case .holding, .ended:
+                if held { run.release() }  // no work to wait for
+                return
+            }
+            _ = work.cancel(call: nil)
+        }
     }
 }
 

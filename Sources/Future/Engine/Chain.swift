@@ -1,8 +1,8 @@
 // Engine/Chain.swift: the engine, first file: how a chain is stored, and the two primitives that
 // add a step to one. The engine's other files: Run.swift (a run, its states, and what gets its
-// outcome), Join.swift (combinations, and `timeout`), Shared.swift (`share()` and `pending()`),
-// Nesting.swift (runs and releases nested on one stack), Deadlines.swift (Dispatch's time: hops
-// and alarms), Timeline.swift (a clock's time), MainActor.swift and Lock.swift.
+// outcome), Join.swift (combinations), Timeout.swift (`timeout`), Shared.swift (`share()` and
+// `pending()`), Nesting.swift (runs and releases nested on one stack), Deadlines.swift (Dispatch's
+// time: hops and alarms), Timeline.swift (a clock's time), MainActor.swift and Lock.swift.
 //
 // Glossary: one meaning a word, in these files.
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
@@ -31,7 +31,7 @@
 //   `ensure` step runs all the same); `end`, a run's last transition, with an outcome or
 //   cancelled (its completion hears of it once).
 // - hold: what a cancelled run's end waits for: the canceller's handlers, and the member runs of
-//   a combination it runs that have not stopped yet.
+//   a combination it runs (or the work's run of a timeout) that have not stopped yet.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -42,9 +42,9 @@
 // The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
 // - `@unchecked Sendable`: a promise's `Body`, as the stages of its chain are immutable once
 //   built (their `var`s are written only by their deinits), so the stage classes need none of
-//   their own; a run, a join, a shared promise, the deadlines and a timeline guard what changes
-//   with their lock; `RunHandle` holds a run, Sendable by its lock. No user closure is kept in
-//   one without being `@Sendable`.
+//   their own; a run, a join, a timeout, a shared promise, the deadlines and a timeline guard
+//   what changes with their lock; `RunHandle` holds a run, Sendable by its lock. No user closure
+//   is kept in one without being `@Sendable`.
 // - `@exclusivity(unchecked)`: one group an object, of fields its lock guards (or a deinit alone
 //   writes): the lock orders every access, so the checks would only cost. (`Stage.parent` and
 //   `Nest.next` are `@usableFromInline`, for the inlinable inits that set them, so Swift keeps

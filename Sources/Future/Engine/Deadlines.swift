@@ -1,6 +1,6 @@
 // Engine/Deadlines.swift: the time Dispatch's time operators wait for, `delay`'s hops (Run.swift)
-// and the alarms of `timeout` (Join.swift): every deadline in one heap, under one lock, behind one
-// Dispatch timer source. Arming a deadline costs a heap insertion, and disarming one a removal
+// and the alarms of `timeout` (Timeout.swift): every deadline in one heap, under one lock, behind
+// one Dispatch timer source. Arming a deadline costs a heap insertion, and disarming one a removal
 // that lets go of what it would call at once; the source is rescheduled only for a deadline
 // earlier than the one it waits for. (A source for each deadline cost a third of a `timeout`'s
 // time, and a delayed work item, when cancelled, holds what it captured until its deadline.)

@@ -1,11 +1,10 @@
-// Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race`,
-// `timeout` (on every clock) and `thenMap`. Builds on Run.swift: a join calls each member that is
-// an operation alone, and starts a run for each other member (inside the combination's run, for
-// its ties); it asks its policy what to do each time a member ends, and settles the
-// combination's resolver with the policy's verdict. The transitions of its `state` (p: an open
-// combination's progress, with r, its resolver; l: whether a thread runs the launch loop; o: an
-// outcome; "runs going": members in runs of their own that have not ended), each in one lock
-// section, then what is done outside the lock:
+// Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race` and
+// `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts
+// a run for each other member (inside the combination's run, for its ties); it asks its policy
+// what to do each time a member ends, and settles the combination's resolver with the policy's
+// verdict. The transitions of its `state` (p: an open combination's progress, with r, its
+// resolver; l: whether a thread runs the launch loop; o: an outcome; "runs going": members in runs
+// of their own that have not ended), each in one lock section, then what is done outside the lock:
 //
 //   state           event                                        new state        then
 //   open(p, true)   open (made with members)                     open(p, true)    launch
@@ -14,13 +13,9 @@
 //   open(p, l)      launch: room, and a member not started       open(p, l)       start it
 //   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
 //   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
-//   open(p, l)      a member ends; verdict settle(o), cancel, or
-//                   settleOnceStopped(o) with no runs going      closed           cancel members,
+//   open(p, l)      a member ends; verdict settle(o) or cancel   closed           cancel members,
 //                                                                                 then r(o) or
 //                                                                                 cancel r
-//   open(p, l)      a member ends; settleOnceStopped(o),
-//                   runs going                                   stopping(r, o)   cancel members
-//   stopping(r, o)  the last member run ends                     closed           r(o)
 //   holding(run)    the last member run ends                     closed           release run
 //   any             its run is cancelled, runs going, and the
 //                   run's end held (see `Run.hold()`)            holding(run)     cancel members
@@ -37,13 +32,10 @@
 // them at once, and stays cancelled whatever its resolver reports.
 
 nonisolated extension Engine {
-    /// What a combination does after a member ended: wait for more, or end its run, at once or,
-    /// for a `timeout`, once the runs of the members it cancels have stopped (so that nothing of
-    /// the work runs after the timeout's outcome: their `ensure` steps have run).
+    /// What a combination does after a member ended: wait for more, or end its run.
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
-        case settleOnceStopped(Swift.Result<Output, Failure>)
     }
 
     /// What a combination's policy is asked about: a member that ended with an outcome or by
@@ -61,7 +53,7 @@ nonisolated extension Engine {
         @usableFromInline var ended = 0
         // `map`, compiled for these types: `Array(repeating:count:)` calls the standard library's
         // unspecialized buffer code, which looks the array's type up at each call (about 500
-        // instructions, 3 % of an unfired timeout).
+        // instructions a combination).
         @inlinable init(_ count: Int) { outcomes = (0..<count).map { _ in nil } }
         @inlinable var isComplete: Bool { ended == outcomes.count }
         /// Every outcome, once every member ended with one.
@@ -92,35 +84,6 @@ nonisolated extension Engine {
         return Promise(last: Source<Output, OutFailure>(operation))
     }
 
-    /// A `timeout` on any clock: a combination of the work and an alarm that fails with
-    /// `error()`, whichever settles first. The alarm's `deadline` is read as each run of the
-    /// timeout starts; the alarm is set (by `alarm`, which returns what cancels it) only once the
-    /// work waits, so work that settles at once wins, even with a deadline already past. The
-    /// first stage keeps the work's chain, whose `ensure` steps a run cancelled before it reaches
-    /// the timeout still runs (see `Run.skip`).
-    @inlinable static func timeout<Value, Failure, Instant: Sendable>(
-        _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
-        deadline: @escaping @Sendable () -> Instant,
-        alarm: @escaping @Sendable (Instant, @escaping @Sendable () -> Void) -> @Sendable () -> Void
-    ) -> Promise<Value, Failure> {
-        let operation = Operation(file: #fileID, line: #line) {
-            (resolver: Resolver<Value, Failure>) in
-            let due = deadline()
-            let timer = Promise<Value, Failure>(file: #fileID, line: #line) { ringing in
-                let cancel = alarm(due) { ringing.reject(error()) }
-                ringing.onCancel { _ in cancel() }
-            }
-            Join([work, timer], .max, resolver) { _, ending in
-                if case .outcome(_, let outcome) = ending {
-                    .settleOnceStopped(outcome)
-                } else {
-                    .cancel
-                }
-            }.open(resolver)
-        }
-        return Promise(last: Source<Value, Failure>(operation, work: work.chain))
-    }
-
     /// How a member of a combination runs: its operation called, its resolver not heard from
     /// yet, with the cancel handlers the resolver set; called, and cancelled as the combination
     /// stopped (its handlers called); or in a run.
@@ -139,8 +102,7 @@ nonisolated extension Engine {
     /// the class) reads only fields whose types are not generic, and ends a member through
     /// `reported` or `cancelled`, which are compiled for the join's types. (Calling `Join.report`
     /// and `memberEnded` from there instead cost 6.7 times the instructions of an element of a
-    /// fan-out, and 2.1 times those of a timeout whose work waits: measure with
-    /// Benchmarks/instructions.sh before removing the closures.)
+    /// fan-out: measure with Benchmarks/instructions.sh before removing the closures.)
     @usableFromInline
     final class Join<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error>:
         Reporter, @unchecked Sendable
@@ -166,8 +128,6 @@ nonisolated extension Engine {
             /// Members start and report; with `launching`, a thread runs the launch loop (at
             /// first, the one that starts the run).
             case open(Progress, launching: Bool)
-            /// It decided to settle with the outcome once the member runs it cancelled stop.
-            case stopping(Resolver<Output, OutFailure>, Swift.Result<Output, OutFailure>)
             /// Its run was cancelled, and the run's end waits for the member runs to stop.
             case holding(Run)
             /// It settled, or was cancelled.
@@ -205,12 +165,9 @@ nonisolated extension Engine {
             case nothing
             /// The combination waits for more; with `true`, this thread runs the launch loop.
             case waits(launch: Bool)
-            /// The combination closed, or the last member run of a `stopping` one ended (with
-            /// nothing to stop): cancel the members, then settle the resolver as the verdict
-            /// says.
+            /// The combination closed: cancel the members, then settle the resolver as the
+            /// verdict says.
             case closes(Cancels, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
-            /// It decided to settle once the member runs have stopped: cancel the members.
-            case stops(Cancels)
             /// The last member run of a `holding` combination ended: release the hold.
             case releases(Run)
         }
@@ -303,7 +260,7 @@ nonisolated extension Engine {
                         lane?.run
                         ?? .make(
                             for: last, completing: Callback<Member, Failure>.self, inside: outer,
-                            asMember: true)
+                            cancelledWithOuter: true)
                     running[index] = .run(run)
                     return .run(index, run, last)
                 }
@@ -336,13 +293,10 @@ nonisolated extension Engine {
                 }
                 running[index] = nil
                 switch state {
-                case .stopping(let resolver, let settled) where !isRunningAMember:
-                    state = .closed
-                    return .closes(([], [], nil), resolver, .settle(settled))
                 case .holding(let run) where !isRunningAMember:
                     state = .closed
                     return .releases(run)
-                case .closed, .stopping, .holding: return .nothing
+                case .closed, .holding: return .nothing
                 case .open(let progress, let launching):
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
@@ -351,9 +305,6 @@ nonisolated extension Engine {
                     case .wait:
                         if !launching { state = .open(progress, launching: true) }
                         return .waits(launch: !launching)
-                    case .settleOnceStopped(let settled) where isRunningAMember:
-                        state = .stopping(progress.resolver, settled)
-                        return .stops(takeCancels(progress))
                     case let verdict:
                         state = .closed
                         return .closes(takeCancels(progress), progress.resolver, verdict)
@@ -370,7 +321,6 @@ nonisolated extension Engine {
             case .closes(let members, let resolver, let verdict):
                 cancelMembers(members)
                 settle(resolver, verdict)
-            case .stops(let members): cancelMembers(members)
             case .releases(let run): run.release()
             }
             return true
@@ -380,22 +330,15 @@ nonisolated extension Engine {
         /// member runs have stopped.
         @inlinable func runCancelled() {
             let held = outer.hold()
-            // The state it leaves (a `stopping` one's outcome goes nowhere now) goes outside the
-            // lock.
-            let (members, left, holds) = lock.withLock { () -> (Cancels, State, Bool) in
-                let left = state
+            let (members, holds) = lock.withLock { () -> (Cancels, Bool) in
                 let holds = held && isRunningAMember
-                if holds {
-                    state = .holding(outer)
-                } else if case .open = left {
-                    state = .closed
+                guard case .open(let progress, _) = state else {
+                    if holds { state = .holding(outer) }
+                    return (takeCancels(nil), holds)
                 }
-                guard case .open(let progress, _) = left else {
-                    return (takeCancels(nil), left, holds)
-                }
-                return (takeCancels(progress), left, holds)
+                state = holds ? .holding(outer) : .closed
+                return (takeCancels(progress), holds)  // the progress goes after the lock
             }
-            withExtendedLifetime(left) {}
             if held && !holds { outer.release() }  // no member run to wait for
             cancelMembers(members)
         }
@@ -432,7 +375,7 @@ nonisolated extension Engine {
             _ resolver: Resolver<Output, OutFailure>, _ verdict: Verdict<Output, OutFailure>
         ) {
             switch verdict {
-            case .settle(let settled), .settleOnceStopped(let settled):
+            case .settle(let settled):
                 nonisolated(unsafe) let outcome = settled  // the members', which it let go of
                 resolver(outcome)
             case .wait, .cancel: resolver.cancel()

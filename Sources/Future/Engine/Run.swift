@@ -44,7 +44,7 @@
 //   ended(false)                  cancel                 ended(true)                   -
 //   cancelledWhileDriving(t,h,c)  a step of t cancels    unchanged                     stop next
 //   cancelled…(c)                 c's onCancel           unchanged                     call it
-//   cancelledWhile…(h)            hold (a combination)   cancelledWhile…(h+1)          -
+//   cancelledWhile…(h)            hold (see `hold()`)    cancelledWhile…(h+1)          -
 //   cancelledWhileDriving(t,h,c)  release                cancelledWhileDriving(t,h-1,c)  -
 //   cancelledWhileWaiting(h,c)    release (h > 1)        cancelledWhileWaiting(h-1,c)  -
 //   cancelledWhileWaiting(1,c)    release                cancelled(c)                  end
@@ -102,9 +102,9 @@ nonisolated extension Engine {
         var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
-        /// The run of the combination whose member this run runs (see `Join`), set as it is made:
-        /// cancelling that run cancels this one (see `isReached(byCancelOf:)`).
-        @usableFromInline var combination: Engine.Run?
+        /// The run this one runs inside, for a combination's member or a timeout's work, set as
+        /// it is made: cancelling that run cancels this one (see `isReached(byCancelOf:)`).
+        @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
     }
@@ -258,10 +258,11 @@ nonisolated extension Engine {
 
 nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
-    /// completion of type `Completion`, inside `outer` if Future starts it inside another run.
+    /// completion of type `Completion`, inside `outer` if Future starts it inside another run
+    /// (with `cancelledWithOuter`, one that `outer`'s cancel reaches: a member, a timeout's work).
     @inlinable static func make<Completion: Engine.Completion>(
         for chain: Stage?, completing _: Completion.Type, inside outer: Run? = nil,
-        asMember: Bool = false
+        cancelledWithOuter: Bool = false
     ) -> Run {
         typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
         let completionWords = (MemoryLayout<Completion>.size + 7) / 8
@@ -277,7 +278,7 @@ nonisolated extension Engine.Run {
                 completionWords: completionWords, slotWords: slotWords,
                 specialized: Engine.specialized(Completion.self)),
             inside: outer)
-        if asMember { run.fields.pointee.combination = outer }
+        if cancelledWithOuter { run.fields.pointee.outer = outer }
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
@@ -591,10 +592,10 @@ nonisolated extension Engine.Run {
         let callNow = locked { fields -> Bool in
             switch fields.state {
             case .calling(let thread, call, let handlers):
-                let handlers = (handlers ?? []) + [handler]
+                let handlers = handlers.map { $0 + [handler] } ?? [handler]
                 fields.state = .calling(thread: thread, call: call, handlers: handlers)
             case .awaitingResolver(call, let handlers):
-                let handlers = (handlers ?? []) + [handler]
+                let handlers = handlers.map { $0 + [handler] } ?? [handler]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
             default: return fields.state.isCancelled && fields.state.pendingCall == call
             }
@@ -703,7 +704,7 @@ nonisolated extension Engine.Run {
             Engine.Nesting.cancelling(
                 { for handler in handlers { handler(self) } }, then: { self.release() })
         }
-        // A step that cancels a run it is part of, as a combination's member (a `timeout`'s work),
+        // A step that cancels a run it is part of, as a combination's member or a timeout's work,
         // stops before its next step: it cancels its own run itself, once its cancel is done, as
         // another thread's cancel that came first (a timeout's alarm) may still be on its way
         // down to it.
@@ -715,20 +716,21 @@ nonisolated extension Engine.Run {
         return handlers != nil
     }
 
-    /// Whether cancelling `run` cancels this run: it is `run`, or a member's run of a
-    /// combination that `run` runs, or one nested so, at any depth.
+    /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
+    /// combination or a timeout's work, or is nested so, at any depth.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
         var inner = self
         while inner !== run {
-            guard let outer = inner.locked({ $0.combination }) else { return false }
+            guard let outer = inner.locked({ $0.outer }) else { return false }
             inner = outer
         }
         return true
     }
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
-    /// stopped yet: so that nothing of the members runs after the run's end (its `ensure` steps
-    /// and its completion). `false` if the run is not cancelled, or has ended.
+    /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
+    /// the run's end (its `ensure` steps and its completion). `false` if the run is not
+    /// cancelled, or has ended.
     @usableFromInline final func hold() -> Bool {
         locked { fields in
             switch fields.state {
@@ -742,7 +744,8 @@ nonisolated extension Engine.Run {
         }
     }
 
-    /// Releases a hold (the canceller's, once the handlers have returned, or a combination's);
+    /// Releases a hold (the canceller's, once the handlers have returned, a combination's or a
+    /// timeout's);
     /// the last ends the run, if no thread drives it.
     @usableFromInline final func release() {
         let ends = locked { fields -> Bool in

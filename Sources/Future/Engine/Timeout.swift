@@ -1,0 +1,143 @@
+// Engine/Timeout.swift: one run of a `timeout`, on any clock (Time.swift): its work, in a run of
+// its own inside the timeout's run, raced against an alarm that is set once the work waits.
+// Builds on Run.swift (the work's run, whose completion the timeout is, and the timeout's run,
+// whose end it holds when that run is cancelled) and on a clock's alarm (Deadlines.swift,
+// Timeline.swift).
+//
+// A state machine: each event is a method that changes `state` in one lock section, then does
+// what the state it left says. The transitions (r: the timeout's resolver; a: what cancels the
+// alarm, `nil` until it is set; e: the timeout's error; "the run": the one the timeout is part
+// of):
+//
+//   state           event                                  new state      then
+//   going(r, nil)   the work's start returns (`waits`)     unchanged      set the alarm
+//   going(r, nil)   the alarm is set, a (`armed`)          going(r, a)    -
+//   any other       the alarm is set, a                    unchanged      cancel the alarm
+//   going(r, a)     the alarm rings (`rang`)               ringing(r, e)  cancel the work
+//   going(r, a)     the work ends, with an outcome or      ended          cancel the alarm, then
+//                   cancelled (`complete`)                                r(outcome) or cancel r
+//   ringing(r, e)   the work ends                          ended          r(failure(e))
+//   holding(run)    the work ends                          ended          release the run
+//   going, ringing  the run is cancelled, its end held     holding(run)   cancel the alarm and
+//                   (`runCancelled`; see `Run.hold()`)                    the work
+//   going, ringing  the run is cancelled, else             ended          the same
+//   any other       any other event                        unchanged      -
+//
+// So the first of the work and the alarm to settle decides; work that settles at once wins with
+// no alarm set, even with a deadline already past; and the alarm's failure, as the run's cancel,
+// waits for the work's run to stop (its `ensure` steps run, nothing of it after).
+
+nonisolated extension Engine {
+    /// A `timeout` on any clock: its work, raced against an alarm that fails with `error()`. The
+    /// alarm's `deadline` is read as each run of the timeout starts; the alarm is set (by
+    /// `alarm`, which returns what cancels it) once the work waits. The first stage keeps the
+    /// work's chain, whose `ensure` steps a run cancelled before it reaches the timeout still
+    /// runs (see `Run.skip`).
+    @inlinable static func timeout<Value, Failure, Instant: Sendable>(
+        _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
+        deadline: @escaping @Sendable () -> Instant,
+        alarm: @escaping @Sendable (Instant, @escaping @Sendable () -> Void) -> @Sendable () -> Void
+    ) -> Promise<Value, Failure> {
+        let operation = Operation(file: #fileID, line: #line) {
+            (resolver: Resolver<Value, Failure>) in
+            let due = deadline()
+            let timeout = Timeout(resolver, work)
+            if timeout.waits { timeout.armed(alarm(due) { timeout.rang(error()) }) }
+        }
+        return Promise(last: Source<Value, Failure>(operation, work: work.chain))
+    }
+
+    /// One run of a timeout, which starts the work's run as it is made, and is its completion.
+    @usableFromInline
+    final class Timeout<Value, Failure: Swift.Error>: Completion, @unchecked Sendable {
+        @usableFromInline let lock = Lock()
+        @usableFromInline let work: Run
+        /// Read and changed only under `lock`, which orders every access: so it skips
+        /// exclusivity checks.
+        @exclusivity(unchecked) @usableFromInline var state: State
+
+        /// Where the timeout is (see the table in the file's header).
+        @usableFromInline enum State {
+            /// The work goes on; once it waits, the alarm is set, and then cancelled by `alarm`.
+            case going(Resolver<Value, Failure>, alarm: (@Sendable () -> Void)?)
+            /// The alarm rang: the work is cancelled, and the timeout fails once it stopped.
+            case ringing(Resolver<Value, Failure>, Failure)
+            /// Its run was cancelled, and the run's end waits for the work's run to stop.
+            case holding(Run)
+            /// It settled, or was cancelled.
+            case ended
+        }
+
+        /// Starts the work, in a run that the cancel of the timeout's run reaches from the start.
+        @inlinable init(_ resolver: Resolver<Value, Failure>, _ promise: Promise<Value, Failure>) {
+            work = .make(
+                for: promise.chain, completing: Timeout.self, inside: resolver.run,
+                cancelledWithOuter: true)
+            state = .going(resolver, alarm: nil)
+            // Its reporter's own handler: `Resolver.onCancel` would wrap it in one more closure.
+            resolver.reporter.onCancel(resolver.call) { [self] in runCancelled($0.run) }
+            work.start(promise, self)
+        }
+
+        deinit { lock.free() }
+
+        /// Moves, under the lock, to the state that `next` returns for the state now, or stays
+        /// with `nil`. Returns the state left (`ended` if it stayed), let go of after the lock.
+        @inlinable func move(_ next: (State) -> State?) -> State {
+            lock.withLock {
+                guard let moved = next(state) else { return .ended }
+                defer { state = moved }
+                return state
+            }
+        }
+
+        /// Whether the work goes on: it waits, as its start returned.
+        @inlinable var waits: Bool {
+            lock.withLock { if case .going = state { true } else { false } }
+        }
+
+        @inlinable func armed(_ cancel: @escaping @Sendable () -> Void) {
+            let left = move {
+                if case .going(let r, nil) = $0 { .going(r, alarm: cancel) } else { nil }
+            }
+            guard case .going = left else { return cancel() }
+        }
+
+        @inlinable func rang(_ error: Failure) {
+            let left = move { if case .going(let r, _) = $0 { .ringing(r, error) } else { nil } }
+            if case .going = left { _ = work.cancel(call: nil) }
+        }
+
+        /// The work's run ended, with `outcome` or (`nil`) by cancellation.
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
+            switch move({ _ in .ended }) {
+            case .going(let resolver, let alarm):
+                alarm?()
+                if let outcome { resolver(outcome) } else { resolver.cancel() }
+            case .ringing(let resolver, let error): resolver(.failure(error))
+            case .holding(let run): run.release()
+            case .ended: break
+            }
+        }
+
+        /// Its run was cancelled: it cancels the alarm and the work, and holds the run's end
+        /// until the work's run has stopped.
+        @inlinable func runCancelled(_ run: Run) {
+            let held = run.hold()
+            let left = move {
+                switch $0 {
+                case .going, .ringing: held ? .holding(run) : .ended
+                case .holding, .ended: nil
+                }
+            }
+            switch left {
+            case .going(_, let alarm): alarm?()
+            case .ringing: break
+            case .holding, .ended:
+                if held { run.release() }  // no work to wait for
+                return
+            }
+            _ = work.cancel(call: nil)
+        }
+    }
+}
