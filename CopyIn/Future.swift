@@ -2488,8 +2488,7 @@ nonisolated extension Engine {
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = stage.downcast(to: Source.self)
-                return run.perform(
-                    source.operation!, Value.self, Failure.self, ignored: source.ignored)
+                return run.perform(source.operation!, Value.self, Failure.self, source: stage)
             }
         }
 
@@ -3227,15 +3226,14 @@ nonisolated extension Engine.Run {
 // MARK: Calling an operation, and its resolver
 
 nonisolated extension Engine.Run {
-    /// Calls `operation` with a resolver for a new call; the first stage of a chain made from
-    /// an operation also starts the work of an `ignoringCancel()` promise if the run was
-    /// cancelled.
+    /// Calls `operation` with a resolver for a new call, unless the run was cancelled: then the
+    /// first stage of a chain made from an operation, `source`, is skipped as the stages after
+    /// it are (a timeout's work runs its `ensure` steps, an `ignoringCancel()` promise's starts).
     @inlinable final func perform<Value, Failure: Swift.Error>(
-        _ operation: Engine.Operation, _: Value.Type, _: Failure.Type,
-        ignored: (@Sendable (Run) -> Void)? = nil
+        _ operation: Engine.Operation, _: Value.Type, _: Failure.Type, source: Stage? = nil
     ) -> Next {
         guard let call = beginCall() else {
-            ignored.map(startIgnored)
+            source.map(skip)
             return .stop
         }
         // A resolver of its own for each call: one that served an earlier call may still be held
@@ -3563,7 +3561,7 @@ nonisolated extension Engine.Run {
 
     /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
     /// work of an `ignoringCancel()` promise starts.
-    private final func skip(_ stage: Stage) {
+    @usableFromInline final func skip(_ stage: Stage) {
         // A `timeout`'s first stage holds its work's chain, which the run never started: its
         // steps are stopped here too, first step first. (A list, not recursion, for timeouts
         // nested deep.)

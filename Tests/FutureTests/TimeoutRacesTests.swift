@@ -182,6 +182,36 @@ import Testing
         #expect(ensured.value == 1)
     }
 
+    /// A run that another thread cancels just as it reaches a timeout, its first stage, still
+    /// runs the work's `ensure` steps: as when the cancel comes before the run starts, or after
+    /// the timeout started its work.
+    @Test func anEnsureInsideATimeoutRunsWhenTheRunIsCancelledAsItReachesIt() async {
+        let ensured = Counter()
+        let chain = Pending<Int>().promise.ensure { ensured.increment() }
+            .timeout(.seconds(3600), orFailWith: TestError("late"))
+        // The canceller spins on a thread of its own (a serial queue's), not on one of the few
+        // threads that tasks run on, which the task it waits for may need.
+        let canceller = DispatchQueue(label: "canceller")
+        for round in 1...3_000 {
+            let started = Counter()
+            let task = Task.detached {
+                started.increment()
+                return await chain.result
+            }
+            canceller.async {
+                spin(until: { started.value > 0 })
+                spin(microseconds: .random(in: 0...3))
+                task.cancel()  // from this thread, as the task's starts the run
+            }
+            #expect(await task.value == nil)
+            if ensured.value != round {
+                let times = ensured.value - round + 1
+                Issue.record("round \(round): the work's ensure ran \(times) times")
+                return
+            }
+        }
+    }
+
     // Each timeout races its work against an alarm: the outer one's deadline passing
     // cancels the inner one's run, whose end waits for its work's run, in a step, to stop. Found
     // by the model checker's real-time mode, where the completion came during the step. (On a

@@ -256,8 +256,7 @@ nonisolated extension Engine {
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = stage.downcast(to: Source.self)
-                return run.perform(
-                    source.operation!, Value.self, Failure.self, ignored: source.ignored)
+                return run.perform(source.operation!, Value.self, Failure.self, source: stage)
             }
         }
 
