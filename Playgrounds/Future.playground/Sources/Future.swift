@@ -2759,8 +2759,8 @@ nonisolated extension Promise {
 //
 // The life of a run, in calls: a terminal makes it (`make`) and starts it (`start`, which pushes
 // its chain's stages on its plan, the first on top, or puts an operation alone in its slot); it
-// drives (`takeSteps`, which `Nesting.resume` calls, now or once the stack has room), popping one
-// stage at a time, while each step says what comes next; it calls an operation (`perform`) and
+// drives (`drive`, now or once the thread's stack has room), popping one stage at a time
+// (`takeSteps`), while each step says what comes next; it calls an operation (`perform`) and
 // goes on when the operation's resolver reports (`resolve`), now or later, from any thread; the
 // last step ran, it completes (`complete`), and its completion gets the outcome (`.finish`, its
 // `specialized` work). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the
@@ -2774,12 +2774,12 @@ nonisolated extension Promise {
 // unresolved); a call's events count only while it is pending. A step that cancels a run it is
 // part of also cancels, itself, the run it is in (see `cancel(call:)`). Then "release": the
 // canceller's hold, let go of once the handlers (hs, or none) have returned; "stop next": the
-// driving thread stops before its next step (`Driver.cancelledByStep`).
+// driving thread stops before its next step (`Driver.cancelledHere`).
 //
 //   state                         event                  new state                     then
 //   idle, ended(false)            start                  driving(t)                    drive
-//   ended(true)                   start                  cancelledWhileDriving(t,0,-)  stop
-//   cancelledWhileDriving(-,h,-)  start                  unchanged                     stop
+//   ended(true)                   start                  cancelledWhileDriving(t,0,-)  stop next
+//   cancelledWhileDriving(-,h,-)  start                  unchanged                     stop next
 //   driving(t)                    an operation called    calling(t,c,-)                call it
 //   calling(t,c,hs)               c's onCancel           calling(t,c,hs+1)             -
 //   awaitingResolver(c,hs)        c's onCancel           awaitingResolver(c,hs+1)      -
@@ -2854,10 +2854,11 @@ nonisolated extension Engine {
     /// struct through a pointer as an access to all of it. Its fields of a byte or two come
     /// first, so that they share one word.
     @usableFromInline struct Driver {
-        /// Set when a step cancels its own run, so that the very next step does not start. Not
-        /// part of `state`: the driving thread, the one that sets it, reads it after every step
-        /// without taking the lock.
-        var cancelledByStep = false
+        /// Set when the run is cancelled on the thread that drives it (by a step that cancels its
+        /// own run, or before it started), so that the very next step does not start. Not part of
+        /// `state`: the driving thread, the one that sets it, reads it after every step without
+        /// taking the lock.
+        var cancelledHere = false
         /// Where the next drive resumes, if not at the top of the plan.
         @usableFromInline var resumesAt: ResumePoint?
         /// Whether the operation being called resolved on the driving thread (see `resolve`),
@@ -3092,7 +3093,7 @@ nonisolated extension Engine.Run {
     /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
     /// can run another promise so: how a combination runs the members that end at once, one
     /// after another, on one run and in the same memory. `immediately` runs it on this stack
-    /// even deep in nested runs (see `Nesting.resume`).
+    /// even deep in nested runs (see `drive`).
     @inlinable final func start<Completion: Engine.Completion>(
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
@@ -3107,7 +3108,7 @@ nonisolated extension Engine.Run {
     /// stops it if it was cancelled first.
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
         driver.pointee.hasCompletion = true
-        switch consume body {  // memory only: no step runs before `Nesting.resume`
+        switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
             fitSlot(to: last)
             let driver = self.driver
@@ -3131,13 +3132,28 @@ nonisolated extension Engine.Run {
             }
             return fields.state.isCancelled
         }
-        Engine.Nesting.resume(self, stopping: cancelled, immediately: immediately)
+        if cancelled { driver.pointee.cancelledHere = true }  // it stops before its first step
+        drive(immediately: immediately)
+    }
+
+    /// Drives the run on this thread: takes its steps until it ends, stops or waits. Runs nest on
+    /// one thread's stack (a combination's member, a resolver called from a step, a cancel
+    /// handler): past `Nesting.limit` levels, the run waits, and the bottom level drives it once
+    /// the levels above it have returned. `immediately`: now even deep in nested runs, as no
+    /// level.
+    final func drive(immediately: Bool = false) {
+        Engine.Nesting.withCurrent { nesting in
+            guard let level = nesting.enterRun(driving: self, immediately: immediately) else {
+                return  // it waits
+            }
+            takeSteps()
+            nesting.leaveRun(level)
+        }
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    /// `Nesting.resume` calls it, with the run as the one this thread drives.
-    final func takeSteps() {
+    private final func takeSteps() {
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -3152,13 +3168,13 @@ nonisolated extension Engine.Run {
         case .hop?: stage = plan.pop()  // past the step that hopped
         // An operation alone is called through the typed work, which calls `perform`.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
-        case nil where driver.pointee.cancelledByStep:
-            // Cancelled by this thread while the drive waited for room on its stack (see
-            // `Nesting.resume`): no step starts. The slot holds the next step's input, its parent's
-            // output: a run waits only after a step, which is the next one's parent, or the last
-            // of a chain entered by that parent, whose output is the same (`Nest`); or before its
-            // first step, which has no parent and no input. With no step left, the loop below
-            // drops the run's outcome.
+        case nil where driver.pointee.cancelledHere:
+            // Cancelled before it started, or by this thread while the drive waited for room on
+            // its stack (see `drive`): no step starts. The slot holds the next step's input, its
+            // parent's output: a run waits only after a step, which is the next one's parent, or
+            // the last of a chain entered by that parent, whose output is the same (`Nest`); or
+            // before its first step, which has no parent and no input. With no step left, the
+            // loop below drops the run's outcome.
             if let top = plan.top {
                 top.parent?.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)
@@ -3170,7 +3186,7 @@ nonisolated extension Engine.Run {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed:
-                if driver.pointee.cancelledByStep {
+                if driver.pointee.cancelledHere {
                     if let stage {
                         stage.borrowed { $0.output }.discard(from: slot)
                     } else {
@@ -3323,7 +3339,7 @@ nonisolated extension Engine.Run {
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
-        if resume { Engine.Nesting.resume(self) }
+        if resume { drive() }
     }
 
     @usableFromInline final func onCancel(
@@ -3398,7 +3414,7 @@ nonisolated extension Engine.Run {
         }
         guard arrived else { return }
         driver.pointee.spill?.owned.hopDeadline = nil
-        Engine.Nesting.resume(self)
+        drive()
     }
 }
 
@@ -3421,7 +3437,7 @@ nonisolated extension Engine.Run {
                 fields.state = .cancelledWhileDriving(thread: nil, holds: 1, call: nil)
             case .driving(let thread):
                 if pthread_equal(thread, pthread_self()) != 0 {
-                    self.driver.pointee.cancelledByStep = true
+                    self.driver.pointee.cancelledHere = true
                 }
                 fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: nil)
             case .awaitingQueue:
@@ -3430,7 +3446,7 @@ nonisolated extension Engine.Run {
             where pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
                 // driving, even once another thread's cancel came.
-                self.driver.pointee.cancelledByStep = true
+                self.driver.pointee.cancelledHere = true
                 return nil
             case .ended(cancelledSince: false):
                 fields.state = .ended(cancelledSince: true)
@@ -3878,8 +3894,9 @@ nonisolated extension Engine {
 
 // MARK: - Engine/Nesting
 
-// Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack. Builds
-// on Run.swift, whose runs it resumes.
+// Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack: the
+// levels that `Run.drive` enters and leaves, and those of a release. Builds on Run.swift, whose
+// runs wait here for room (`Run.drive`).
 
 // Runs and releases can nest without bound. A run started or resumed inside a step of another run
 // (a combination's member, a shared run, a resolver called from a step, a cancel handler) runs on
@@ -3933,7 +3950,7 @@ nonisolated extension Engine {
         private var driven: Run?
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
-        private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
+        static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
             if let current = pthread_getspecific(key) {
                 return Unmanaged<Nesting>.fromOpaque(current).borrowed(body)
             }
@@ -3948,28 +3965,45 @@ nonisolated extension Engine {
         /// Whether a cancel is under way on this thread (see `cancelling`).
         static var isCancelling: Bool { withCurrent { $0.cancels != nil } }
 
-        /// Drives `run` (or with `stopping`, stops it) now, as one more level of runs, if there is
-        /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
-        static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
-            withCurrent { nesting in
-                guard immediately || nesting.enterRun() else {
-                    return nesting.waiting.append {
-                        resume(run, stopping: stopping, immediately: true)
-                    }
+        /// A level of runs (see `Run.drive`): the run driven around it, whether it counts (one
+        /// driven `immediately` does not), and, inside a settle, what waited before it.
+        struct Level {
+            let outer: Run?
+            let counts: Bool
+            let mark: Int?
+        }
+
+        /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and the
+        /// bottom level drives it once the levels above it have returned (`nil`). `immediately`:
+        /// now, as no level.
+        @inline(never) func enterRun(driving run: Run, immediately: Bool) -> Level? {
+            if !immediately {
+                guard levels.runs < Nesting.limit else {
+                    waiting.append { run.drive(immediately: true) }
+                    return nil
                 }
-                let mark = !immediately && nesting.isSettling ? nesting.waiting.count : nil
-                if stopping {
-                    run.stop()
-                } else {
-                    let outer = nesting.driven
-                    nesting.driven = run  // the run this thread drives, while it takes steps
-                    run.takeSteps()
-                    nesting.driven = outer
-                }
-                guard !immediately else { return }
-                mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
-                nesting.leaveRun()
+                levels.runs += 1
             }
+            defer { driven = run }
+            let mark = !immediately && isSettling ? waiting.count : nil
+            return Level(outer: driven, counts: !immediately, mark: mark)
+        }
+
+        /// Leaves a level of runs: it resumes what a settle inside it made wait (`settling`); the
+        /// bottom level, the runs that waited for room, unless it already does, further down.
+        @inline(never) func leaveRun(_ level: Level) {
+            driven = level.outer
+            guard level.counts else { return }
+            level.mark.map(resumeWaiting)
+            levels.runs -= 1
+            guard levels.runs == 0, !isDraining else { return }
+            isDraining = true
+            while !waiting.isEmpty {
+                var batch: [() -> Void] = []
+                swap(&batch, &waiting)  // out first: resuming one may make more wait
+                for resume in batch { resume() }
+            }
+            isDraining = false
         }
 
         /// Calls a cancelled run's (or combination's) `handlers`, then the handlers of what they
@@ -4002,12 +4036,6 @@ nonisolated extension Engine {
             }
         }
 
-        @inline(never) private func enterRun() -> Bool {
-            guard levels.runs < Nesting.limit else { return false }
-            levels.runs += 1
-            return true
-        }
-
         /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
         /// for the bottom level: then after them, as one may be the work the alarm races, which
         /// would have settled at once had it run nested (see `setAlarm`).
@@ -4016,19 +4044,6 @@ nonisolated extension Engine {
                 guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }
                 fire()
             }
-        }
-
-        /// The bottom level resumes the runs that waited, unless it already does, further down.
-        @inline(never) private func leaveRun() {
-            levels.runs -= 1
-            guard levels.runs == 0, !isDraining else { return }
-            isDraining = true
-            while !waiting.isEmpty {
-                var batch: [() -> Void] = []
-                swap(&batch, &waiting)  // out first: resuming one may make more wait
-                for resume in batch { resume() }
-            }
-            isDraining = false
         }
 
         /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
@@ -4052,6 +4067,7 @@ nonisolated extension Engine {
         /// below it resumes the runs that settles inside it made wait, out of their turn.
         private func settle<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
             isSettling = true
+            let level = Level(outer: driven, counts: true, mark: nil)
             enterSettle()
             for waiter in waiters {
                 let mark = waiting.count
@@ -4059,7 +4075,7 @@ nonisolated extension Engine {
                 resumeWaiting(since: mark)
             }
             isSettling = false
-            leaveRun()
+            leaveRun(level)
         }
 
         /// Resumes what waited since `mark` (what waited before is a lower level's), one after
