@@ -3103,8 +3103,8 @@ nonisolated extension Engine.Run {
     }
 
     /// Starts the run (see the table), its completion in the tail: pushes the chain's stages on
-    /// its plan, the first on top, or puts an operation alone in its slot; then drives it, or
-    /// stops it if it was cancelled first.
+    /// its plan, the first on top, or puts an operation alone in its slot; then drives it (if it
+    /// was cancelled first, the drive stops it before its first step).
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
         driver.pointee.hasCompletion = true
         switch consume body {  // memory only: no step runs before `drive`
