@@ -523,6 +523,7 @@ nonisolated extension Engine.Run {
         operation(resolver)
         guard driver.pointee.resolvedHere else { return .called }
         driver.pointee.resolvedHere = false
+        resolver.reportsRelease = false  // resolved: nothing to report as it goes
         return .proceed
     }
 
