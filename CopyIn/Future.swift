@@ -3113,7 +3113,7 @@ nonisolated extension Engine.Run {
         driver.pointee.hasCompletion = true
         switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
-            fitSlot(to: last)
+            fitSlot(size: last.slotSize, alignment: last.slotAlignment)
             let driver = self.driver
             driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
         case .operation(let operation):
@@ -3121,7 +3121,8 @@ nonisolated extension Engine.Run {
             driver.pointee.resumesAt = .operation
         }
         let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
-        let cancelled = locked { fields -> Bool in
+        // Cancelled first, it stops before its first step.
+        driver.pointee.cancelledHere = locked { fields -> Bool in
             fields.firstCallOfChain = firstCall
             switch fields.state {
             case .ended(cancelledSince: true):
@@ -3135,7 +3136,6 @@ nonisolated extension Engine.Run {
             }
             return fields.state.isCancelled
         }
-        if cancelled { driver.pointee.cancelledHere = true }  // it stops before its first step
         drive(immediately: immediately)
     }
 
@@ -3146,9 +3146,7 @@ nonisolated extension Engine.Run {
     /// level.
     final func drive(immediately: Bool = false) {
         Engine.Nesting.withCurrent { nesting in
-            guard let level = nesting.enterRun(driving: self, immediately: immediately) else {
-                return  // it waits
-            }
+            guard let level = nesting.enterRun(self, immediately: immediately) else { return }
             takeSteps()
             nesting.leaveRun(level)
         }
@@ -3199,7 +3197,7 @@ nonisolated extension Engine.Run {
                     return stop()
                 }
             case .enter(let inner):
-                fitSlot(to: inner)
+                fitSlot(size: inner.slotSize, alignment: inner.slotAlignment)
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
                 if read({ $0.isCancelled }) {
@@ -3226,13 +3224,9 @@ nonisolated extension Engine.Run {
         complete()
     }
 
-    /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
-    private final func fitSlot(to chain: Stage) {
-        fitSlot(size: chain.slotSize, alignment: chain.slotAlignment)
-    }
-
-    /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not: the tail is
-    /// aligned to 8 bytes, a `UInt128` or a SIMD vector needs 16.
+    /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not, for a chain's
+    /// outcomes (the slot is empty as a chain starts): the tail is aligned to 8 bytes, a `UInt128`
+    /// or a SIMD vector needs 16.
     @usableFromInline final func fitSlot(size needed: Int, alignment needs: Int) {
         let driver = self.driver
         let size = driver.pointee.spill?.owned.slot?.size ?? 8 * Int(driver.pointee.slotWords)
@@ -3971,16 +3965,12 @@ nonisolated extension Engine {
 
         /// A level of runs (see `Run.drive`): the run driven around it, whether it counts (one
         /// driven `immediately` does not), and, inside a settle, what waited before it.
-        struct Level {
-            let outer: Run?
-            let counts: Bool
-            let mark: Int?
-        }
+        typealias Level = (outer: Run?, counts: Bool, mark: Int?)
 
         /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and the
         /// bottom level drives it once the levels above it have returned (`nil`). `immediately`:
         /// now, as no level.
-        @inline(never) func enterRun(driving run: Run, immediately: Bool) -> Level? {
+        @inline(never) func enterRun(_ run: Run, immediately: Bool) -> Level? {
             if !immediately {
                 guard levels.runs < Nesting.limit else {
                     waiting.append { run.drive(immediately: true) }
@@ -3990,7 +3980,7 @@ nonisolated extension Engine {
             }
             defer { driven = run }
             let mark = !immediately && isSettling ? waiting.count : nil
-            return Level(outer: driven, counts: !immediately, mark: mark)
+            return (driven, !immediately, mark)
         }
 
         /// Leaves a level of runs: it resumes what a settle inside it made wait (`settling`); the
@@ -4071,7 +4061,7 @@ nonisolated extension Engine {
         /// below it resumes the runs that settles inside it made wait, out of their turn.
         private func settle<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
             isSettling = true
-            let level = Level(outer: driven, counts: true, mark: nil)
+            let level: Level = (driven, true, nil)
             enterSettle()
             for waiter in waiters {
                 let mark = waiting.count

@@ -83,16 +83,12 @@ nonisolated extension Engine {
 
         /// A level of runs (see `Run.drive`): the run driven around it, whether it counts (one
         /// driven `immediately` does not), and, inside a settle, what waited before it.
-        struct Level {
-            let outer: Run?
-            let counts: Bool
-            let mark: Int?
-        }
+        typealias Level = (outer: Run?, counts: Bool, mark: Int?)
 
         /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and the
         /// bottom level drives it once the levels above it have returned (`nil`). `immediately`:
         /// now, as no level.
-        @inline(never) func enterRun(driving run: Run, immediately: Bool) -> Level? {
+        @inline(never) func enterRun(_ run: Run, immediately: Bool) -> Level? {
             if !immediately {
                 guard levels.runs < Nesting.limit else {
                     waiting.append { run.drive(immediately: true) }
@@ -102,7 +98,7 @@ nonisolated extension Engine {
             }
             defer { driven = run }
             let mark = !immediately && isSettling ? waiting.count : nil
-            return Level(outer: driven, counts: !immediately, mark: mark)
+            return (driven, !immediately, mark)
         }
 
         /// Leaves a level of runs: it resumes what a settle inside it made wait (`settling`); the
@@ -183,7 +179,7 @@ nonisolated extension Engine {
         /// below it resumes the runs that settles inside it made wait, out of their turn.
         private func settle<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
             isSettling = true
-            let level = Level(outer: driven, counts: true, mark: nil)
+            let level: Level = (driven, true, nil)
             enterSettle()
             for waiter in waiters {
                 let mark = waiting.count

@@ -370,7 +370,7 @@ nonisolated extension Engine.Run {
         driver.pointee.hasCompletion = true
         switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
-            fitSlot(to: last)
+            fitSlot(size: last.slotSize, alignment: last.slotAlignment)
             let driver = self.driver
             driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
         case .operation(let operation):
@@ -378,7 +378,8 @@ nonisolated extension Engine.Run {
             driver.pointee.resumesAt = .operation
         }
         let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
-        let cancelled = locked { fields -> Bool in
+        // Cancelled first, it stops before its first step.
+        driver.pointee.cancelledHere = locked { fields -> Bool in
             fields.firstCallOfChain = firstCall
             switch fields.state {
             case .ended(cancelledSince: true):
@@ -392,7 +393,6 @@ nonisolated extension Engine.Run {
             }
             return fields.state.isCancelled
         }
-        if cancelled { driver.pointee.cancelledHere = true }  // it stops before its first step
         drive(immediately: immediately)
     }
 
@@ -403,9 +403,7 @@ nonisolated extension Engine.Run {
     /// level.
     final func drive(immediately: Bool = false) {
         Engine.Nesting.withCurrent { nesting in
-            guard let level = nesting.enterRun(driving: self, immediately: immediately) else {
-                return  // it waits
-            }
+            guard let level = nesting.enterRun(self, immediately: immediately) else { return }
             takeSteps()
             nesting.leaveRun(level)
         }
@@ -456,7 +454,7 @@ nonisolated extension Engine.Run {
                     return stop()
                 }
             case .enter(let inner):
-                fitSlot(to: inner)
+                fitSlot(size: inner.slotSize, alignment: inner.slotAlignment)
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
                 if read({ $0.isCancelled }) {
@@ -483,13 +481,9 @@ nonisolated extension Engine.Run {
         complete()
     }
 
-    /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
-    private final func fitSlot(to chain: Stage) {
-        fitSlot(size: chain.slotSize, alignment: chain.slotAlignment)
-    }
-
-    /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not: the tail is
-    /// aligned to 8 bytes, a `UInt128` or a SIMD vector needs 16.
+    /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not, for a chain's
+    /// outcomes (the slot is empty as a chain starts): the tail is aligned to 8 bytes, a `UInt128`
+    /// or a SIMD vector needs 16.
     @usableFromInline final func fitSlot(size needed: Int, alignment needs: Int) {
         let driver = self.driver
         let size = driver.pointee.spill?.owned.slot?.size ?? 8 * Int(driver.pointee.slotWords)
