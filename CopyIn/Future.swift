@@ -160,8 +160,12 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// The number of the call it reports for: each call has a resolver of its own.
     @usableFromInline let call: Int
     /// Whether its release, if unresolved, is reported: not that of the one a cancel handler is
-    /// given, whose call has ended, so that a reader need not prove that report harmless.
-    @usableFromInline let reportsRelease: Bool
+    /// given, whose call has ended, so that a reader need not prove that report harmless; nor
+    /// that of one its run saw resolve, whose report would take a lock to find nothing pending
+    /// (its run's driving thread sets it, holding it: its deinit comes after). Written once so,
+    /// and read only by its deinit, no access can overlap a write: so it skips exclusivity
+    /// checks, which would cost one at every resolver's release.
+    @exclusivity(unchecked) @usableFromInline var reportsRelease: Bool
     #if DEBUG
         let origin: (file: StaticString, line: UInt)
         /// Whether its release, if reported, is diagnosed: a pending promise's only while a run
@@ -590,9 +594,9 @@ nonisolated extension Promise where Failure == Never {
 
 // MARK: - Chaining
 
-// Chaining.swift: steps that transform the value, `map` and its kin and the three shapes of
-// `then`, and `flatMap`, the step that enters a promise. Builds on `appending` and `mapOutcome`
-// (Engine/Chain.swift).
+// Chaining.swift: steps that transform the value, `map` and its kin, and the three shapes of
+// `then`, whose promise shape (and `flatMap`, its other name) is the step that enters a promise.
+// Builds on `appending`, `mapOutcome` and `nesting` (Engine/Chain.swift).
 
 // The builders are `@inlinable`, so that a chain built in your module is compiled for your types:
 // each step costs one allocation to build, and no dynamic cast to run.
@@ -646,9 +650,18 @@ nonisolated extension Promise {
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
         guard let convert = Self.joining(StepFailure.self) else {
-            // One error type (checked): the same chain, under the names this function knows.
-            let chain = Promise<Value, StepFailure>(last: last).flatMap(next)
-            return Promise<NewValue, Failure>(last: chain.last)
+            // One error type (checked): the step enters the promise `next` makes (see
+            // `Run.callOrEnter`), or passes a failure on.
+            typealias Next = Engine.Nest<Value, NewValue, StepFailure>
+            let entering: Promise<NewValue, StepFailure> = nesting(next) { stage, slot, run in
+                switch slot.take(Swift.Result<Value, StepFailure>.self) {
+                case .success(let value): return run.callOrEnter(Next.next(of: stage)(value))
+                case .failure(let error):
+                    slot.put(Swift.Result<NewValue, StepFailure>.failure(error))
+                    return .proceed
+                }
+            }
+            return Promise<NewValue, Failure>(last: entering.last)
         }
         return flatMap { next($0).mapError(convert) }
     }
@@ -723,17 +736,7 @@ nonisolated extension Promise {
     /// takes a step that cannot fail: `fetchUser(id).flatMap { user in fetchAvatar(for: user) }`.
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
-    ) -> Promise<NewValue, Failure> {
-        typealias Next = Engine.Nest<Value, NewValue, Failure>
-        return nesting(next) { stage, slot, run in
-            switch slot.take(Outcome.self) {
-            case .success(let value): return run.callOrEnter(Next.next(of: stage)(value))
-            case .failure(let error):
-                slot.put(Swift.Result<NewValue, Failure>.failure(error))
-                return .proceed
-            }
-        }
-    }
+    ) -> Promise<NewValue, Failure> { then(next) }
 
     /// Transforms the value with a function that throws `Failure`.
     ///
@@ -2758,8 +2761,8 @@ nonisolated extension Promise {
 //
 // The life of a run, in calls: a terminal makes it (`make`) and starts it (`start`, which pushes
 // its chain's stages on its plan, the first on top, or puts an operation alone in its slot); it
-// drives (`takeSteps`, which `Nesting.resume` calls, now or once the stack has room), popping one
-// stage at a time, while each step says what comes next; it calls an operation (`perform`) and
+// drives (`drive`, now or once the thread's stack has room), popping one stage at a time
+// (`takeSteps`), while each step says what comes next; it calls an operation (`perform`) and
 // goes on when the operation's resolver reports (`resolve`), now or later, from any thread; the
 // last step ran, it completes (`complete`), and its completion gets the outcome (`.finish`, its
 // `specialized` work). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the
@@ -2773,12 +2776,12 @@ nonisolated extension Promise {
 // unresolved); a call's events count only while it is pending. A step that cancels a run it is
 // part of also cancels, itself, the run it is in (see `cancel(call:)`). Then "release": the
 // canceller's hold, let go of once the handlers (hs, or none) have returned; "stop next": the
-// driving thread stops before its next step (`Driver.cancelledByStep`).
+// driving thread stops before its next step (`Driver.cancelledHere`).
 //
 //   state                         event                  new state                     then
 //   idle, ended(false)            start                  driving(t)                    drive
-//   ended(true)                   start                  cancelledWhileDriving(t,0,-)  stop
-//   cancelledWhileDriving(-,h,-)  start                  unchanged                     stop
+//   ended(true)                   start                  cancelledWhileDriving(t,0,-)  stop next
+//   cancelledWhileDriving(-,h,-)  start                  unchanged                     stop next
 //   driving(t)                    an operation called    calling(t,c,-)                call it
 //   calling(t,c,hs)               c's onCancel           calling(t,c,hs+1)             -
 //   awaitingResolver(c,hs)        c's onCancel           awaitingResolver(c,hs+1)      -
@@ -2853,10 +2856,11 @@ nonisolated extension Engine {
     /// struct through a pointer as an access to all of it. Its fields of a byte or two come
     /// first, so that they share one word.
     @usableFromInline struct Driver {
-        /// Set when a step cancels its own run, so that the very next step does not start. Not
-        /// part of `state`: the driving thread, the one that sets it, reads it after every step
-        /// without taking the lock.
-        var cancelledByStep = false
+        /// Set when the run is cancelled on the thread that drives it (by a step that cancels its
+        /// own run, or before it started), so that the very next step does not start. Not part of
+        /// `state`: the driving thread, the one that sets it, reads it after every step without
+        /// taking the lock.
+        var cancelledHere = false
         /// Where the next drive resumes, if not at the top of the plan.
         @usableFromInline var resumesAt: ResumePoint?
         /// Whether the operation being called resolved on the driving thread (see `resolve`),
@@ -3091,7 +3095,7 @@ nonisolated extension Engine.Run {
     /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
     /// can run another promise so: how a combination runs the members that end at once, one
     /// after another, on one run and in the same memory. `immediately` runs it on this stack
-    /// even deep in nested runs (see `Nesting.resume`).
+    /// even deep in nested runs (see `drive`).
     @inlinable final func start<Completion: Engine.Completion>(
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
@@ -3102,13 +3106,13 @@ nonisolated extension Engine.Run {
     }
 
     /// Starts the run (see the table), its completion in the tail: pushes the chain's stages on
-    /// its plan, the first on top, or puts an operation alone in its slot; then drives it, or
-    /// stops it if it was cancelled first.
+    /// its plan, the first on top, or puts an operation alone in its slot; then drives it (if it
+    /// was cancelled first, the drive stops it before its first step).
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
         driver.pointee.hasCompletion = true
-        switch consume body {  // memory only: no step runs before `Nesting.resume`
+        switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
-            fitSlot(to: last)
+            fitSlot(size: last.slotSize, alignment: last.slotAlignment)
             let driver = self.driver
             driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
         case .operation(let operation):
@@ -3116,7 +3120,8 @@ nonisolated extension Engine.Run {
             driver.pointee.resumesAt = .operation
         }
         let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
-        let cancelled = locked { fields -> Bool in
+        // Cancelled first, it stops before its first step.
+        driver.pointee.cancelledHere = locked { fields -> Bool in
             fields.firstCallOfChain = firstCall
             switch fields.state {
             case .ended(cancelledSince: true):
@@ -3130,13 +3135,25 @@ nonisolated extension Engine.Run {
             }
             return fields.state.isCancelled
         }
-        Engine.Nesting.resume(self, stopping: cancelled, immediately: immediately)
+        drive(immediately: immediately)
+    }
+
+    /// Drives the run on this thread: takes its steps until it ends, stops or waits. Runs nest on
+    /// one thread's stack (a combination's member, a resolver called from a step, a cancel
+    /// handler): past `Nesting.limit` levels, the run waits, and the bottom level drives it once
+    /// the levels above it have returned. `immediately`: now even deep in nested runs, as no
+    /// level.
+    final func drive(immediately: Bool = false) {
+        Engine.Nesting.withCurrent { nesting in
+            guard let level = nesting.enterRun(self, immediately: immediately) else { return }
+            takeSteps()
+            nesting.leaveRun(level)
+        }
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    /// `Nesting.resume` calls it, with the run as the one this thread drives.
-    final func takeSteps() {
+    private final func takeSteps() {
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -3151,13 +3168,13 @@ nonisolated extension Engine.Run {
         case .hop?: stage = plan.pop()  // past the step that hopped
         // An operation alone is called through the typed work, which calls `perform`.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
-        case nil where driver.pointee.cancelledByStep:
-            // Cancelled by this thread while the drive waited for room on its stack (see
-            // `Nesting.resume`): no step starts. The slot holds the next step's input, its parent's
-            // output: a run waits only after a step, which is the next one's parent, or the last
-            // of a chain entered by that parent, whose output is the same (`Nest`); or before its
-            // first step, which has no parent and no input. With no step left, the loop below
-            // drops the run's outcome.
+        case nil where driver.pointee.cancelledHere:
+            // Cancelled before it started, or by this thread while the drive waited for room on
+            // its stack (see `drive`): no step starts. The slot holds the next step's input, its
+            // parent's output: a run waits only after a step, which is the next one's parent, or
+            // the last of a chain entered by that parent, whose output is the same (`Nest`); or
+            // before its first step, which has no parent and no input. With no step left, the
+            // loop below drops the run's outcome.
             if let top = plan.top {
                 top.parent?.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)
@@ -3169,7 +3186,7 @@ nonisolated extension Engine.Run {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed:
-                if driver.pointee.cancelledByStep {
+                if driver.pointee.cancelledHere {
                     if let stage {
                         stage.borrowed { $0.output }.discard(from: slot)
                     } else {
@@ -3179,7 +3196,7 @@ nonisolated extension Engine.Run {
                     return stop()
                 }
             case .enter(let inner):
-                fitSlot(to: inner)
+                fitSlot(size: inner.slotSize, alignment: inner.slotAlignment)
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
                 if read({ $0.isCancelled }) {
@@ -3206,13 +3223,9 @@ nonisolated extension Engine.Run {
         complete()
     }
 
-    /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
-    private final func fitSlot(to chain: Stage) {
-        fitSlot(size: chain.slotSize, alignment: chain.slotAlignment)
-    }
-
-    /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not: the tail is
-    /// aligned to 8 bytes, a `UInt128` or a SIMD vector needs 16.
+    /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not, for a chain's
+    /// outcomes (the slot is empty as a chain starts): the tail is aligned to 8 bytes, a `UInt128`
+    /// or a SIMD vector needs 16.
     @usableFromInline final func fitSlot(size needed: Int, alignment needs: Int) {
         let driver = self.driver
         let size = driver.pointee.spill?.owned.slot?.size ?? 8 * Int(driver.pointee.slotWords)
@@ -3245,6 +3258,7 @@ nonisolated extension Engine.Run {
         operation(resolver)
         guard driver.pointee.resolvedHere else { return .called }
         driver.pointee.resolvedHere = false
+        resolver.reportsRelease = false  // resolved: nothing to report as it goes
         return .proceed
     }
 
@@ -3321,7 +3335,7 @@ nonisolated extension Engine.Run {
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
-        if resume { Engine.Nesting.resume(self) }
+        if resume { drive() }
     }
 
     @usableFromInline final func onCancel(
@@ -3396,7 +3410,7 @@ nonisolated extension Engine.Run {
         }
         guard arrived else { return }
         driver.pointee.spill?.owned.hopDeadline = nil
-        Engine.Nesting.resume(self)
+        drive()
     }
 }
 
@@ -3419,7 +3433,7 @@ nonisolated extension Engine.Run {
                 fields.state = .cancelledWhileDriving(thread: nil, holds: 1, call: nil)
             case .driving(let thread):
                 if pthread_equal(thread, pthread_self()) != 0 {
-                    self.driver.pointee.cancelledByStep = true
+                    self.driver.pointee.cancelledHere = true
                 }
                 fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: nil)
             case .awaitingQueue:
@@ -3428,7 +3442,7 @@ nonisolated extension Engine.Run {
             where pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
                 // driving, even once another thread's cancel came.
-                self.driver.pointee.cancelledByStep = true
+                self.driver.pointee.cancelledHere = true
                 return nil
             case .ended(cancelledSince: false):
                 fields.state = .ended(cancelledSince: true)
@@ -3876,8 +3890,9 @@ nonisolated extension Engine {
 
 // MARK: - Engine/Nesting
 
-// Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack. Builds
-// on Run.swift, whose runs it resumes.
+// Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack: the
+// levels that `Run.drive` enters and leaves, and those of a release. Builds on Run.swift, whose
+// runs wait here for room (`Run.drive`).
 
 // Runs and releases can nest without bound. A run started or resumed inside a step of another run
 // (a combination's member, a shared run, a resolver called from a step, a cancel handler) runs on
@@ -3931,7 +3946,7 @@ nonisolated extension Engine {
         private var driven: Run?
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
-        private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
+        static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
             if let current = pthread_getspecific(key) {
                 return Unmanaged<Nesting>.fromOpaque(current).borrowed(body)
             }
@@ -3946,28 +3961,41 @@ nonisolated extension Engine {
         /// Whether a cancel is under way on this thread (see `cancelling`).
         static var isCancelling: Bool { withCurrent { $0.cancels != nil } }
 
-        /// Drives `run` (or with `stopping`, stops it) now, as one more level of runs, if there is
-        /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
-        static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
-            withCurrent { nesting in
-                guard immediately || nesting.enterRun() else {
-                    return nesting.waiting.append {
-                        resume(run, stopping: stopping, immediately: true)
-                    }
+        /// A level of runs (see `Run.drive`): the run driven around it, whether it counts (one
+        /// driven `immediately` does not), and, inside a settle, what waited before it.
+        typealias Level = (outer: Run?, counts: Bool, mark: Int?)
+
+        /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and the
+        /// bottom level drives it once the levels above it have returned (`nil`). `immediately`:
+        /// now, as no level.
+        @inline(never) func enterRun(_ run: Run, immediately: Bool) -> Level? {
+            if !immediately {
+                guard levels.runs < Nesting.limit else {
+                    waiting.append { run.drive(immediately: true) }
+                    return nil
                 }
-                let mark = !immediately && nesting.isSettling ? nesting.waiting.count : nil
-                if stopping {
-                    run.stop()
-                } else {
-                    let outer = nesting.driven
-                    nesting.driven = run  // the run this thread drives, while it takes steps
-                    run.takeSteps()
-                    nesting.driven = outer
-                }
-                guard !immediately else { return }
-                mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
-                nesting.leaveRun()
+                levels.runs += 1
             }
+            defer { driven = run }
+            let mark = !immediately && isSettling ? waiting.count : nil
+            return (driven, !immediately, mark)
+        }
+
+        /// Leaves a level of runs: it resumes what a settle inside it made wait (`settling`); the
+        /// bottom level, the runs that waited for room, unless it already does, further down.
+        @inline(never) func leaveRun(_ level: Level) {
+            driven = level.outer
+            guard level.counts else { return }
+            level.mark.map(resumeWaiting)
+            levels.runs -= 1
+            guard levels.runs == 0, !isDraining else { return }
+            isDraining = true
+            while !waiting.isEmpty {
+                var batch: [() -> Void] = []
+                swap(&batch, &waiting)  // out first: resuming one may make more wait
+                for resume in batch { resume() }
+            }
+            isDraining = false
         }
 
         /// Calls a cancelled run's (or combination's) `handlers`, then the handlers of what they
@@ -4000,12 +4028,6 @@ nonisolated extension Engine {
             }
         }
 
-        @inline(never) private func enterRun() -> Bool {
-            guard levels.runs < Nesting.limit else { return false }
-            levels.runs += 1
-            return true
-        }
-
         /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
         /// for the bottom level: then after them, as one may be the work the alarm races, which
         /// would have settled at once had it run nested (see `setAlarm`).
@@ -4014,19 +4036,6 @@ nonisolated extension Engine {
                 guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }
                 fire()
             }
-        }
-
-        /// The bottom level resumes the runs that waited, unless it already does, further down.
-        @inline(never) private func leaveRun() {
-            levels.runs -= 1
-            guard levels.runs == 0, !isDraining else { return }
-            isDraining = true
-            while !waiting.isEmpty {
-                var batch: [() -> Void] = []
-                swap(&batch, &waiting)  // out first: resuming one may make more wait
-                for resume in batch { resume() }
-            }
-            isDraining = false
         }
 
         /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
@@ -4050,6 +4059,7 @@ nonisolated extension Engine {
         /// below it resumes the runs that settles inside it made wait, out of their turn.
         private func settle<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
             isSettling = true
+            let level: Level = (driven, true, nil)
             enterSettle()
             for waiter in waiters {
                 let mark = waiting.count
@@ -4057,7 +4067,7 @@ nonisolated extension Engine {
                 resumeWaiting(since: mark)
             }
             isSettling = false
-            leaveRun()
+            leaveRun(level)
         }
 
         /// Resumes what waited since `mark` (what waited before is a lower level's), one after

@@ -1,6 +1,6 @@
-// Chaining.swift: steps that transform the value, `map` and its kin and the three shapes of
-// `then`, and `flatMap`, the step that enters a promise. Builds on `appending` and `mapOutcome`
-// (Engine/Chain.swift).
+// Chaining.swift: steps that transform the value, `map` and its kin, and the three shapes of
+// `then`, whose promise shape (and `flatMap`, its other name) is the step that enters a promise.
+// Builds on `appending`, `mapOutcome` and `nesting` (Engine/Chain.swift).
 
 // The builders are `@inlinable`, so that a chain built in your module is compiled for your types:
 // each step costs one allocation to build, and no dynamic cast to run.
@@ -54,9 +54,18 @@ nonisolated extension Promise {
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
         guard let convert = Self.joining(StepFailure.self) else {
-            // One error type (checked): the same chain, under the names this function knows.
-            let chain = Promise<Value, StepFailure>(last: last).flatMap(next)
-            return Promise<NewValue, Failure>(last: chain.last)
+            // One error type (checked): the step enters the promise `next` makes (see
+            // `Run.callOrEnter`), or passes a failure on.
+            typealias Next = Engine.Nest<Value, NewValue, StepFailure>
+            let entering: Promise<NewValue, StepFailure> = nesting(next) { stage, slot, run in
+                switch slot.take(Swift.Result<Value, StepFailure>.self) {
+                case .success(let value): return run.callOrEnter(Next.next(of: stage)(value))
+                case .failure(let error):
+                    slot.put(Swift.Result<NewValue, StepFailure>.failure(error))
+                    return .proceed
+                }
+            }
+            return Promise<NewValue, Failure>(last: entering.last)
         }
         return flatMap { next($0).mapError(convert) }
     }
@@ -131,17 +140,7 @@ nonisolated extension Promise {
     /// takes a step that cannot fail: `fetchUser(id).flatMap { user in fetchAvatar(for: user) }`.
     @inlinable public func flatMap<NewValue>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, Failure>
-    ) -> Promise<NewValue, Failure> {
-        typealias Next = Engine.Nest<Value, NewValue, Failure>
-        return nesting(next) { stage, slot, run in
-            switch slot.take(Outcome.self) {
-            case .success(let value): return run.callOrEnter(Next.next(of: stage)(value))
-            case .failure(let error):
-                slot.put(Swift.Result<NewValue, Failure>.failure(error))
-                return .proceed
-            }
-        }
-    }
+    ) -> Promise<NewValue, Failure> { then(next) }
 
     /// Transforms the value with a function that throws `Failure`.
     ///

@@ -29,8 +29,12 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// The number of the call it reports for: each call has a resolver of its own.
     @usableFromInline let call: Int
     /// Whether its release, if unresolved, is reported: not that of the one a cancel handler is
-    /// given, whose call has ended, so that a reader need not prove that report harmless.
-    @usableFromInline let reportsRelease: Bool
+    /// given, whose call has ended, so that a reader need not prove that report harmless; nor
+    /// that of one its run saw resolve, whose report would take a lock to find nothing pending
+    /// (its run's driving thread sets it, holding it: its deinit comes after). Written once so,
+    /// and read only by its deinit, no access can overlap a write: so it skips exclusivity
+    /// checks, which would cost one at every resolver's release.
+    @exclusivity(unchecked) @usableFromInline var reportsRelease: Bool
     #if DEBUG
         let origin: (file: StaticString, line: UInt)
         /// Whether its release, if reported, is diagnosed: a pending promise's only while a run

@@ -1,5 +1,6 @@
-// Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack. Builds
-// on Run.swift, whose runs it resumes.
+// Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack: the
+// levels that `Run.drive` enters and leaves, and those of a release. Builds on Run.swift, whose
+// runs wait here for room (`Run.drive`).
 
 import Dispatch
 
@@ -65,7 +66,7 @@ nonisolated extension Engine {
         private var driven: Run?
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
-        private static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
+        static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
             if let current = pthread_getspecific(key) {
                 return Unmanaged<Nesting>.fromOpaque(current).borrowed(body)
             }
@@ -80,28 +81,41 @@ nonisolated extension Engine {
         /// Whether a cancel is under way on this thread (see `cancelling`).
         static var isCancelling: Bool { withCurrent { $0.cancels != nil } }
 
-        /// Drives `run` (or with `stopping`, stops it) now, as one more level of runs, if there is
-        /// room for it; else later. `immediately`: now even deep in nested runs, as no level.
-        static func resume(_ run: Run, stopping: Bool = false, immediately: Bool = false) {
-            withCurrent { nesting in
-                guard immediately || nesting.enterRun() else {
-                    return nesting.waiting.append {
-                        resume(run, stopping: stopping, immediately: true)
-                    }
+        /// A level of runs (see `Run.drive`): the run driven around it, whether it counts (one
+        /// driven `immediately` does not), and, inside a settle, what waited before it.
+        typealias Level = (outer: Run?, counts: Bool, mark: Int?)
+
+        /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and the
+        /// bottom level drives it once the levels above it have returned (`nil`). `immediately`:
+        /// now, as no level.
+        @inline(never) func enterRun(_ run: Run, immediately: Bool) -> Level? {
+            if !immediately {
+                guard levels.runs < Nesting.limit else {
+                    waiting.append { run.drive(immediately: true) }
+                    return nil
                 }
-                let mark = !immediately && nesting.isSettling ? nesting.waiting.count : nil
-                if stopping {
-                    run.stop()
-                } else {
-                    let outer = nesting.driven
-                    nesting.driven = run  // the run this thread drives, while it takes steps
-                    run.takeSteps()
-                    nesting.driven = outer
-                }
-                guard !immediately else { return }
-                mark.map(nesting.resumeWaiting)  // what a settle inside made wait (`settling`)
-                nesting.leaveRun()
+                levels.runs += 1
             }
+            defer { driven = run }
+            let mark = !immediately && isSettling ? waiting.count : nil
+            return (driven, !immediately, mark)
+        }
+
+        /// Leaves a level of runs: it resumes what a settle inside it made wait (`settling`); the
+        /// bottom level, the runs that waited for room, unless it already does, further down.
+        @inline(never) func leaveRun(_ level: Level) {
+            driven = level.outer
+            guard level.counts else { return }
+            level.mark.map(resumeWaiting)
+            levels.runs -= 1
+            guard levels.runs == 0, !isDraining else { return }
+            isDraining = true
+            while !waiting.isEmpty {
+                var batch: [() -> Void] = []
+                swap(&batch, &waiting)  // out first: resuming one may make more wait
+                for resume in batch { resume() }
+            }
+            isDraining = false
         }
 
         /// Calls a cancelled run's (or combination's) `handlers`, then the handlers of what they
@@ -134,12 +148,6 @@ nonisolated extension Engine {
             }
         }
 
-        @inline(never) private func enterRun() -> Bool {
-            guard levels.runs < Nesting.limit else { return false }
-            levels.runs += 1
-            return true
-        }
-
         /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
         /// for the bottom level: then after them, as one may be the work the alarm races, which
         /// would have settled at once had it run nested (see `setAlarm`).
@@ -148,19 +156,6 @@ nonisolated extension Engine {
                 guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }
                 fire()
             }
-        }
-
-        /// The bottom level resumes the runs that waited, unless it already does, further down.
-        @inline(never) private func leaveRun() {
-            levels.runs -= 1
-            guard levels.runs == 0, !isDraining else { return }
-            isDraining = true
-            while !waiting.isEmpty {
-                var batch: [() -> Void] = []
-                swap(&batch, &waiting)  // out first: resuming one may make more wait
-                for resume in batch { resume() }
-            }
-            isDraining = false
         }
 
         /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
@@ -184,6 +179,7 @@ nonisolated extension Engine {
         /// below it resumes the runs that settles inside it made wait, out of their turn.
         private func settle<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
             isSettling = true
+            let level: Level = (driven, true, nil)
             enterSettle()
             for waiter in waiters {
                 let mark = waiting.count
@@ -191,7 +187,7 @@ nonisolated extension Engine {
                 resumeWaiting(since: mark)
             }
             isSettling = false
-            leaveRun()
+            leaveRun(level)
         }
 
         /// Resumes what waited since `mark` (what waited before is a lower level's), one after

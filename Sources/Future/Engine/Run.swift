@@ -7,8 +7,8 @@
 //
 // The life of a run, in calls: a terminal makes it (`make`) and starts it (`start`, which pushes
 // its chain's stages on its plan, the first on top, or puts an operation alone in its slot); it
-// drives (`takeSteps`, which `Nesting.resume` calls, now or once the stack has room), popping one
-// stage at a time, while each step says what comes next; it calls an operation (`perform`) and
+// drives (`drive`, now or once the thread's stack has room), popping one stage at a time
+// (`takeSteps`), while each step says what comes next; it calls an operation (`perform`) and
 // goes on when the operation's resolver reports (`resolve`), now or later, from any thread; the
 // last step ran, it completes (`complete`), and its completion gets the outcome (`.finish`, its
 // `specialized` work). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the
@@ -22,12 +22,12 @@
 // unresolved); a call's events count only while it is pending. A step that cancels a run it is
 // part of also cancels, itself, the run it is in (see `cancel(call:)`). Then "release": the
 // canceller's hold, let go of once the handlers (hs, or none) have returned; "stop next": the
-// driving thread stops before its next step (`Driver.cancelledByStep`).
+// driving thread stops before its next step (`Driver.cancelledHere`).
 //
 //   state                         event                  new state                     then
 //   idle, ended(false)            start                  driving(t)                    drive
-//   ended(true)                   start                  cancelledWhileDriving(t,0,-)  stop
-//   cancelledWhileDriving(-,h,-)  start                  unchanged                     stop
+//   ended(true)                   start                  cancelledWhileDriving(t,0,-)  stop next
+//   cancelledWhileDriving(-,h,-)  start                  unchanged                     stop next
 //   driving(t)                    an operation called    calling(t,c,-)                call it
 //   calling(t,c,hs)               c's onCancel           calling(t,c,hs+1)             -
 //   awaitingResolver(c,hs)        c's onCancel           awaitingResolver(c,hs+1)      -
@@ -114,10 +114,11 @@ nonisolated extension Engine {
     /// struct through a pointer as an access to all of it. Its fields of a byte or two come
     /// first, so that they share one word.
     @usableFromInline struct Driver {
-        /// Set when a step cancels its own run, so that the very next step does not start. Not
-        /// part of `state`: the driving thread, the one that sets it, reads it after every step
-        /// without taking the lock.
-        var cancelledByStep = false
+        /// Set when the run is cancelled on the thread that drives it (by a step that cancels its
+        /// own run, or before it started), so that the very next step does not start. Not part of
+        /// `state`: the driving thread, the one that sets it, reads it after every step without
+        /// taking the lock.
+        var cancelledHere = false
         /// Where the next drive resumes, if not at the top of the plan.
         @usableFromInline var resumesAt: ResumePoint?
         /// Whether the operation being called resolved on the driving thread (see `resolve`),
@@ -352,7 +353,7 @@ nonisolated extension Engine.Run {
     /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
     /// can run another promise so: how a combination runs the members that end at once, one
     /// after another, on one run and in the same memory. `immediately` runs it on this stack
-    /// even deep in nested runs (see `Nesting.resume`).
+    /// even deep in nested runs (see `drive`).
     @inlinable final func start<Completion: Engine.Completion>(
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
@@ -363,13 +364,13 @@ nonisolated extension Engine.Run {
     }
 
     /// Starts the run (see the table), its completion in the tail: pushes the chain's stages on
-    /// its plan, the first on top, or puts an operation alone in its slot; then drives it, or
-    /// stops it if it was cancelled first.
+    /// its plan, the first on top, or puts an operation alone in its slot; then drives it (if it
+    /// was cancelled first, the drive stops it before its first step).
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
         driver.pointee.hasCompletion = true
-        switch consume body {  // memory only: no step runs before `Nesting.resume`
+        switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
-            fitSlot(to: last)
+            fitSlot(size: last.slotSize, alignment: last.slotAlignment)
             let driver = self.driver
             driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
         case .operation(let operation):
@@ -377,7 +378,8 @@ nonisolated extension Engine.Run {
             driver.pointee.resumesAt = .operation
         }
         let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
-        let cancelled = locked { fields -> Bool in
+        // Cancelled first, it stops before its first step.
+        driver.pointee.cancelledHere = locked { fields -> Bool in
             fields.firstCallOfChain = firstCall
             switch fields.state {
             case .ended(cancelledSince: true):
@@ -391,13 +393,25 @@ nonisolated extension Engine.Run {
             }
             return fields.state.isCancelled
         }
-        Engine.Nesting.resume(self, stopping: cancelled, immediately: immediately)
+        drive(immediately: immediately)
+    }
+
+    /// Drives the run on this thread: takes its steps until it ends, stops or waits. Runs nest on
+    /// one thread's stack (a combination's member, a resolver called from a step, a cancel
+    /// handler): past `Nesting.limit` levels, the run waits, and the bottom level drives it once
+    /// the levels above it have returned. `immediately`: now even deep in nested runs, as no
+    /// level.
+    final func drive(immediately: Bool = false) {
+        Engine.Nesting.withCurrent { nesting in
+            guard let level = nesting.enterRun(self, immediately: immediately) else { return }
+            takeSteps()
+            nesting.leaveRun(level)
+        }
     }
 
     /// The loop that runs a chain: one step after another, entering the chains that steps
     /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    /// `Nesting.resume` calls it, with the run as the one this thread drives.
-    final func takeSteps() {
+    private final func takeSteps() {
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -412,13 +426,13 @@ nonisolated extension Engine.Run {
         case .hop?: stage = plan.pop()  // past the step that hopped
         // An operation alone is called through the typed work, which calls `perform`.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
-        case nil where driver.pointee.cancelledByStep:
-            // Cancelled by this thread while the drive waited for room on its stack (see
-            // `Nesting.resume`): no step starts. The slot holds the next step's input, its parent's
-            // output: a run waits only after a step, which is the next one's parent, or the last
-            // of a chain entered by that parent, whose output is the same (`Nest`); or before its
-            // first step, which has no parent and no input. With no step left, the loop below
-            // drops the run's outcome.
+        case nil where driver.pointee.cancelledHere:
+            // Cancelled before it started, or by this thread while the drive waited for room on
+            // its stack (see `drive`): no step starts. The slot holds the next step's input, its
+            // parent's output: a run waits only after a step, which is the next one's parent, or
+            // the last of a chain entered by that parent, whose output is the same (`Nest`); or
+            // before its first step, which has no parent and no input. With no step left, the
+            // loop below drops the run's outcome.
             if let top = plan.top {
                 top.parent?.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)
@@ -430,7 +444,7 @@ nonisolated extension Engine.Run {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed:
-                if driver.pointee.cancelledByStep {
+                if driver.pointee.cancelledHere {
                     if let stage {
                         stage.borrowed { $0.output }.discard(from: slot)
                     } else {
@@ -440,7 +454,7 @@ nonisolated extension Engine.Run {
                     return stop()
                 }
             case .enter(let inner):
-                fitSlot(to: inner)
+                fitSlot(size: inner.slotSize, alignment: inner.slotAlignment)
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
                 if read({ $0.isCancelled }) {
@@ -467,13 +481,9 @@ nonisolated extension Engine.Run {
         complete()
     }
 
-    /// Grows the slot, if `chain` has larger outcomes (the slot is empty as a chain starts).
-    private final func fitSlot(to chain: Stage) {
-        fitSlot(size: chain.slotSize, alignment: chain.slotAlignment)
-    }
-
-    /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not: the tail is
-    /// aligned to 8 bytes, a `UInt128` or a SIMD vector needs 16.
+    /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not, for a chain's
+    /// outcomes (the slot is empty as a chain starts): the tail is aligned to 8 bytes, a `UInt128`
+    /// or a SIMD vector needs 16.
     @usableFromInline final func fitSlot(size needed: Int, alignment needs: Int) {
         let driver = self.driver
         let size = driver.pointee.spill?.owned.slot?.size ?? 8 * Int(driver.pointee.slotWords)
@@ -506,6 +516,7 @@ nonisolated extension Engine.Run {
         operation(resolver)
         guard driver.pointee.resolvedHere else { return .called }
         driver.pointee.resolvedHere = false
+        resolver.reportsRelease = false  // resolved: nothing to report as it goes
         return .proceed
     }
 
@@ -582,7 +593,7 @@ nonisolated extension Engine.Run {
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
-        if resume { Engine.Nesting.resume(self) }
+        if resume { drive() }
     }
 
     @usableFromInline final func onCancel(
@@ -657,7 +668,7 @@ nonisolated extension Engine.Run {
         }
         guard arrived else { return }
         driver.pointee.spill?.owned.hopDeadline = nil
-        Engine.Nesting.resume(self)
+        drive()
     }
 }
 
@@ -680,7 +691,7 @@ nonisolated extension Engine.Run {
                 fields.state = .cancelledWhileDriving(thread: nil, holds: 1, call: nil)
             case .driving(let thread):
                 if pthread_equal(thread, pthread_self()) != 0 {
-                    self.driver.pointee.cancelledByStep = true
+                    self.driver.pointee.cancelledHere = true
                 }
                 fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: nil)
             case .awaitingQueue:
@@ -689,7 +700,7 @@ nonisolated extension Engine.Run {
             where pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
                 // driving, even once another thread's cancel came.
-                self.driver.pointee.cancelledByStep = true
+                self.driver.pointee.cancelledHere = true
                 return nil
             case .ended(cancelledSince: false):
                 fields.state = .ended(cancelledSince: true)
