@@ -30,7 +30,7 @@ import Dispatch
 //   Engine/Join.swift);
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
-// A step that returns a promise enters it (`flatMap`, Chaining.swift): its stages run in the
+// A step that returns a promise enters it (`then`, Chaining.swift): its stages run in the
 // same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
 // races its work against an alarm (Time.swift).
 
@@ -649,7 +649,7 @@ nonisolated extension Promise {
     @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
-        guard let convert = Self.joining(StepFailure.self) else {
+        guard let convert = Self.errorConversion(from: StepFailure.self) else {
             // One error type (checked): the step enters the promise `next` makes (see
             // `Run.callOrEnter`), or passes a failure on.
             typealias Next = Engine.Nest<Value, NewValue, StepFailure>
@@ -683,7 +683,7 @@ nonisolated extension Promise {
     @inlinable public func then<NewValue, StepFailure>(
         _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
-        guard let convert = Self.joining(StepFailure.self) else {
+        guard let convert = Self.errorConversion(from: StepFailure.self) else {
             typealias Transform = @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
             return appending(transform) { stage, slot, _ in
                 // One error type (checked): the outcome is a `Result<Value, StepFailure>`.
@@ -1096,7 +1096,7 @@ nonisolated extension Promise {
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
-// ignore cancel), and keeps input order. A member whose run ends by
+// ignore cancel), and keeps input order. A member that ends by
 // cancellation ends a `when` or `any` as cancelled, and drops out of a race or of a
 // `when(resolved:concurrently:until:)`, which a signal stops.
 
@@ -2732,8 +2732,8 @@ nonisolated extension Promise {
     /// rather than at the first failure of some run; `fatalError`, as a `precondition` loses its
     /// message in a release build. (A chain that cannot fail reaches here only from generic code:
     /// elsewhere Swift picks the shapes that take the step's error type.)
-    @inlinable static func joining<StepFailure>(
-        _: StepFailure.Type
+    @inlinable static func errorConversion<StepFailure>(
+        from _: StepFailure.Type
     ) -> (@Sendable (StepFailure) -> Failure)? {
         if StepFailure.self == Failure.self { return nil }
         guard StepFailure.self == Never.self || Failure.self == (any Swift.Error).self else {
@@ -2845,7 +2845,8 @@ nonisolated extension Engine {
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
         /// The run this one runs inside, for a combination's member or a timeout's work, set as
-        /// it is made: cancelling that run cancels this one (see `isReached(byCancelOf:)`).
+        /// it is made. Cancelling that run cancels this one through the cancel handler the
+        /// combination or timeout adds; this link is read only by `isReached(byCancelOf:)`.
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
@@ -4241,12 +4242,12 @@ nonisolated extension Engine {
         @usableFromInline let cancelled: (Join, Int) -> Bool
         /// The combination's run, which its members' runs are inside.
         @usableFromInline let outer: Run
-        // Read and changed only under `lock`, which orders every access: so they skip exclusivity
-        // checks, which would cost one at every use.
-        @exclusivity(unchecked) @usableFromInline var state: State
-        /// The members that run, in every state: `nil` for one that has not started, or has
-        /// ended. (A called member's resolver may report after the combination closed.)
-        @exclusivity(unchecked) @usableFromInline var running: [Running?]
+        /// What `lock` guards, read and changed only under it, which orders every access: so it
+        /// skips exclusivity checks, which would cost one at every use. `state`: where the
+        /// combination is. `running`: the members that run, in every state: `nil` for one that
+        /// has not started, or has ended. (A called member's resolver may report after the
+        /// combination closed.)
+        @exclusivity(unchecked) @usableFromInline var guarded: (state: State, running: [Running?])
 
         /// Where the combination is (see the table in the file's header).
         @usableFromInline enum State {
@@ -4315,8 +4316,10 @@ nonisolated extension Engine {
             self.width = width
             self.decide = decide
             outer = resolver.run
-            state = members.isEmpty ? .closed : .open(Progress(resolver, members), launching: true)
-            running = members.map { _ in nil }  // (not `Array(repeating:count:)`: see `Tally`)
+            guarded = (
+                members.isEmpty ? .closed : .open(Progress(resolver, members), launching: true),
+                members.map { _ in nil }  // (not `Array(repeating:count:)`: see `Tally`)
+            )
             reported = Join.report
             cancelled = { join, index in join.memberEnded(index, nil) }
         }
@@ -4335,12 +4338,14 @@ nonisolated extension Engine {
         }
 
         @inlinable var isRunningAMember: Bool {
-            running.contains { if case .run? = $0 { true } else { false } }
+            guarded.running.contains { if case .run? = $0 { true } else { false } }
         }
 
         /// Opens the combination: starts its members, or settles one of none at once.
         @inlinable func open(_ resolver: Resolver<Output, OutFailure>) {
-            guard case .open = state else { return settle(resolver, decide(Tally(0), .noMembers)) }
+            guard case .open = guarded.state else {
+                return settle(resolver, decide(Tally(0), .noMembers))
+            }
             resolver.onCancel { [self] _ in runCancelled() }
             launch()
         }
@@ -4366,10 +4371,10 @@ nonisolated extension Engine {
             // stop reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
             while let launch = lock.withLock({ () -> Launch? in
-                guard case .open(let progress, _) = state else { return nil }
+                guard case .open(let progress, _) = guarded.state else { return nil }
                 let index = progress.tally.started
-                guard index < running.count, index - progress.tally.ended < width else {
-                    state = .open(progress, launching: false)
+                guard index < guarded.running.count, index - progress.tally.ended < width else {
+                    guarded.state = .open(progress, launching: false)
                     return nil
                 }
                 // The lane goes on only if its member ended with an outcome: else it goes on
@@ -4378,7 +4383,7 @@ nonisolated extension Engine {
                 progress.tally.started += 1
                 switch progress.members[index].body {
                 case .operation(let operation):
-                    running[index] = .called([])
+                    guarded.running[index] = .called([])
                     return .call(index, operation)
                 case .chain(let last):
                     let run =
@@ -4386,7 +4391,7 @@ nonisolated extension Engine {
                         ?? .make(
                             for: last, completing: Callback<Member, Failure>.self, inside: outer,
                             cancelledWithOuter: true)
-                    running[index] = .run(run)
+                    guarded.running[index] = .run(run)
                     return .run(index, run, last)
                 }
             }) {
@@ -4409,17 +4414,17 @@ nonisolated extension Engine {
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
             let ended = lock.withLock { () -> Ended in
-                switch running[index] {
+                switch guarded.running[index] {
                 // Ended; or stopped by the combination, it stays cancelled for its resolver,
                 // whatever it reports after (a late outcome, its resolver let go of).
                 case nil, .cancelled?: return .nothing
                 case .called(let list)?: if !list.isEmpty { handlers = list }
                 case .run?: break
                 }
-                running[index] = nil
-                switch state {
+                guarded.running[index] = nil
+                switch guarded.state {
                 case .holding(let run) where !isRunningAMember:
-                    state = .closed
+                    guarded.state = .closed
                     return .releases(run)
                 case .closed, .holding: return .nothing
                 case .open(let progress, let launching):
@@ -4428,10 +4433,10 @@ nonisolated extension Engine {
                     let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
                     switch decide(progress.tally, ending) {
                     case .wait:
-                        if !launching { state = .open(progress, launching: true) }
+                        if !launching { guarded.state = .open(progress, launching: true) }
                         return .waits(launch: !launching)
                     case let verdict:
-                        state = .closed
+                        guarded.state = .closed
                         return .closes(takeCancels(progress), progress.resolver, verdict)
                     }
                 }
@@ -4457,11 +4462,11 @@ nonisolated extension Engine {
             let held = outer.hold()
             let (members, holds) = lock.withLock { () -> (Cancels, Bool) in
                 let holds = held && isRunningAMember
-                guard case .open(let progress, _) = state else {
-                    if holds { state = .holding(outer) }
+                guard case .open(let progress, _) = guarded.state else {
+                    if holds { guarded.state = .holding(outer) }
                     return (takeCancels(nil), holds)
                 }
-                state = holds ? .holding(outer) : .closed
+                guarded.state = holds ? .holding(outer) : .closed
                 return (takeCancels(progress), holds)  // the progress goes after the lock
             }
             if held && !holds { outer.release() }  // no member run to wait for
@@ -4471,12 +4476,12 @@ nonisolated extension Engine {
         /// Takes what cancelling the members cancels (under the lock).
         @inlinable func takeCancels(_ closed: Progress?) -> Cancels {
             var cancels: Cancels = ([], [], closed)
-            for index in running.indices {
-                switch running[index] {
+            for index in guarded.running.indices {
+                switch guarded.running[index] {
                 case .run(let run)?: cancels.runs.append(run)
                 case .called(let handlers)?:
                     cancels.handlers += handlers
-                    running[index] = .cancelled
+                    guarded.running[index] = .cancelled
                 default: break
                 }
             }
@@ -4519,18 +4524,19 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                if case .cancelled? = running[call] { return true }
-                guard case .called(var handlers)? = running[call] else { return false }  // ended
-                running[call] = nil  // for a moment, so that the list is not copied
+                if case .cancelled? = guarded.running[call] { return true }
+                // Not called, or ended:
+                guard case .called(var handlers)? = guarded.running[call] else { return false }
+                guarded.running[call] = nil  // for a moment, so that the list is not copied
                 handlers.append(handler)
-                running[call] = .called(handlers)
+                guarded.running[call] = .called(handlers)
                 return false
             }
             if callNow { handler(self) }
         }
 
         @usableFromInline func isCancelled(since call: Int) -> Bool {
-            lock.withLock { if case .cancelled? = running[call] { true } else { false } }
+            lock.withLock { if case .cancelled? = guarded.running[call] { true } else { false } }
         }
 
         @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }
@@ -4560,15 +4566,15 @@ nonisolated extension Engine {
 //
 // A state machine: each event is a method that changes `state` in one lock section, then does
 // what the state it left says. The transitions (r: the timeout's resolver; a: what cancels the
-// alarm, `nil` until it is set; e: the timeout's error; "the run": the one the timeout is part
-// of):
+// alarm, `nil` until it is set; a?: set or not, for a deadline already past rings as it is set,
+// and work may end before; e: the timeout's error; "the run": the one the timeout is part of):
 //
 //   state           event                                  new state      then
 //   going(r, nil)   the work's start returns (`waits`)     unchanged      set the alarm
 //   going(r, nil)   the alarm is set, a (`armed`)          going(r, a)    -
 //   any other       the alarm is set, a                    unchanged      cancel the alarm
-//   going(r, a)     the alarm rings (`rang`)               ringing(r, e)  cancel the work
-//   going(r, a)     the work ends, with an outcome or      ended          cancel the alarm, then
+//   going(r, a?)    the alarm rings (`rang`)               ringing(r, e)  cancel the work
+//   going(r, a?)    the work ends, with an outcome or      ended          cancel a if set, then
 //                   cancelled (`complete`)                                r(outcome) or cancel r
 //   ringing(r, e)   the work ends                          ended          r(failure(e))
 //   holding(run)    the work ends                          ended          release the run

@@ -53,7 +53,7 @@ nonisolated extension Promise {
     @inlinable @_disfavoredOverload public func then<NewValue, StepFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
-        guard let convert = Self.joining(StepFailure.self) else {
+        guard let convert = Self.errorConversion(from: StepFailure.self) else {
             // One error type (checked): the step enters the promise `next` makes (see
             // `Run.callOrEnter`), or passes a failure on.
             typealias Next = Engine.Nest<Value, NewValue, StepFailure>
@@ -87,7 +87,7 @@ nonisolated extension Promise {
     @inlinable public func then<NewValue, StepFailure>(
         _ transform: @escaping @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
-        guard let convert = Self.joining(StepFailure.self) else {
+        guard let convert = Self.errorConversion(from: StepFailure.self) else {
             typealias Transform = @Sendable (Value) -> Swift.Result<NewValue, StepFailure>
             return appending(transform) { stage, slot, _ in
                 // One error type (checked): the outcome is a `Result<Value, StepFailure>`.

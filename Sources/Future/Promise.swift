@@ -9,7 +9,7 @@
 //   Engine/Join.swift);
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
-// A step that returns a promise enters it (`flatMap`, Chaining.swift): its stages run in the
+// A step that returns a promise enters it (`then`, Chaining.swift): its stages run in the
 // same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
 // races its work against an alarm (Time.swift).
 

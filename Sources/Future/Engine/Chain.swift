@@ -497,8 +497,8 @@ nonisolated extension Promise {
     /// rather than at the first failure of some run; `fatalError`, as a `precondition` loses its
     /// message in a release build. (A chain that cannot fail reaches here only from generic code:
     /// elsewhere Swift picks the shapes that take the step's error type.)
-    @inlinable static func joining<StepFailure>(
-        _: StepFailure.Type
+    @inlinable static func errorConversion<StepFailure>(
+        from _: StepFailure.Type
     ) -> (@Sendable (StepFailure) -> Failure)? {
         if StepFailure.self == Failure.self { return nil }
         guard StepFailure.self == Never.self || Failure.self == (any Swift.Error).self else {

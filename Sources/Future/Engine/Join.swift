@@ -116,12 +116,12 @@ nonisolated extension Engine {
         @usableFromInline let cancelled: (Join, Int) -> Bool
         /// The combination's run, which its members' runs are inside.
         @usableFromInline let outer: Run
-        // Read and changed only under `lock`, which orders every access: so they skip exclusivity
-        // checks, which would cost one at every use.
-        @exclusivity(unchecked) @usableFromInline var state: State
-        /// The members that run, in every state: `nil` for one that has not started, or has
-        /// ended. (A called member's resolver may report after the combination closed.)
-        @exclusivity(unchecked) @usableFromInline var running: [Running?]
+        /// What `lock` guards, read and changed only under it, which orders every access: so it
+        /// skips exclusivity checks, which would cost one at every use. `state`: where the
+        /// combination is. `running`: the members that run, in every state: `nil` for one that
+        /// has not started, or has ended. (A called member's resolver may report after the
+        /// combination closed.)
+        @exclusivity(unchecked) @usableFromInline var guarded: (state: State, running: [Running?])
 
         /// Where the combination is (see the table in the file's header).
         @usableFromInline enum State {
@@ -190,8 +190,10 @@ nonisolated extension Engine {
             self.width = width
             self.decide = decide
             outer = resolver.run
-            state = members.isEmpty ? .closed : .open(Progress(resolver, members), launching: true)
-            running = members.map { _ in nil }  // (not `Array(repeating:count:)`: see `Tally`)
+            guarded = (
+                members.isEmpty ? .closed : .open(Progress(resolver, members), launching: true),
+                members.map { _ in nil }  // (not `Array(repeating:count:)`: see `Tally`)
+            )
             reported = Join.report
             cancelled = { join, index in join.memberEnded(index, nil) }
         }
@@ -210,12 +212,14 @@ nonisolated extension Engine {
         }
 
         @inlinable var isRunningAMember: Bool {
-            running.contains { if case .run? = $0 { true } else { false } }
+            guarded.running.contains { if case .run? = $0 { true } else { false } }
         }
 
         /// Opens the combination: starts its members, or settles one of none at once.
         @inlinable func open(_ resolver: Resolver<Output, OutFailure>) {
-            guard case .open = state else { return settle(resolver, decide(Tally(0), .noMembers)) }
+            guard case .open = guarded.state else {
+                return settle(resolver, decide(Tally(0), .noMembers))
+            }
             resolver.onCancel { [self] _ in runCancelled() }
             launch()
         }
@@ -241,10 +245,10 @@ nonisolated extension Engine {
             // stop reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`).
             while let launch = lock.withLock({ () -> Launch? in
-                guard case .open(let progress, _) = state else { return nil }
+                guard case .open(let progress, _) = guarded.state else { return nil }
                 let index = progress.tally.started
-                guard index < running.count, index - progress.tally.ended < width else {
-                    state = .open(progress, launching: false)
+                guard index < guarded.running.count, index - progress.tally.ended < width else {
+                    guarded.state = .open(progress, launching: false)
                     return nil
                 }
                 // The lane goes on only if its member ended with an outcome: else it goes on
@@ -253,7 +257,7 @@ nonisolated extension Engine {
                 progress.tally.started += 1
                 switch progress.members[index].body {
                 case .operation(let operation):
-                    running[index] = .called([])
+                    guarded.running[index] = .called([])
                     return .call(index, operation)
                 case .chain(let last):
                     let run =
@@ -261,7 +265,7 @@ nonisolated extension Engine {
                         ?? .make(
                             for: last, completing: Callback<Member, Failure>.self, inside: outer,
                             cancelledWithOuter: true)
-                    running[index] = .run(run)
+                    guarded.running[index] = .run(run)
                     return .run(index, run, last)
                 }
             }) {
@@ -284,17 +288,17 @@ nonisolated extension Engine {
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
             let ended = lock.withLock { () -> Ended in
-                switch running[index] {
+                switch guarded.running[index] {
                 // Ended; or stopped by the combination, it stays cancelled for its resolver,
                 // whatever it reports after (a late outcome, its resolver let go of).
                 case nil, .cancelled?: return .nothing
                 case .called(let list)?: if !list.isEmpty { handlers = list }
                 case .run?: break
                 }
-                running[index] = nil
-                switch state {
+                guarded.running[index] = nil
+                switch guarded.state {
                 case .holding(let run) where !isRunningAMember:
-                    state = .closed
+                    guarded.state = .closed
                     return .releases(run)
                 case .closed, .holding: return .nothing
                 case .open(let progress, let launching):
@@ -303,10 +307,10 @@ nonisolated extension Engine {
                     let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
                     switch decide(progress.tally, ending) {
                     case .wait:
-                        if !launching { state = .open(progress, launching: true) }
+                        if !launching { guarded.state = .open(progress, launching: true) }
                         return .waits(launch: !launching)
                     case let verdict:
-                        state = .closed
+                        guarded.state = .closed
                         return .closes(takeCancels(progress), progress.resolver, verdict)
                     }
                 }
@@ -332,11 +336,11 @@ nonisolated extension Engine {
             let held = outer.hold()
             let (members, holds) = lock.withLock { () -> (Cancels, Bool) in
                 let holds = held && isRunningAMember
-                guard case .open(let progress, _) = state else {
-                    if holds { state = .holding(outer) }
+                guard case .open(let progress, _) = guarded.state else {
+                    if holds { guarded.state = .holding(outer) }
                     return (takeCancels(nil), holds)
                 }
-                state = holds ? .holding(outer) : .closed
+                guarded.state = holds ? .holding(outer) : .closed
                 return (takeCancels(progress), holds)  // the progress goes after the lock
             }
             if held && !holds { outer.release() }  // no member run to wait for
@@ -346,12 +350,12 @@ nonisolated extension Engine {
         /// Takes what cancelling the members cancels (under the lock).
         @inlinable func takeCancels(_ closed: Progress?) -> Cancels {
             var cancels: Cancels = ([], [], closed)
-            for index in running.indices {
-                switch running[index] {
+            for index in guarded.running.indices {
+                switch guarded.running[index] {
                 case .run(let run)?: cancels.runs.append(run)
                 case .called(let handlers)?:
                     cancels.handlers += handlers
-                    running[index] = .cancelled
+                    guarded.running[index] = .cancelled
                 default: break
                 }
             }
@@ -394,18 +398,19 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                if case .cancelled? = running[call] { return true }
-                guard case .called(var handlers)? = running[call] else { return false }  // ended
-                running[call] = nil  // for a moment, so that the list is not copied
+                if case .cancelled? = guarded.running[call] { return true }
+                // Not called, or ended:
+                guard case .called(var handlers)? = guarded.running[call] else { return false }
+                guarded.running[call] = nil  // for a moment, so that the list is not copied
                 handlers.append(handler)
-                running[call] = .called(handlers)
+                guarded.running[call] = .called(handlers)
                 return false
             }
             if callNow { handler(self) }
         }
 
         @usableFromInline func isCancelled(since call: Int) -> Bool {
-            lock.withLock { if case .cancelled? = running[call] { true } else { false } }
+            lock.withLock { if case .cancelled? = guarded.running[call] { true } else { false } }
         }
 
         @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }

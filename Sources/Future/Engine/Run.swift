@@ -103,7 +103,8 @@ nonisolated extension Engine {
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
         /// The run this one runs inside, for a combination's member or a timeout's work, set as
-        /// it is made: cancelling that run cancels this one (see `isReached(byCancelOf:)`).
+        /// it is made. Cancelling that run cancels this one through the cancel handler the
+        /// combination or timeout adds; this link is read only by `isReached(byCancelOf:)`.
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}

@@ -6,15 +6,15 @@
 //
 // A state machine: each event is a method that changes `state` in one lock section, then does
 // what the state it left says. The transitions (r: the timeout's resolver; a: what cancels the
-// alarm, `nil` until it is set; e: the timeout's error; "the run": the one the timeout is part
-// of):
+// alarm, `nil` until it is set; a?: set or not, for a deadline already past rings as it is set,
+// and work may end before; e: the timeout's error; "the run": the one the timeout is part of):
 //
 //   state           event                                  new state      then
 //   going(r, nil)   the work's start returns (`waits`)     unchanged      set the alarm
 //   going(r, nil)   the alarm is set, a (`armed`)          going(r, a)    -
 //   any other       the alarm is set, a                    unchanged      cancel the alarm
-//   going(r, a)     the alarm rings (`rang`)               ringing(r, e)  cancel the work
-//   going(r, a)     the work ends, with an outcome or      ended          cancel the alarm, then
+//   going(r, a?)    the alarm rings (`rang`)               ringing(r, e)  cancel the work
+//   going(r, a?)    the work ends, with an outcome or      ended          cancel a if set, then
 //                   cancelled (`complete`)                                r(outcome) or cancel r
 //   ringing(r, e)   the work ends                          ended          r(failure(e))
 //   holding(run)    the work ends                          ended          release the run
