@@ -1491,9 +1491,9 @@ nonisolated extension Promise {
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
-        let nanoseconds = Self.nanoseconds(interval)
-        return Engine.timeout(
-            self, failingWith: error, deadline: { .now() + .nanoseconds(nanoseconds) },
+        Engine.timeout(
+            self, failingWith: error, after: Self.nanoseconds(interval),
+            deadline: { .now() + .nanoseconds($0) },
             alarm: { deadline, fire in Engine.setAlarm(at: deadline, fire) })
     }
 
@@ -1617,7 +1617,7 @@ nonisolated extension Promise {
         clock: some Clock<Duration>
     ) -> Promise {
         Engine.timeout(
-            self, failingWith: error, deadline: { clock.now.advanced(by: interval) },
+            self, failingWith: error, after: interval, deadline: { clock.now.advanced(by: $0) },
             alarm: { deadline, fire in Engine.setAlarm(at: deadline, on: clock, fire) })
     }
 
@@ -1916,7 +1916,7 @@ nonisolated extension RunHandle {
     /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
     ///
     /// A run that ended with an outcome stays not cancelled, whatever is called later.
-    public var isCancelled: Bool { run.read { $0.isCancelled } }
+    public var isCancelled: Bool { run.locked { $0.state.isCancelled } }
 
     /// Cancels the run; see ``RunHandle`` for what that does.
     ///
@@ -1933,7 +1933,7 @@ nonisolated extension RunHandle {
     @discardableResult public func store(in bag: RunBag) -> RunHandle {
         bag.lock.withLock {
             if bag.runs.count == bag.runs.capacity {
-                bag.runs.removeAll { handle in handle.run.read { $0.hasEnded } }
+                bag.runs.removeAll { handle in handle.run.locked { $0.state.hasEnded } }
             }
             bag.runs.append(self)  // the ended ones forgotten, every time the bag would grow
         }
@@ -2279,9 +2279,9 @@ nonisolated public enum PromiseDiagnostics {
 // The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
 // - `@unchecked Sendable`: a promise's `Body`, as the stages of its chain are immutable once
 //   built (their `var`s are written only by their deinits), so the stage classes need none of
-//   their own; a run, a join, a timeout, a shared promise, the deadlines and a timeline guard
-//   what changes with their lock; `RunHandle` holds a run, Sendable by its lock. No user closure
-//   is kept in one without being `@Sendable`.
+//   their own; a run, a join, a shared promise, the deadlines and a timeline guard what changes
+//   with their lock, a timeout with its work's run's; `RunHandle` holds a run, Sendable by its
+//   lock. No user closure is kept in one without being `@Sendable`.
 // - `@exclusivity(unchecked)`: one group an object, of fields its lock guards (or a deinit alone
 //   writes): the lock orders every access, so the checks would only cost. (`Stage.parent` and
 //   `Nest.next` are `@usableFromInline`, for the inlinable inits that set them, so Swift keeps
@@ -2669,8 +2669,8 @@ nonisolated extension Engine {
 
         struct Owned {
             var chains: [(last: Stage, base: Int32)] = []
-            /// The run a user started, for a run Future started inside it (a combination's
-            /// member, a shared or ignoring run): its tokens' ties are that run's.
+            /// The run a user started, for a run Future started inside it (a shared or ignoring
+            /// run; see `Run.user`): its tokens' ties are that run's.
             var user: Run?
             /// Which member of a combination the run runs (see `Join`).
             var member = 0
@@ -2846,7 +2846,7 @@ nonisolated extension Engine {
         var firstCallOfChain = 1
         /// The run this one runs inside, for a combination's member or a timeout's work, set as
         /// it is made. Cancelling that run cancels this one through the cancel handler the
-        /// combination or timeout adds; this link is read only by `isReached(byCancelOf:)`.
+        /// combination or timeout adds; this link is read by `isReached(byCancelOf:)` and `user`.
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
@@ -2912,8 +2912,10 @@ nonisolated extension Engine {
     }
 
     /// A pending call's cancel handlers, `nil` in a state until one is registered: an empty array
-    /// costs a retain and a release at every call.
-    typealias CancelHandlers = [@Sendable (any Reporter) -> Void]
+    /// costs a retain and a release at every call. Each in a struct, which an array keeps as it
+    /// is, where it keeps a closure behind a reabstraction thunk, one more allocation.
+    typealias CancelHandlers = [CancelHandler]
+    struct CancelHandler { let call: @Sendable (any Reporter) -> Void }
 
     /// Where a run is (see the table above). Cancelling moves a run that has not ended to one of
     /// the `cancelled` states, which end in `.cancelled` once its `ensure` steps have run.
@@ -3021,7 +3023,7 @@ nonisolated extension Engine.Run {
             Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
                 specialized: Engine.specialized(Completion.self)),
-            inside: outer)
+            inside: cancelledWithOuter ? nil : outer)
         if cancelledWithOuter { run.fields.pointee.outer = outer }
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
@@ -3029,7 +3031,8 @@ nonisolated extension Engine.Run {
         return run
     }
 
-    /// Sets up a run just made: its lock, and what its driving thread owns.
+    /// Sets up a run just made: its lock, and what its driving thread owns, with the user's run
+    /// for one made inside `outer` (but one that `outer`'s cancel reaches, which finds it there).
     @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
         driver.initialize(to: consume owned)
@@ -3051,21 +3054,26 @@ nonisolated extension Engine.Run {
             .assumingMemoryBound(to: Engine.Driver.self)
     }
 
-    /// Runs `body` with the fields, under the lock.
-    final func locked<T>(_ body: (inout Engine.Fields) -> T) -> T {
+    /// Runs `body` with the fields, under the lock (a timeout's state shares it with its work).
+    @usableFromInline final func locked<T>(_ body: (inout Engine.Fields) -> T) -> T {
         let fields = self.fields
         pthread_mutex_lock(&fields.pointee.mutex)
         defer { pthread_mutex_unlock(&fields.pointee.mutex) }
         return body(&fields.pointee)
     }
 
-    /// The run a user started, for a run Future started inside it.
-    final var user: Run? { driver.pointee.spill?.owned.user }
+    /// The run a user started, for a run Future started inside it: kept in the spill, or the
+    /// outermost run that cancels it, or that run's own (no spill to make for a timeout's work).
+    final var user: Run? {
+        var top = self
+        while let outer = top.locked({ $0.outer }) { top = outer }
+        return top === self ? driver.pointee.spill?.owned.user : top.user ?? top
+    }
 
     /// Which member of a combination the run runs, for a run made inside the combination's.
     @usableFromInline final var member: Int {
         get { driver.pointee.spill!.owned.member }
-        set { driver.pointee.spill!.owned.member = newValue }
+        set { Engine.Spill.make(&driver.pointee.spill).owned.member = newValue }
     }
 
     /// Where the completion is in the tail: after what the driving thread owns.
@@ -3200,7 +3208,7 @@ nonisolated extension Engine.Run {
                 fitSlot(size: inner.slotSize, alignment: inner.slotAlignment)
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
-                if read({ $0.isCancelled }) {
+                if locked({ $0.state.isCancelled }) {
                     swap(&plan, &driver.pointee.plan)
                     return stop()
                 }
@@ -3342,13 +3350,14 @@ nonisolated extension Engine.Run {
     @usableFromInline final func onCancel(
         _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
     ) {
+        let added = Engine.CancelHandler(call: handler)
         let callNow = locked { fields -> Bool in
             switch fields.state {
             case .calling(let thread, call, let handlers):
-                let handlers = handlers.map { $0 + [handler] } ?? [handler]
+                let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .calling(thread: thread, call: call, handlers: handlers)
             case .awaitingResolver(call, let handlers):
-                let handlers = handlers.map { $0 + [handler] } ?? [handler]
+                let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
             default: return fields.state.isCancelled && fields.state.pendingCall == call
             }
@@ -3455,7 +3464,7 @@ nonisolated extension Engine.Run {
         if let handlers {
             // Once what the handlers cancelled has ended too, the run ends if it waits.
             Engine.Nesting.cancelling(
-                { for handler in handlers { handler(self) } }, then: { self.release() })
+                { for handler in handlers { handler.call(self) } }, then: { self.release() })
         }
         // A step that cancels a run it is part of, as a combination's member or a timeout's work,
         // stops before its next step: it cancels its own run itself, once its cancel is done, as
@@ -3472,12 +3481,7 @@ nonisolated extension Engine.Run {
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
     /// combination or a timeout's work, or is nested so, at any depth.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
-        var inner = self
-        while inner !== run {
-            guard let outer = inner.locked({ $0.outer }) else { return false }
-            inner = outer
-        }
-        return true
+        sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
     }
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
@@ -3599,9 +3603,6 @@ nonisolated extension Engine.Run {
     /// that a settled combination never started): cancelling does not reach it, and nobody
     /// waits for its outcome.
     @usableFromInline final func startIgnored(_ work: @Sendable (Run) -> Void) { work(self) }
-
-    /// Reads the state, under the lock.
-    final func read<T>(_ property: (Engine.State) -> T) -> T { locked { property($0.state) } }
 }
 
 // MARK: Ties to invalidation tokens
@@ -4564,10 +4565,12 @@ nonisolated extension Engine {
 // whose end it holds when that run is cancelled) and on a clock's alarm (Deadlines.swift,
 // Timeline.swift).
 //
-// A state machine: each event is a method that changes `state` in one lock section, then does
+// A state machine: each event is a method that changes `state` in one lock section (under the
+// work's run's lock, which the run never holds as it calls out to the timeout), then does
 // what the state it left says. The transitions (r: the timeout's resolver; a: what cancels the
 // alarm, `nil` until it is set; a?: set or not, for a deadline already past rings as it is set,
-// and work may end before; e: the timeout's error; "the run": the one the timeout is part of):
+// and work may end before; e: the timeout's error, kept as the call r(failure(e)); "the run": the
+// one the timeout is part of):
 //
 //   state           event                                  new state      then
 //   going(r, nil)   the work's start returns (`waits`)     unchanged      set the alarm
@@ -4589,18 +4592,19 @@ nonisolated extension Engine {
 
 nonisolated extension Engine {
     /// A `timeout` on any clock: its work, raced against an alarm that fails with `error()`. The
-    /// alarm's `deadline` is read as each run of the timeout starts; the alarm is set (by
-    /// `alarm`, which returns what cancels it) once the work waits. The first stage keeps the
-    /// work's chain, whose `ensure` steps a run cancelled before it reaches the timeout still
-    /// runs (see `Run.skip`).
-    @inlinable static func timeout<Value, Failure, Instant: Sendable>(
+    /// alarm's deadline, `deadline(interval)`, is read as each run of the timeout starts (given
+    /// `interval`, the closure captures nothing to allocate); the alarm is set (by `alarm`, which
+    /// returns what cancels it) once the work waits. The first stage keeps the work's chain,
+    /// whose `ensure` steps a run cancelled before it reaches the timeout still runs (see
+    /// `Run.skip`).
+    @inlinable static func timeout<Value, Failure, Interval: Sendable, Instant: Sendable>(
         _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
-        deadline: @escaping @Sendable () -> Instant,
+        after interval: Interval, deadline: @escaping @Sendable (Interval) -> Instant,
         alarm: @escaping @Sendable (Instant, @escaping @Sendable () -> Void) -> @Sendable () -> Void
     ) -> Promise<Value, Failure> {
         let operation = Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Value, Failure>) in
-            let due = deadline()
+            let due = deadline(interval)
             let timeout = Timeout(resolver, work)
             if timeout.waits { timeout.armed(alarm(due) { timeout.rang(error()) }) }
         }
@@ -4610,9 +4614,10 @@ nonisolated extension Engine {
     /// One run of a timeout, which starts the work's run as it is made, and is its completion.
     @usableFromInline
     final class Timeout<Value, Failure: Swift.Error>: Completion, @unchecked Sendable {
-        @usableFromInline let lock = Lock()
+        /// The work's run, whose lock guards the timeout's state too: one lock fewer to make, and
+        /// the run calls out to its completion only once it has let go of its lock.
         @usableFromInline let work: Run
-        /// Read and changed only under `lock`, which orders every access: so it skips
+        /// Read and changed only under the work's lock, which orders every access: so it skips
         /// exclusivity checks.
         @exclusivity(unchecked) @usableFromInline var state: State
 
@@ -4620,8 +4625,10 @@ nonisolated extension Engine {
         @usableFromInline enum State {
             /// The work goes on; once it waits, the alarm is set, and then cancelled by `alarm`.
             case going(Resolver<Value, Failure>, alarm: (@Sendable () -> Void)?)
-            /// The alarm rang: the work is cancelled, and the timeout fails once it stopped.
-            case ringing(Resolver<Value, Failure>, Failure)
+            /// The alarm rang: the work is cancelled, and the timeout fails (`fail`) once it
+            /// stopped. A closure, not the error: no case's layout depends on the types, so that
+            /// letting go of a timeout looks up no type at run time (3 % of an unfired one).
+            case ringing(fail: @Sendable () -> Void)
             /// Its run was cancelled, and the run's end waits for the work's run to stop.
             case holding(Run)
             /// It settled, or was cancelled.
@@ -4639,12 +4646,10 @@ nonisolated extension Engine {
             work.start(promise, self)
         }
 
-        deinit { lock.free() }
-
         /// Moves, under the lock, to the state that `next` returns for the state now, or stays
         /// with `nil`. Returns the state left (`ended` if it stayed), let go of after the lock.
         @inlinable func move(_ next: (State) -> State?) -> State {
-            lock.withLock {
+            work.locked { _ in
                 guard let moved = next(state) else { return .ended }
                 defer { state = moved }
                 return state
@@ -4653,7 +4658,7 @@ nonisolated extension Engine {
 
         /// Whether the work goes on: it waits, as its start returned.
         @inlinable var waits: Bool {
-            lock.withLock { if case .going = state { true } else { false } }
+            work.locked { _ in if case .going = state { true } else { false } }
         }
 
         @inlinable func armed(_ cancel: @escaping @Sendable () -> Void) {
@@ -4664,7 +4669,9 @@ nonisolated extension Engine {
         }
 
         @inlinable func rang(_ error: Failure) {
-            let left = move { if case .going(let r, _) = $0 { .ringing(r, error) } else { nil } }
+            let left = move {
+                if case .going(let r, _) = $0 { .ringing { r(.failure(error)) } } else { nil }
+            }
             if case .going = left { _ = work.cancel(call: nil) }
         }
 
@@ -4674,7 +4681,7 @@ nonisolated extension Engine {
             case .going(let resolver, let alarm):
                 alarm?()
                 if let outcome { resolver(outcome) } else { resolver.cancel() }
-            case .ringing(let resolver, let error): resolver(.failure(error))
+            case .ringing(let fail): fail()
             case .holding(let run): run.release()
             case .ended: break
             }

@@ -6,7 +6,7 @@ nonisolated extension RunHandle {
     /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
     ///
     /// A run that ended with an outcome stays not cancelled, whatever is called later.
-    public var isCancelled: Bool { run.read { $0.isCancelled } }
+    public var isCancelled: Bool { run.locked { $0.state.isCancelled } }
 
     /// Cancels the run; see ``RunHandle`` for what that does.
     ///
@@ -23,7 +23,7 @@ nonisolated extension RunHandle {
     @discardableResult public func store(in bag: RunBag) -> RunHandle {
         bag.lock.withLock {
             if bag.runs.count == bag.runs.capacity {
-                bag.runs.removeAll { handle in handle.run.read { $0.hasEnded } }
+                bag.runs.removeAll { handle in handle.run.locked { $0.state.hasEnded } }
             }
             bag.runs.append(self)  // the ended ones forgotten, every time the bag would grow
         }

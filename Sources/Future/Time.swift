@@ -61,9 +61,9 @@ nonisolated extension Promise {
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
-        let nanoseconds = Self.nanoseconds(interval)
-        return Engine.timeout(
-            self, failingWith: error, deadline: { .now() + .nanoseconds(nanoseconds) },
+        Engine.timeout(
+            self, failingWith: error, after: Self.nanoseconds(interval),
+            deadline: { .now() + .nanoseconds($0) },
             alarm: { deadline, fire in Engine.setAlarm(at: deadline, fire) })
     }
 
@@ -187,7 +187,7 @@ nonisolated extension Promise {
         clock: some Clock<Duration>
     ) -> Promise {
         Engine.timeout(
-            self, failingWith: error, deadline: { clock.now.advanced(by: interval) },
+            self, failingWith: error, after: interval, deadline: { clock.now.advanced(by: $0) },
             alarm: { deadline, fire in Engine.setAlarm(at: deadline, on: clock, fire) })
     }
 

@@ -42,9 +42,9 @@
 // The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
 // - `@unchecked Sendable`: a promise's `Body`, as the stages of its chain are immutable once
 //   built (their `var`s are written only by their deinits), so the stage classes need none of
-//   their own; a run, a join, a timeout, a shared promise, the deadlines and a timeline guard
-//   what changes with their lock; `RunHandle` holds a run, Sendable by its lock. No user closure
-//   is kept in one without being `@Sendable`.
+//   their own; a run, a join, a shared promise, the deadlines and a timeline guard what changes
+//   with their lock, a timeout with its work's run's; `RunHandle` holds a run, Sendable by its
+//   lock. No user closure is kept in one without being `@Sendable`.
 // - `@exclusivity(unchecked)`: one group an object, of fields its lock guards (or a deinit alone
 //   writes): the lock orders every access, so the checks would only cost. (`Stage.parent` and
 //   `Nest.next` are `@usableFromInline`, for the inlinable inits that set them, so Swift keeps
@@ -434,8 +434,8 @@ nonisolated extension Engine {
 
         struct Owned {
             var chains: [(last: Stage, base: Int32)] = []
-            /// The run a user started, for a run Future started inside it (a combination's
-            /// member, a shared or ignoring run): its tokens' ties are that run's.
+            /// The run a user started, for a run Future started inside it (a shared or ignoring
+            /// run; see `Run.user`): its tokens' ties are that run's.
             var user: Run?
             /// Which member of a combination the run runs (see `Join`).
             var member = 0

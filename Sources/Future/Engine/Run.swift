@@ -104,7 +104,7 @@ nonisolated extension Engine {
         var firstCallOfChain = 1
         /// The run this one runs inside, for a combination's member or a timeout's work, set as
         /// it is made. Cancelling that run cancels this one through the cancel handler the
-        /// combination or timeout adds; this link is read only by `isReached(byCancelOf:)`.
+        /// combination or timeout adds; this link is read by `isReached(byCancelOf:)` and `user`.
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
@@ -170,8 +170,10 @@ nonisolated extension Engine {
     }
 
     /// A pending call's cancel handlers, `nil` in a state until one is registered: an empty array
-    /// costs a retain and a release at every call.
-    typealias CancelHandlers = [@Sendable (any Reporter) -> Void]
+    /// costs a retain and a release at every call. Each in a struct, which an array keeps as it
+    /// is, where it keeps a closure behind a reabstraction thunk, one more allocation.
+    typealias CancelHandlers = [CancelHandler]
+    struct CancelHandler { let call: @Sendable (any Reporter) -> Void }
 
     /// Where a run is (see the table above). Cancelling moves a run that has not ended to one of
     /// the `cancelled` states, which end in `.cancelled` once its `ensure` steps have run.
@@ -279,7 +281,7 @@ nonisolated extension Engine.Run {
             Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
                 specialized: Engine.specialized(Completion.self)),
-            inside: outer)
+            inside: cancelledWithOuter ? nil : outer)
         if cancelledWithOuter { run.fields.pointee.outer = outer }
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
@@ -287,7 +289,8 @@ nonisolated extension Engine.Run {
         return run
     }
 
-    /// Sets up a run just made: its lock, and what its driving thread owns.
+    /// Sets up a run just made: its lock, and what its driving thread owns, with the user's run
+    /// for one made inside `outer` (but one that `outer`'s cancel reaches, which finds it there).
     @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
         driver.initialize(to: consume owned)
@@ -309,21 +312,26 @@ nonisolated extension Engine.Run {
             .assumingMemoryBound(to: Engine.Driver.self)
     }
 
-    /// Runs `body` with the fields, under the lock.
-    final func locked<T>(_ body: (inout Engine.Fields) -> T) -> T {
+    /// Runs `body` with the fields, under the lock (a timeout's state shares it with its work).
+    @usableFromInline final func locked<T>(_ body: (inout Engine.Fields) -> T) -> T {
         let fields = self.fields
         pthread_mutex_lock(&fields.pointee.mutex)
         defer { pthread_mutex_unlock(&fields.pointee.mutex) }
         return body(&fields.pointee)
     }
 
-    /// The run a user started, for a run Future started inside it.
-    final var user: Run? { driver.pointee.spill?.owned.user }
+    /// The run a user started, for a run Future started inside it: kept in the spill, or the
+    /// outermost run that cancels it, or that run's own (no spill to make for a timeout's work).
+    final var user: Run? {
+        var top = self
+        while let outer = top.locked({ $0.outer }) { top = outer }
+        return top === self ? driver.pointee.spill?.owned.user : top.user ?? top
+    }
 
     /// Which member of a combination the run runs, for a run made inside the combination's.
     @usableFromInline final var member: Int {
         get { driver.pointee.spill!.owned.member }
-        set { driver.pointee.spill!.owned.member = newValue }
+        set { Engine.Spill.make(&driver.pointee.spill).owned.member = newValue }
     }
 
     /// Where the completion is in the tail: after what the driving thread owns.
@@ -458,7 +466,7 @@ nonisolated extension Engine.Run {
                 fitSlot(size: inner.slotSize, alignment: inner.slotAlignment)
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
-                if read({ $0.isCancelled }) {
+                if locked({ $0.state.isCancelled }) {
                     swap(&plan, &driver.pointee.plan)
                     return stop()
                 }
@@ -600,13 +608,14 @@ nonisolated extension Engine.Run {
     @usableFromInline final func onCancel(
         _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
     ) {
+        let added = Engine.CancelHandler(call: handler)
         let callNow = locked { fields -> Bool in
             switch fields.state {
             case .calling(let thread, call, let handlers):
-                let handlers = handlers.map { $0 + [handler] } ?? [handler]
+                let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .calling(thread: thread, call: call, handlers: handlers)
             case .awaitingResolver(call, let handlers):
-                let handlers = handlers.map { $0 + [handler] } ?? [handler]
+                let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
             default: return fields.state.isCancelled && fields.state.pendingCall == call
             }
@@ -713,7 +722,7 @@ nonisolated extension Engine.Run {
         if let handlers {
             // Once what the handlers cancelled has ended too, the run ends if it waits.
             Engine.Nesting.cancelling(
-                { for handler in handlers { handler(self) } }, then: { self.release() })
+                { for handler in handlers { handler.call(self) } }, then: { self.release() })
         }
         // A step that cancels a run it is part of, as a combination's member or a timeout's work,
         // stops before its next step: it cancels its own run itself, once its cancel is done, as
@@ -730,12 +739,7 @@ nonisolated extension Engine.Run {
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
     /// combination or a timeout's work, or is nested so, at any depth.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
-        var inner = self
-        while inner !== run {
-            guard let outer = inner.locked({ $0.outer }) else { return false }
-            inner = outer
-        }
-        return true
+        sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
     }
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
@@ -857,9 +861,6 @@ nonisolated extension Engine.Run {
     /// that a settled combination never started): cancelling does not reach it, and nobody
     /// waits for its outcome.
     @usableFromInline final func startIgnored(_ work: @Sendable (Run) -> Void) { work(self) }
-
-    /// Reads the state, under the lock.
-    final func read<T>(_ property: (Engine.State) -> T) -> T { locked { property($0.state) } }
 }
 
 // MARK: Ties to invalidation tokens
