@@ -239,42 +239,33 @@ nonisolated extension Engine {
     /// The first stage of a chain made from an operation, once a step is added to it: a promise
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
-        /// `var`s only for `deinit`, which releases them as a level of releases (see `Nesting`).
-        /// Their exclusivity checks cost 2 % of an unfired timeout, and nothing elsewhere measured.
-        @usableFromInline var operation: Operation?
-        @usableFromInline var work: Stage?
+        /// The operation, and the chain of a `timeout`'s work, which its operation runs (see
+        /// `ahead`): a `var` only for `deinit`, which releases it as a level of releases (see
+        /// `Nesting`); one, as every access to it costs an exclusivity check.
+        @usableFromInline var kept: (operation: Operation, work: Stage?)?
         @usableFromInline let ignored: (@Sendable (Run) -> Void)?
 
-        /// `work`: the chain of a `timeout`'s work, which its operation runs (see `ahead`).
         @inlinable init(
             _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil,
             work: Stage? = nil
         ) {
-            self.operation = operation
+            kept = (operation, work)
             self.ignored = ignored
-            self.work = work
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = stage.downcast(to: Source.self)
-                return run.perform(source.operation!, Value.self, Failure.self, source: stage)
+                return run.perform(source.kept!.operation, Value.self, Failure.self, source: stage)
             }
         }
 
         override var ignoring: (@Sendable (Run) -> Void)? { ignored }
 
-        override var ahead: Stage? { work }
+        override var ahead: Stage? { kept?.work }
 
         // An operation may keep promises (a combination its members, a shared promise its work),
         // whose operations keep more: each is released as a level of releases, in this body (Swift
         // releases stored properties after every deinit has returned).
-        deinit {
-            Nesting.release(
-                { (operation, work) as Any },
-                by: {
-                    operation = nil
-                    work = nil
-                })
-        }
+        deinit { Nesting.release({ kept as Any }, by: { kept = nil }) }
     }
 
     /// A type whose values a slot can hold; `TypeOf<T>` stands for `T`.
