@@ -289,8 +289,8 @@ nonisolated extension Engine.Run {
         return run
     }
 
-    /// Sets up a run just made: its lock, and what its driving thread owns, with the user's run
-    /// for one made inside `outer` (but one that `outer`'s cancel reaches, which finds it there).
+    /// Sets up a run just made: its lock, and what its driving thread owns, with the user's run,
+    /// for one made inside `outer` (`make` passes none for one that its cancel reaches: `user`).
     @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
         pthread_mutex_init(&fields.pointee.mutex, nil)
         driver.initialize(to: consume owned)
@@ -320,8 +320,9 @@ nonisolated extension Engine.Run {
         return body(&fields.pointee)
     }
 
-    /// The run a user started, for a run Future started inside it: kept in the spill, or the
-    /// outermost run that cancels it, or that run's own (no spill to make for a timeout's work).
+    /// The run a user started, for a run Future started inside it: a shared or ignoring run keeps
+    /// it in its spill; a member or a timeout's work finds it through the runs whose cancel
+    /// reaches it (`outer`), with no spill to make.
     final var user: Run? {
         var top = self
         while let outer = top.locked({ $0.outer }) { top = outer }
