@@ -65,12 +65,14 @@ nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
 
     @inlinable init(_ operation: Engine.Operation) { body = .operation(operation) }
 
-    /// The last stage of the chain, if the promise is one.
+    /// The last stage of the chain, if the promise is one; `nil` for an operation alone, which a
+    /// run calls with no stage at all.
     @inlinable var chain: Engine.Stage? {
         if case .chain(let last) = body { last } else { nil }
     }
 
-    /// The promise as a chain of stages, its operation made a chain's first stage if need be.
+    /// The promise as a chain of stages, for a step to be added after it: an operation alone is
+    /// made the first stage of a new chain, anew at each read.
     @inlinable var last: Engine.Stage {
         switch body {
         case .chain(let last): last
@@ -2750,16 +2752,17 @@ nonisolated extension Promise {
 // Its `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
-// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start`, which pushes
-// its chain's stages on its plan, the first on top, or puts an operation alone in its slot); it
-// drives (`drive`, now or once the thread's stack has room), popping one stage at a time
-// (`takeSteps`), while each step says what comes next; it calls an operation (`perform`) and
-// goes on when the operation's resolver reports (`resolve`), now or later, from any thread; the
-// last step ran, it completes (`complete`), and its completion gets the outcome (`.finish`, its
-// `specialized` work). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the
-// thread driving it stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends
-// (`endCancelled`): it skips the stages ahead, running their `ensure` steps, and its completion
-// hears of it (`.finish(nil)`).
+// The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
+// (`make`) and starts it (`start(_:_:immediately:)`, which places its completion, then
+// `start(_:immediately:)`, which pushes its chain's stages on its plan, the first on top, or puts
+// an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
+// popping one stage at a time (`takeSteps`), while each step says what comes next; it calls an
+// operation (`perform`) and goes on when the operation's resolver reports (`resolve`), now or
+// later, from any thread; the last step ran, it completes (`complete`), and its completion gets the
+// outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its handlers run
+// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
+// (`hold`, `release`) it ends (`endCancelled`): it skips the stages ahead, running their `ensure`
+// steps, and its completion hears of it (`.finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -2808,10 +2811,14 @@ nonisolated extension Promise {
 /// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step, even when another thread's cancel came first (a step
-/// of a combination's member or of a `timeout`'s work too); from another thread, the run stops at
-/// its next operation, hop, entered promise or end (steps take no lock). A run cancelled while a
-/// combination's members (or a `timeout`'s work) are in a step ends once they have stopped, so
-/// that nothing of them runs after its `ensure` steps.
+/// of a combination's member, of a `timeout`'s work, or of a shared promise's work that only
+/// this run waits for, too); from another thread, the run stops at its next operation, hop,
+/// entered promise or end (steps take no lock). When two threads cancel a run at once, the
+/// second `cancel()` may return before the first has reached the runs inside it (a combination's
+/// members, a `timeout`'s work, a shared promise's work), whose steps may then start until the
+/// first `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s
+/// work) are in a step ends once they have stopped, so that nothing of them runs after its
+/// `ensure` steps.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -2836,8 +2843,9 @@ nonisolated extension Engine {
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
         /// The run this one runs inside, for a combination's member or a timeout's work, set as
-        /// it is made. Cancelling that run cancels this one through the cancel handler the
-        /// combination or timeout adds; this link is read by `isReached(byCancelOf:)` and `user`.
+        /// it is made, or the one run that waits for a shared promise's work (`Shared.reach`).
+        /// Cancelling that run cancels this one through the cancel handler the combination,
+        /// timeout or share adds; this link is read by `isReached(byCancelOf:)` and `user`.
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
@@ -3054,12 +3062,15 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it: a shared or ignoring run keeps
-    /// it in its spill; a member or a timeout's work finds it through the runs whose cancel
-    /// reaches it (`outer`), with no spill to make.
+    /// it in its spill, where the walk stops (a shared work's `outer` is the run that waits for
+    /// it now, not the one that started it); a member or a timeout's work finds it through the
+    /// runs whose cancel reaches it (`outer`), with no spill to make.
     final var user: Run? {
         var top = self
-        while let outer = top.locked({ $0.outer }) { top = outer }
-        return top === self ? driver.pointee.spill?.owned.user : top.user ?? top
+        while top.driver.pointee.spill?.owned.user == nil, let outer = top.locked({ $0.outer }) {
+            top = outer
+        }
+        return top.driver.pointee.spill?.owned.user ?? (top === self ? nil : top)
     }
 
     /// Which member of a combination the run runs, for a run made inside the combination's.
@@ -3458,10 +3469,10 @@ nonisolated extension Engine.Run {
             Engine.Nesting.cancelling(
                 { for handler in handlers { handler.call(self) } }, then: { self.release() })
         }
-        // A step that cancels a run it is part of, as a combination's member or a timeout's work,
-        // stops before its next step: it cancels its own run itself, once its cancel is done, as
-        // another thread's cancel that came first (a timeout's alarm) may still be on its way
-        // down to it.
+        // A step that cancels a run it is part of, as a combination's member, a timeout's work or
+        // a shared promise's work, stops before its next step: it cancels its own run itself,
+        // once its cancel is done, as another thread's cancel that came first (a timeout's alarm)
+        // may still be on its way down to it, or has reached it as another thread's.
         if call == nil, !Engine.Nesting.isCancelling, let driven = Engine.Nesting.drivenRun,
             driven !== self, driven.isReached(byCancelOf: self)
         {
@@ -3471,7 +3482,8 @@ nonisolated extension Engine.Run {
     }
 
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
-    /// combination or a timeout's work, or is nested so, at any depth.
+    /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
+    /// so, at any depth.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
         sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
     }
@@ -4734,7 +4746,9 @@ nonisolated extension Engine {
 // o is an outcome, or `nil` for cancellation: `settled(nil)` (pending()'s resolver cancelled, or
 // let go of unused) ends every run by cancellation; "resume" gives the outcome in the order the
 // runs came. `making` is pending()'s, before it returns its promise and its resolver: no run can
-// join, none waits to leave, and its own run cannot end.
+// join, none waits to leave, and its own run cannot end. As ws changes, a work cancelled when
+// abandoned has r name the one run whose cancel reaches it, for a step of the work that cancels
+// that run (`reach`).
 
 nonisolated extension Engine {
     /// The one run of a shared promise's work, the runs waiting for it, and its outcome once it
@@ -4832,9 +4846,11 @@ nonisolated extension Engine {
                     // it, and the work does not begin.
                     let run = Run.make(for: work.chain, completing: Done.self, inside: resolver.run)
                     state = .running(work, run, [arrivals: resolver])
+                    reach(run, from: [arrivals: resolver])
                     return .wait(resolver, arrivals, starting: (work, run))
                 case .running(let work, let run, var waiting):
                     waiting[arrivals] = resolver
+                    reach(run, from: waiting)
                     state = .running(work, run, waiting)
                     return .wait(resolver, arrivals, starting: nil)
                 case .making, .settled: preconditionFailure("no run sees making; settled is above")
@@ -4849,6 +4865,7 @@ nonisolated extension Engine {
                 switch consume state {
                 case .running(let work, let run, var waiting):
                     dropped = waiting.removeValue(forKey: number)
+                    reach(run, from: waiting)
                     state = .running(work, run, waiting)
                     guard waiting.isEmpty, cancelsWhenAbandoned, let work else { return .none }
                     state = .idle(work)
@@ -4859,10 +4876,24 @@ nonisolated extension Engine {
             }
         }
 
+        /// Names, as the run of the work's outer run, the one run whose cancel reaches it: the
+        /// only run that waits, when the work is cancelled as abandoned; else none. A step of
+        /// the work that cancels that run so stops before its next step (see `Run.cancel`), even
+        /// as another thread's cancel of it is on its way down, or has cancelled the work. Under
+        /// the lock, as `waiting` changes; the last run to leave stays named.
+        private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
+            guard cancelsWhenAbandoned, !waiting.isEmpty else { return }
+            let only = waiting.count == 1 ? waiting.first?.value.run : nil
+            run.locked { $0.outer = only }
+        }
+
         /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`
         /// or (`nil`) by cancellation: the waiting runs go on. The work, cancelled, stays to be
         /// run again.
         private func settle(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
+            // Its steps are done: it lets go of the run it named (`reach`) now, so that shares
+            // nested deep are not let go of as a chain of runs, each the last to hold the next.
+            _ = run.locked { $0.outer.take() }
             on { state, dropped in
                 // Else it is an earlier run of the work, cancelled as every run left.
                 guard case .running(let work, let current, let waiting) = state, current === run

@@ -44,12 +44,14 @@ nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
 
     @inlinable init(_ operation: Engine.Operation) { body = .operation(operation) }
 
-    /// The last stage of the chain, if the promise is one.
+    /// The last stage of the chain, if the promise is one; `nil` for an operation alone, which a
+    /// run calls with no stage at all.
     @inlinable var chain: Engine.Stage? {
         if case .chain(let last) = body { last } else { nil }
     }
 
-    /// The promise as a chain of stages, its operation made a chain's first stage if need be.
+    /// The promise as a chain of stages, for a step to be added after it: an operation alone is
+    /// made the first stage of a new chain, anew at each read.
     @inlinable var last: Engine.Stage {
         switch body {
         case .chain(let last): last

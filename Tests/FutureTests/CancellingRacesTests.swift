@@ -229,4 +229,37 @@ final class CancelCheck: @unchecked Sendable {
         check.settleHeldOperations()
         #expect(check.waitForTheOperations())
     }
+    /// A step of a shared promise's work that cancels the one run waiting for it stops the work
+    /// before its next step, even as another thread's cancel of that run, which came first, is
+    /// still on its way down to the work. Found by the model checker (seed 49).
+    @Test func aStepOfSharedWorkThatCancelsItsRunAsAnotherThreadDoesStopsTheWork() {
+        let canceller = DispatchQueue(label: "canceller")
+        for round in 1...2_000 {
+            let h = MCHarness(pendings: 0, token: false)
+            let armed = Counter()
+            let cancelled = DispatchSemaphore(value: 0)
+            canceller.async {
+                spin(until: { armed.value > 0 })
+                h.cancelRun(by: "thread")
+                cancelled.signal()
+            }
+            let cancelling = h.effect(2, .cancelRun)
+            let work = h.op(1, .later)
+                .map { value -> Int in
+                    armed.increment()  // the other thread's cancel begins about now
+                    spin(microseconds: .random(in: 0...4))
+                    return cancelling(value)
+                }
+                .map(h.map(3))
+            h.start(work.share(cancelsWhenAbandoned: true).ensure(h.ensure(0)))
+            h.resolve(1, .value(1))
+            #expect(cancelled.wait(timeout: .now() + timeout) == .success)
+            #expect(mcEventually { h.log.contains("ensure 0") })
+            h.finish()
+            if !h.late.isEmpty {
+                Issue.record("round \(round): went on after cancel() returned: \(h.late)")
+                return
+            }
+        }
+    }
 }

@@ -312,6 +312,8 @@ final class MCHarness: @unchecked Sendable {
     }
     /// The first cancel of the run that returned.
     private var cancelReturned: String?
+    /// Cancels from another thread: begun so far, and begun and not returned.
+    private var threadCancels = (begun: 0, underWay: 0)
     private var lateEntries: [String] = []
     /// What the run began (a step, an operation, its completion) after a `cancel()` returned.
     var late: [String] { lock.withLock { lateEntries } }
@@ -455,11 +457,22 @@ final class MCHarness: @unchecked Sendable {
 
     func cancelRun(by who: String) {
         guard let handle = lock.withLock({ handle }) else { return }
+        let before = lock.withLock {
+            if who == "thread" {
+                threadCancels = (threadCancels.begun + 1, threadCancels.underWay + 1)
+            }
+            return threadCancels
+        }
         handle.cancel()
+        let beside = lock.withLock {
+            if who == "thread" { threadCancels.underWay -= 1 }
+            return before.underWay > 0 || threadCancels.begun != before.begun  // (the harness's)
+        }
         // From another thread, a step or completion that began before the cancel returned may
-        // log after it: only the cancels of the run's own thread mark what comes after as late,
-        // even when another thread's cancel was under way beside them.
-        if who != "thread" && who != "the harness, at the end" {
+        // log after it: only the cancels of the run's own thread mark what comes after as late.
+        // A step's cancel does so even beside another thread's; the harness's does not, as a
+        // second cancel may return before the first has reached the runs inside (RunHandle).
+        if who != "thread" && who != "the harness, at the end" && !(who == "harness" && beside) {
             lock.withLock {
                 guard cancelReturned == nil else { return }
                 cancelReturned = "cancelled by \(who)"

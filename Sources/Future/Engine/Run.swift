@@ -5,16 +5,17 @@
 // Its `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
-// The life of a run, in calls: a terminal makes it (`make`) and starts it (`start`, which pushes
-// its chain's stages on its plan, the first on top, or puts an operation alone in its slot); it
-// drives (`drive`, now or once the thread's stack has room), popping one stage at a time
-// (`takeSteps`), while each step says what comes next; it calls an operation (`perform`) and
-// goes on when the operation's resolver reports (`resolve`), now or later, from any thread; the
-// last step ran, it completes (`complete`), and its completion gets the outcome (`.finish`, its
-// `specialized` work). Cancelled (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the
-// thread driving it stops it (`stop`), and once nothing holds its end (`hold`, `release`) it ends
-// (`endCancelled`): it skips the stages ahead, running their `ensure` steps, and its completion
-// hears of it (`.finish(nil)`).
+// The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
+// (`make`) and starts it (`start(_:_:immediately:)`, which places its completion, then
+// `start(_:immediately:)`, which pushes its chain's stages on its plan, the first on top, or puts
+// an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
+// popping one stage at a time (`takeSteps`), while each step says what comes next; it calls an
+// operation (`perform`) and goes on when the operation's resolver reports (`resolve`), now or
+// later, from any thread; the last step ran, it completes (`complete`), and its completion gets the
+// outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its handlers run
+// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
+// (`hold`, `release`) it ends (`endCancelled`): it skips the stages ahead, running their `ensure`
+// steps, and its completion hears of it (`.finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -75,10 +76,14 @@ import Dispatch
 /// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step, even when another thread's cancel came first (a step
-/// of a combination's member or of a `timeout`'s work too); from another thread, the run stops at
-/// its next operation, hop, entered promise or end (steps take no lock). A run cancelled while a
-/// combination's members (or a `timeout`'s work) are in a step ends once they have stopped, so
-/// that nothing of them runs after its `ensure` steps.
+/// of a combination's member, of a `timeout`'s work, or of a shared promise's work that only
+/// this run waits for, too); from another thread, the run stops at its next operation, hop,
+/// entered promise or end (steps take no lock). When two threads cancel a run at once, the
+/// second `cancel()` may return before the first has reached the runs inside it (a combination's
+/// members, a `timeout`'s work, a shared promise's work), whose steps may then start until the
+/// first `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s
+/// work) are in a step ends once they have stopped, so that nothing of them runs after its
+/// `ensure` steps.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -103,8 +108,9 @@ nonisolated extension Engine {
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
         /// The run this one runs inside, for a combination's member or a timeout's work, set as
-        /// it is made. Cancelling that run cancels this one through the cancel handler the
-        /// combination or timeout adds; this link is read by `isReached(byCancelOf:)` and `user`.
+        /// it is made, or the one run that waits for a shared promise's work (`Shared.reach`).
+        /// Cancelling that run cancels this one through the cancel handler the combination,
+        /// timeout or share adds; this link is read by `isReached(byCancelOf:)` and `user`.
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
@@ -321,12 +327,15 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it: a shared or ignoring run keeps
-    /// it in its spill; a member or a timeout's work finds it through the runs whose cancel
-    /// reaches it (`outer`), with no spill to make.
+    /// it in its spill, where the walk stops (a shared work's `outer` is the run that waits for
+    /// it now, not the one that started it); a member or a timeout's work finds it through the
+    /// runs whose cancel reaches it (`outer`), with no spill to make.
     final var user: Run? {
         var top = self
-        while let outer = top.locked({ $0.outer }) { top = outer }
-        return top === self ? driver.pointee.spill?.owned.user : top.user ?? top
+        while top.driver.pointee.spill?.owned.user == nil, let outer = top.locked({ $0.outer }) {
+            top = outer
+        }
+        return top.driver.pointee.spill?.owned.user ?? (top === self ? nil : top)
     }
 
     /// Which member of a combination the run runs, for a run made inside the combination's.
@@ -725,10 +734,10 @@ nonisolated extension Engine.Run {
             Engine.Nesting.cancelling(
                 { for handler in handlers { handler.call(self) } }, then: { self.release() })
         }
-        // A step that cancels a run it is part of, as a combination's member or a timeout's work,
-        // stops before its next step: it cancels its own run itself, once its cancel is done, as
-        // another thread's cancel that came first (a timeout's alarm) may still be on its way
-        // down to it.
+        // A step that cancels a run it is part of, as a combination's member, a timeout's work or
+        // a shared promise's work, stops before its next step: it cancels its own run itself,
+        // once its cancel is done, as another thread's cancel that came first (a timeout's alarm)
+        // may still be on its way down to it, or has reached it as another thread's.
         if call == nil, !Engine.Nesting.isCancelling, let driven = Engine.Nesting.drivenRun,
             driven !== self, driven.isReached(byCancelOf: self)
         {
@@ -738,7 +747,8 @@ nonisolated extension Engine.Run {
     }
 
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
-    /// combination or a timeout's work, or is nested so, at any depth.
+    /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
+    /// so, at any depth.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
         sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
     }

@@ -29,7 +29,9 @@
 // o is an outcome, or `nil` for cancellation: `settled(nil)` (pending()'s resolver cancelled, or
 // let go of unused) ends every run by cancellation; "resume" gives the outcome in the order the
 // runs came. `making` is pending()'s, before it returns its promise and its resolver: no run can
-// join, none waits to leave, and its own run cannot end.
+// join, none waits to leave, and its own run cannot end. As ws changes, a work cancelled when
+// abandoned has r name the one run whose cancel reaches it, for a step of the work that cancels
+// that run (`reach`).
 
 nonisolated extension Engine {
     /// The one run of a shared promise's work, the runs waiting for it, and its outcome once it
@@ -127,9 +129,11 @@ nonisolated extension Engine {
                     // it, and the work does not begin.
                     let run = Run.make(for: work.chain, completing: Done.self, inside: resolver.run)
                     state = .running(work, run, [arrivals: resolver])
+                    reach(run, from: [arrivals: resolver])
                     return .wait(resolver, arrivals, starting: (work, run))
                 case .running(let work, let run, var waiting):
                     waiting[arrivals] = resolver
+                    reach(run, from: waiting)
                     state = .running(work, run, waiting)
                     return .wait(resolver, arrivals, starting: nil)
                 case .making, .settled: preconditionFailure("no run sees making; settled is above")
@@ -144,6 +148,7 @@ nonisolated extension Engine {
                 switch consume state {
                 case .running(let work, let run, var waiting):
                     dropped = waiting.removeValue(forKey: number)
+                    reach(run, from: waiting)
                     state = .running(work, run, waiting)
                     guard waiting.isEmpty, cancelsWhenAbandoned, let work else { return .none }
                     state = .idle(work)
@@ -154,10 +159,24 @@ nonisolated extension Engine {
             }
         }
 
+        /// Names, as the run of the work's outer run, the one run whose cancel reaches it: the
+        /// only run that waits, when the work is cancelled as abandoned; else none. A step of
+        /// the work that cancels that run so stops before its next step (see `Run.cancel`), even
+        /// as another thread's cancel of it is on its way down, or has cancelled the work. Under
+        /// the lock, as `waiting` changes; the last run to leave stays named.
+        private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
+            guard cancelsWhenAbandoned, !waiting.isEmpty else { return }
+            let only = waiting.count == 1 ? waiting.first?.value.run : nil
+            run.locked { $0.outer = only }
+        }
+
         /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`
         /// or (`nil`) by cancellation: the waiting runs go on. The work, cancelled, stays to be
         /// run again.
         private func settle(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
+            // Its steps are done: it lets go of the run it named (`reach`) now, so that shares
+            // nested deep are not let go of as a chain of runs, each the last to hold the next.
+            _ = run.locked { $0.outer.take() }
             on { state, dropped in
                 // Else it is an earlier run of the work, cancelled as every run left.
                 guard case .running(let work, let current, let waiting) = state, current === run
