@@ -128,8 +128,9 @@ nonisolated extension Engine {
                     // The run is made before it starts, so that a run leaving meanwhile cancels
                     // it, and the work does not begin.
                     let run = Run.make(for: work.chain, completing: Done.self, inside: resolver.run)
-                    state = .running(work, run, [arrivals: resolver])
-                    reach(run, from: [arrivals: resolver])
+                    let waiting = [arrivals: resolver]
+                    state = .running(work, run, waiting)
+                    reach(run, from: waiting)
                     return .wait(resolver, arrivals, starting: (work, run))
                 case .running(let work, let run, var waiting):
                     waiting[arrivals] = resolver
@@ -166,8 +167,7 @@ nonisolated extension Engine {
         /// the lock, as `waiting` changes; the last run to leave stays named.
         private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
             guard cancelsWhenAbandoned, !waiting.isEmpty else { return }
-            let only = waiting.count == 1 ? waiting.first?.value.run : nil
-            run.locked { $0.outer = only }
+            run.locked { $0.outer = waiting.count == 1 ? waiting.first?.value.run : nil }
         }
 
         /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`
@@ -176,7 +176,7 @@ nonisolated extension Engine {
         private func settle(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
             // Its steps are done: it lets go of the run it named (`reach`) now, so that shares
             // nested deep are not let go of as a chain of runs, each the last to hold the next.
-            _ = run.locked { $0.outer.take() }
+            if cancelsWhenAbandoned { _ = run.locked { $0.outer.take() } }
             on { state, dropped in
                 // Else it is an earlier run of the work, cancelled as every run left.
                 guard case .running(let work, let current, let waiting) = state, current === run
