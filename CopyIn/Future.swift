@@ -3676,10 +3676,11 @@ nonisolated extension Engine {
 
     /// A task awaiting the outcome.
     @usableFromInline struct Awaiting<Value, Failure: Swift.Error>: Completion {
-        @usableFromInline let continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
-        @inlinable init(_ continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>) {
-            self.continuation = continuation
-        }
+        /// Unsafe, not checked: a run calls its completion once, and only once (`.finish`).
+        @usableFromInline typealias Continuation =
+            UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
+        @usableFromInline let continuation: Continuation
+        @inlinable init(_ continuation: Continuation) { self.continuation = continuation }
         @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
             continuation.resume(returning: outcome)
         }
@@ -4996,8 +4997,7 @@ nonisolated extension Engine {
     ) -> @Sendable () -> Void {
         if let manual = clock as? ManualClock, let deadline = deadline as? ManualClock.Instant {
             let timeline = manual.timeline
-            let timer = timeline.newTimer()
-            timeline.schedule(timer, at: deadline) { _ in fire() }
+            let timer = timeline.schedule(at: deadline, fire)
             return { _ = timeline.cancel(timer) }
         }
         if clock is ContinuousClock || clock is SuspendingClock {
@@ -5018,7 +5018,7 @@ nonisolated extension ManualClock {
     /// the timers it holds are `@Sendable` closures, called on the thread that advances the
     /// clock and released outside the lock.
     final class Timeline: @unchecked Sendable {
-        private typealias Timer = (deadline: Instant, fire: @Sendable (_ fired: Bool) -> Void)
+        private typealias Timer = (deadline: Instant, fire: @Sendable () -> Void)
         private let lock = Engine.Lock()
         private var instant: Instant
         /// Where the advances under way move time to: past `instant` while they fire timers, so
@@ -5046,24 +5046,18 @@ nonisolated extension ManualClock {
             }
         }
 
-        /// Numbers a timer to set later, so that it can be cancelled before it is set.
-        func newTimer() -> Int {
+        /// Sets a timer that calls `fire` when time reaches `deadline`, and returns its number.
+        func schedule(at deadline: Instant, _ fire: @escaping @Sendable () -> Void) -> Int {
             locked {
                 timersSet += 1
+                timers[timersSet] = (deadline, fire)
                 return timersSet
             }
         }
 
-        /// Sets timer `number` to call `fire(true)` when time reaches `deadline`.
-        func schedule(
-            _ number: Int, at deadline: Instant, _ fire: @escaping @Sendable (Bool) -> Void
-        ) {
-            locked { timers[number] = (deadline, fire) }
-        }
-
-        /// Removes a timer if it has not fired, and returns it, to release or call outside the
+        /// Removes a timer if it has not fired, and returns its closure, to let go of outside the
         /// lock.
-        func cancel(_ timer: Int) -> (@Sendable (Bool) -> Void)? {
+        func cancel(_ timer: Int) -> (@Sendable () -> Void)? {
             locked { timers.removeValue(forKey: timer)?.fire }
         }
 
@@ -5080,7 +5074,7 @@ nonisolated extension ManualClock {
                 instant = max(instant, next.value.deadline)
                 return next.value
             }
-            due?.fire(true)
+            due?.fire()
             return due != nil
         }
 

@@ -941,10 +941,11 @@ nonisolated extension Engine {
 
     /// A task awaiting the outcome.
     @usableFromInline struct Awaiting<Value, Failure: Swift.Error>: Completion {
-        @usableFromInline let continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
-        @inlinable init(_ continuation: UnsafeContinuation<Swift.Result<Value, Failure>?, Never>) {
-            self.continuation = continuation
-        }
+        /// Unsafe, not checked: a run calls its completion once, and only once (`.finish`).
+        @usableFromInline typealias Continuation =
+            UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
+        @usableFromInline let continuation: Continuation
+        @inlinable init(_ continuation: Continuation) { self.continuation = continuation }
         @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
             continuation.resume(returning: outcome)
         }

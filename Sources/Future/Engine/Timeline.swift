@@ -27,8 +27,7 @@ nonisolated extension Engine {
     ) -> @Sendable () -> Void {
         if let manual = clock as? ManualClock, let deadline = deadline as? ManualClock.Instant {
             let timeline = manual.timeline
-            let timer = timeline.newTimer()
-            timeline.schedule(timer, at: deadline) { _ in fire() }
+            let timer = timeline.schedule(at: deadline, fire)
             return { _ = timeline.cancel(timer) }
         }
         if clock is ContinuousClock || clock is SuspendingClock {
@@ -49,7 +48,7 @@ nonisolated extension ManualClock {
     /// the timers it holds are `@Sendable` closures, called on the thread that advances the
     /// clock and released outside the lock.
     final class Timeline: @unchecked Sendable {
-        private typealias Timer = (deadline: Instant, fire: @Sendable (_ fired: Bool) -> Void)
+        private typealias Timer = (deadline: Instant, fire: @Sendable () -> Void)
         private let lock = Engine.Lock()
         private var instant: Instant
         /// Where the advances under way move time to: past `instant` while they fire timers, so
@@ -77,24 +76,18 @@ nonisolated extension ManualClock {
             }
         }
 
-        /// Numbers a timer to set later, so that it can be cancelled before it is set.
-        func newTimer() -> Int {
+        /// Sets a timer that calls `fire` when time reaches `deadline`, and returns its number.
+        func schedule(at deadline: Instant, _ fire: @escaping @Sendable () -> Void) -> Int {
             locked {
                 timersSet += 1
+                timers[timersSet] = (deadline, fire)
                 return timersSet
             }
         }
 
-        /// Sets timer `number` to call `fire(true)` when time reaches `deadline`.
-        func schedule(
-            _ number: Int, at deadline: Instant, _ fire: @escaping @Sendable (Bool) -> Void
-        ) {
-            locked { timers[number] = (deadline, fire) }
-        }
-
-        /// Removes a timer if it has not fired, and returns it, to release or call outside the
+        /// Removes a timer if it has not fired, and returns its closure, to let go of outside the
         /// lock.
-        func cancel(_ timer: Int) -> (@Sendable (Bool) -> Void)? {
+        func cancel(_ timer: Int) -> (@Sendable () -> Void)? {
             locked { timers.removeValue(forKey: timer)?.fire }
         }
 
@@ -111,7 +104,7 @@ nonisolated extension ManualClock {
                 instant = max(instant, next.value.deadline)
                 return next.value
             }
-            due?.fire(true)
+            due?.fire()
             return due != nil
         }
 
