@@ -6,9 +6,10 @@
 // step function `{ stage, slot, run in … }`. The step gets the payload back with
 // `Node<Payload>.payload(of: stage)` (a stage does not know its payload's type, so that a chain
 // is a list of one type), takes its input from the slot with `slot.take(Input.self)`, leaves its
-// output there with `slot.put(_:)`, and returns what the run does next: `.proceed` to go on,
-// `.enter(promise.last)` to run that promise's stages in its place. The input and the output
-// are the `Result` of the step before and of this one, at the same address.
+// output there with `slot.put(_:)`, and returns what the run does next: `.proceed` to go on, or
+// `run.callOrEnter(promise)` to run a promise in its place (an operation alone is called there, a
+// chain's stages are entered). The input and the output are the `Result` of the step before and
+// of this one, at the same address.
 
 nonisolated extension Promise {
     @usableFromInline typealias Node<Payload: Sendable> = Engine.Node<Payload>

@@ -22,7 +22,9 @@
 /// An operation that lets its resolver go without resolving it or calling ``cancel()`` can never
 /// finish: its run is cancelled, and debug builds report where the promise was made. Hold it
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
-/// go of when the operation returns, unresolved.
+/// go of when the operation returns, unresolved. A resolver kept after its run ended (cancelled,
+/// or by a `timeout` that fired) keeps the run's own record in memory, not its steps, until it is
+/// let go of: a cancel handler (``onCancel(_:)``) that stops the work lets it go sooner.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to: `Run.resolve` or `Join.resolve`.
     @usableFromInline let reporter: any Engine.Reporter
