@@ -2535,6 +2535,23 @@ nonisolated extension Engine {
 
         @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
 
+        /// Lends `write` a slot of its own on the stack, for a resolver that reports to a join
+        /// rather than to a run, and returns the `Value` that `write` put there. Sound: the memory
+        /// is sized and aligned for a `Value` (a stride is never zero), `take` moves the value out
+        /// before the memory goes, and a debug build traps at `take` if `write` put no `Value`.
+        @inlinable static func value<Value>(
+            _: Value.Type, writtenBy write: (Slot) -> Void
+        ) -> Value {
+            let layout = MemoryLayout<Value>.self
+            return withUnsafeTemporaryAllocation(
+                byteCount: layout.stride, alignment: layout.alignment
+            ) {
+                let slot = Slot(memory: $0.baseAddress!)
+                write(slot)
+                return slot.take()
+            }
+        }
+
         @inlinable func put<Output>(_ output: Output) {
             assert(Int(bitPattern: memory) % MemoryLayout<Output>.alignment == 0, "misaligned slot")
             #if DEBUG
@@ -4146,9 +4163,9 @@ nonisolated extension Engine {
 //   open(p, l)      a member ends; verdict settle(o) or cancel   closed           cancel members,
 //                                                                                 then r(o) or
 //                                                                                 cancel r
-//   holding(run)    the last member run ends                     closed           release run
+//   holding         the last member run ends                     closed           release run
 //   any             its run is cancelled, runs going, and the
-//                   run's end held (see `Run.hold()`)            holding(run)     cancel members
+//                   run's end held (see `Run.hold()`)            holding          cancel members
 //   open(p, l)      its run is cancelled, else                   closed           cancel members,
 //                                                                                 release a hold
 //   other           the same                                     unchanged        the same
@@ -4230,7 +4247,7 @@ nonisolated extension Engine {
     /// Swift calls a generic class's protocol methods unspecialized, and unspecialized code here
     /// would look types up at every use: so what the resolvers call (`Reporter`, at the end of
     /// the class) reads only fields whose types are not generic, and ends a member through
-    /// `reported` or `cancelled`, which are compiled for the join's types. (Calling `Join.report`
+    /// `reported` or `cancelled`, which are compiled for the join's types. (Calling `Slot.value`
     /// and `memberEnded` from there instead cost 6.7 times the instructions of an element of a
     /// fan-out: measure with Benchmarks/instructions.sh before removing the closures.)
     @usableFromInline
@@ -4258,8 +4275,9 @@ nonisolated extension Engine {
             /// Members start and report; with `launching`, a thread runs the launch loop (at
             /// first, the one that starts the run).
             case open(Progress, launching: Bool)
-            /// Its run was cancelled, and the run's end waits for the member runs to stop.
-            case holding(Run)
+            /// Its run was cancelled, and the run's end (`outer`'s) waits for the member runs to
+            /// stop.
+            case holding
             /// It settled, or was cancelled.
             case closed
         }
@@ -4299,7 +4317,7 @@ nonisolated extension Engine {
             /// verdict says.
             case closes(Cancels, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
             /// The last member run of a `holding` combination ended: release the hold.
-            case releases(Run)
+            case releases
         }
 
         /// What cancelling the members cancels, taken under the lock: every member run still
@@ -4324,22 +4342,14 @@ nonisolated extension Engine {
                 members.isEmpty ? .closed : .open(Progress(resolver, members), launching: true),
                 members.map { _ in nil }  // (not `Array(repeating:count:)`: see `Tally`)
             )
-            reported = Join.report
+            reported = { join, index, write in
+                join.memberEnded(
+                    index, Slot.value(Swift.Result<Member, Failure>.self, writtenBy: write))
+            }
             cancelled = { join, index in join.memberEnded(index, nil) }
         }
 
         deinit { lock.free() }
-
-        /// Ends member `index` with the outcome `write` puts in a slot.
-        @inlinable static func report(_ join: Join, _ index: Int, _ write: (Slot) -> Void) -> Bool {
-            let outcome: Swift.Result<Member, Failure>? =
-                withUnsafeTemporaryAllocation(of: Swift.Result<Member, Failure>.self, capacity: 1) {
-                    let slot = Slot(memory: UnsafeMutableRawPointer($0.baseAddress!))
-                    write(slot)
-                    return slot.take(Swift.Result<Member, Failure>.self)
-                }
-            return join.memberEnded(index, outcome)
-        }
 
         @inlinable var isRunningAMember: Bool {
             guarded.running.contains { if case .run? = $0 { true } else { false } }
@@ -4427,9 +4437,9 @@ nonisolated extension Engine {
                 }
                 guarded.running[index] = nil
                 switch guarded.state {
-                case .holding(let run) where !isRunningAMember:
+                case .holding where !isRunningAMember:
                     guarded.state = .closed
-                    return .releases(run)
+                    return .releases
                 case .closed, .holding: return .nothing
                 case .open(let progress, let launching):
                     progress.tally.ended += 1
@@ -4455,7 +4465,7 @@ nonisolated extension Engine {
             case .closes(let members, let resolver, let verdict):
                 cancelMembers(members)
                 settle(resolver, verdict)
-            case .releases(let run): run.release()
+            case .releases: outer.release()
             }
             return true
         }
@@ -4467,10 +4477,10 @@ nonisolated extension Engine {
             let (members, holds) = lock.withLock { () -> (Cancels, Bool) in
                 let holds = held && isRunningAMember
                 guard case .open(let progress, _) = guarded.state else {
-                    if holds { guarded.state = .holding(outer) }
+                    if holds { guarded.state = .holding }
                     return (takeCancels(nil), holds)
                 }
-                guarded.state = holds ? .holding(outer) : .closed
+                guarded.state = holds ? .holding : .closed
                 return (takeCancels(progress), holds)  // the progress goes after the lock
             }
             if held && !holds { outer.release() }  // no member run to wait for
@@ -4517,7 +4527,7 @@ nonisolated extension Engine {
         }
 
         // A member's resolver reports here: `call` is the member's index. An outcome goes on
-        // through the stored `reported` (`Join.report`, then `memberEnded`), a cancel through
+        // through the stored `reported` (`Slot.value`, then `memberEnded`), a cancel through
         // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
         @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) {

@@ -298,6 +298,23 @@ nonisolated extension Engine {
 
         @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
 
+        /// Lends `write` a slot of its own on the stack, for a resolver that reports to a join
+        /// rather than to a run, and returns the `Value` that `write` put there. Sound: the memory
+        /// is sized and aligned for a `Value` (a stride is never zero), `take` moves the value out
+        /// before the memory goes, and a debug build traps at `take` if `write` put no `Value`.
+        @inlinable static func value<Value>(
+            _: Value.Type, writtenBy write: (Slot) -> Void
+        ) -> Value {
+            let layout = MemoryLayout<Value>.self
+            return withUnsafeTemporaryAllocation(
+                byteCount: layout.stride, alignment: layout.alignment
+            ) {
+                let slot = Slot(memory: $0.baseAddress!)
+                write(slot)
+                return slot.take()
+            }
+        }
+
         @inlinable func put<Output>(_ output: Output) {
             assert(Int(bitPattern: memory) % MemoryLayout<Output>.alignment == 0, "misaligned slot")
             #if DEBUG
