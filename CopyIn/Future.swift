@@ -2296,8 +2296,9 @@ nonisolated public enum PromiseDiagnostics {
 //   `Run.make` takes as a run the buffer that `Run.create` made.
 // - `unsafeBitCast`: an operation's closure with its types erased (`Operation`), and the main
 //   actor's isolation assumed on the main queue (MainActor.swift).
-// - Raw memory: the slot (a step's output, typed by the step; debug builds check the type), the
-//   plan's stack, the run's tail (`ManagedBuffer`), a lock's mutex, which must not move.
+// - Raw memory: the slot (a step's output, typed by the step; debug builds check the type; a
+//   join's, on the stack: `Slot.value`), the plan's stack, the run's tail (`ManagedBuffer`), a
+//   lock's mutex, which must not move.
 // - `nonisolated(unsafe)`: a value moved out of a slot has no other owner, nor the outcome a
 //   join makes of its members' outcomes, which it lets go of.
 // - `UnsafeContinuation`: an awaiting task's, resumed once, by the run's end.
@@ -2539,12 +2540,9 @@ nonisolated extension Engine {
         /// rather than to a run, and returns the `Value` that `write` put there. Sound: the memory
         /// is sized and aligned for a `Value` (a stride is never zero), `take` moves the value out
         /// before the memory goes, and a debug build traps at `take` if `write` put no `Value`.
-        @inlinable static func value<Value>(
-            _: Value.Type, writtenBy write: (Slot) -> Void
-        ) -> Value {
-            let layout = MemoryLayout<Value>.self
-            return withUnsafeTemporaryAllocation(
-                byteCount: layout.stride, alignment: layout.alignment
+        @inlinable static func value<Value>(_: Value.Type, from write: (Slot) -> Void) -> Value {
+            withUnsafeTemporaryAllocation(
+                byteCount: MemoryLayout<Value>.stride, alignment: MemoryLayout<Value>.alignment
             ) {
                 let slot = Slot(memory: $0.baseAddress!)
                 write(slot)
@@ -4343,8 +4341,7 @@ nonisolated extension Engine {
                 members.map { _ in nil }  // (not `Array(repeating:count:)`: see `Tally`)
             )
             reported = { join, index, write in
-                join.memberEnded(
-                    index, Slot.value(Swift.Result<Member, Failure>.self, writtenBy: write))
+                join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
             }
             cancelled = { join, index in join.memberEnded(index, nil) }
         }

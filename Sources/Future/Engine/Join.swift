@@ -196,8 +196,7 @@ nonisolated extension Engine {
                 members.map { _ in nil }  // (not `Array(repeating:count:)`: see `Tally`)
             )
             reported = { join, index, write in
-                join.memberEnded(
-                    index, Slot.value(Swift.Result<Member, Failure>.self, writtenBy: write))
+                join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
             }
             cancelled = { join, index in join.memberEnded(index, nil) }
         }
