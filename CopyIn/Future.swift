@@ -4149,12 +4149,11 @@ nonisolated extension Engine {
 // what to do each time a member ends, and settles the combination's resolver with the policy's
 // verdict. The transitions of its `state` (p: an open combination's progress, with r, its
 // resolver; l: whether a thread runs the launch loop; o: an outcome; "runs going": members in runs
-// of their own that have not ended), each in one lock section, then what is done outside the lock:
+// of their own that have not ended), each in one lock section, then what is done outside the lock
+// (a combination of no members makes no join: its policy's verdict ends its run at once):
 //
 //   state           event                                        new state        then
-//   open(p, true)   open (made with members)                     open(p, true)    launch
-//   closed          open (made with no members)                  closed           r(o), or
-//                                                                                 cancel r
+//   open(p, true)   open                                         open(p, true)    launch
 //   open(p, l)      launch: room, and a member not started       open(p, l)       start it
 //   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
 //   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
@@ -4181,6 +4180,16 @@ nonisolated extension Engine {
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
+
+        /// Settles a combination's run with the verdict's outcome, or cancels it.
+        @inlinable func end(_ resolver: Resolver<Output, Failure>) {
+            switch self {
+            case .settle(let settled):
+                nonisolated(unsafe) let outcome = settled  // the members', which it let go of
+                resolver(outcome)
+            case .wait, .cancel: resolver.cancel()
+            }
+        }
     }
 
     /// What a combination's policy is asked about: a member that ended with an outcome or by
@@ -4224,6 +4233,7 @@ nonisolated extension Engine {
     ) -> Promise<Output, OutFailure> {
         let operation = Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Output, OutFailure>) in
+            guard !members.isEmpty else { return decide(Tally(0), .noMembers).end(resolver) }
             Join(members, width, resolver, decide).open(resolver)
         }
         return Promise(last: Source<Output, OutFailure>(operation))
@@ -4337,7 +4347,7 @@ nonisolated extension Engine {
             self.decide = decide
             outer = resolver.run
             guarded = (
-                members.isEmpty ? .closed : .open(Progress(resolver, members), launching: true),
+                .open(Progress(resolver, members), launching: true),
                 members.map { _ in nil }  // (not `Array(repeating:count:)`: see `Tally`)
             )
             reported = { join, index, write in
@@ -4352,11 +4362,8 @@ nonisolated extension Engine {
             guarded.running.contains { if case .run? = $0 { true } else { false } }
         }
 
-        /// Opens the combination: starts its members, or settles one of none at once.
+        /// Opens the combination: starts its members.
         @inlinable func open(_ resolver: Resolver<Output, OutFailure>) {
-            guard case .open = guarded.state else {
-                return settle(resolver, decide(Tally(0), .noMembers))
-            }
             resolver.onCancel { [self] _ in runCancelled() }
             launch()
         }
@@ -4461,7 +4468,7 @@ nonisolated extension Engine {
             case .waits(let launch): if launch { self.launch() }
             case .closes(let members, let resolver, let verdict):
                 cancelMembers(members)
-                settle(resolver, verdict)
+                verdict.end(resolver)
             case .releases: outer.release()
             }
             return true
@@ -4509,18 +4516,6 @@ nonisolated extension Engine {
             Nesting.cancelling(
                 { for handler in members.handlers { handler(self) } },
                 then: { for work in ignored { self.outer.startIgnored(work) } })
-        }
-
-        /// Settles the combination's run with the verdict's outcome, or cancels it.
-        @inlinable func settle(
-            _ resolver: Resolver<Output, OutFailure>, _ verdict: Verdict<Output, OutFailure>
-        ) {
-            switch verdict {
-            case .settle(let settled):
-                nonisolated(unsafe) let outcome = settled  // the members', which it let go of
-                resolver(outcome)
-            case .wait, .cancel: resolver.cancel()
-            }
         }
 
         // A member's resolver reports here: `call` is the member's index. An outcome goes on
