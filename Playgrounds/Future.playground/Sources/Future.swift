@@ -2536,10 +2536,11 @@ nonisolated extension Engine {
 
         @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
 
-        /// Lends `write` a slot of its own on the stack, for a resolver that reports to a join
-        /// rather than to a run, and returns the `Value` that `write` put there. Sound: the memory
-        /// is sized and aligned for a `Value` (a stride is never zero), `take` moves the value out
-        /// before the memory goes, and a debug build traps at `take` if `write` put no `Value`.
+        /// Lends `write` a temporary slot (on the stack, if it fits), for a resolver that reports
+        /// to a join rather than to a run, and returns the `Value` that `write` put there. Sound:
+        /// the memory is sized and aligned for a `Value` (a stride is never zero), `write` (a
+        /// resolver's) puts one, and `take` moves it out before the memory goes; a debug build
+        /// checks its type at `take`.
         @inlinable static func value<Value>(_: Value.Type, from write: (Slot) -> Void) -> Value {
             withUnsafeTemporaryAllocation(
                 byteCount: MemoryLayout<Value>.stride, alignment: MemoryLayout<Value>.alignment
