@@ -2300,8 +2300,9 @@ nonisolated public enum PromiseDiagnostics {
 //   `Run.make` takes as a run the buffer that `Run.create` made.
 // - `unsafeBitCast`: an operation's closure with its types erased (`Operation`), and the main
 //   actor's isolation assumed on the main queue (MainActor.swift).
-// - Raw memory: the slot (a step's output, typed by the step; debug builds check the type), the
-//   plan's stack, the run's tail (`ManagedBuffer`), a lock's mutex, which must not move.
+// - Raw memory: the slot (a step's output, typed by the step; debug builds check the type; a
+//   join's, on the stack: `Slot.value`), the plan's stack, the run's tail (`ManagedBuffer`), a
+//   lock's mutex, which must not move.
 // - `nonisolated(unsafe)`: a value moved out of a slot has no other owner, nor the outcome a
 //   join makes of its members' outcomes, which it lets go of.
 // - `UnsafeContinuation`: an awaiting task's, resumed once, by the run's end.
@@ -2538,6 +2539,21 @@ nonisolated extension Engine {
         @usableFromInline var holds: SlotHolds = SlotHolds()
 
         @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
+
+        /// Lends `write` a temporary slot (on the stack, if it fits), for a resolver that reports
+        /// to a join rather than to a run, and returns the `Value` that `write` put there. Sound:
+        /// the memory is sized and aligned for a `Value` (a stride is never zero), `write` (a
+        /// resolver's) puts one, and `take` moves it out before the memory goes; a debug build
+        /// checks its type at `take`.
+        @inlinable static func value<Value>(_: Value.Type, from write: (Slot) -> Void) -> Value {
+            withUnsafeTemporaryAllocation(
+                byteCount: MemoryLayout<Value>.stride, alignment: MemoryLayout<Value>.alignment
+            ) {
+                let slot = Slot(memory: $0.baseAddress!)
+                write(slot)
+                return slot.take()
+            }
+        }
 
         @inlinable func put<Output>(_ output: Output) {
             assert(Int(bitPattern: memory) % MemoryLayout<Output>.alignment == 0, "misaligned slot")
@@ -4139,21 +4155,20 @@ nonisolated extension Engine {
 // what to do each time a member ends, and settles the combination's resolver with the policy's
 // verdict. The transitions of its `state` (p: an open combination's progress, with r, its
 // resolver; l: whether a thread runs the launch loop; o: an outcome; "runs going": members in runs
-// of their own that have not ended), each in one lock section, then what is done outside the lock:
+// of their own that have not ended), each in one lock section, then what is done outside the lock
+// (a combination of no members makes no join: its policy's verdict ends its run at once):
 //
 //   state           event                                        new state        then
-//   open(p, true)   open (made with members)                     open(p, true)    launch
-//   closed          open (made with no members)                  closed           r(o), or
-//                                                                                 cancel r
+//   open(p, true)   open                                         open(p, true)    launch
 //   open(p, l)      launch: room, and a member not started       open(p, l)       start it
 //   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
 //   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
 //   open(p, l)      a member ends; verdict settle(o) or cancel   closed           cancel members,
 //                                                                                 then r(o) or
 //                                                                                 cancel r
-//   holding(run)    the last member run ends                     closed           release run
+//   holding         the last member run ends                     closed           release run
 //   any             its run is cancelled, runs going, and the
-//                   run's end held (see `Run.hold()`)            holding(run)     cancel members
+//                   run's end held (see `Run.hold()`)            holding          cancel members
 //   open(p, l)      its run is cancelled, else                   closed           cancel members,
 //                                                                                 release a hold
 //   other           the same                                     unchanged        the same
@@ -4171,6 +4186,16 @@ nonisolated extension Engine {
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
+
+        /// Settles a combination's run with the verdict's outcome, or cancels it.
+        @inlinable func end(_ resolver: Resolver<Output, Failure>) {
+            switch self {
+            case .settle(let settled):
+                nonisolated(unsafe) let outcome = settled  // the members', which it let go of
+                resolver(outcome)
+            case .wait, .cancel: resolver.cancel()
+            }
+        }
     }
 
     /// What a combination's policy is asked about: a member that ended with an outcome or by
@@ -4214,6 +4239,7 @@ nonisolated extension Engine {
     ) -> Promise<Output, OutFailure> {
         let operation = Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Output, OutFailure>) in
+            guard !members.isEmpty else { return decide(Tally(0), .noMembers).end(resolver) }
             Join(members, width, resolver, decide).open(resolver)
         }
         return Promise(last: Source<Output, OutFailure>(operation))
@@ -4235,7 +4261,7 @@ nonisolated extension Engine {
     /// Swift calls a generic class's protocol methods unspecialized, and unspecialized code here
     /// would look types up at every use: so what the resolvers call (`Reporter`, at the end of
     /// the class) reads only fields whose types are not generic, and ends a member through
-    /// `reported` or `cancelled`, which are compiled for the join's types. (Calling `Join.report`
+    /// `reported` or `cancelled`, which are compiled for the join's types. (Calling `Slot.value`
     /// and `memberEnded` from there instead cost 6.7 times the instructions of an element of a
     /// fan-out: measure with Benchmarks/instructions.sh before removing the closures.)
     @usableFromInline
@@ -4263,8 +4289,9 @@ nonisolated extension Engine {
             /// Members start and report; with `launching`, a thread runs the launch loop (at
             /// first, the one that starts the run).
             case open(Progress, launching: Bool)
-            /// Its run was cancelled, and the run's end waits for the member runs to stop.
-            case holding(Run)
+            /// Its run was cancelled, and the run's end (`outer`'s) waits for the member runs to
+            /// stop.
+            case holding
             /// It settled, or was cancelled.
             case closed
         }
@@ -4304,7 +4331,7 @@ nonisolated extension Engine {
             /// verdict says.
             case closes(Cancels, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
             /// The last member run of a `holding` combination ended: release the hold.
-            case releases(Run)
+            case releases
         }
 
         /// What cancelling the members cancels, taken under the lock: every member run still
@@ -4326,35 +4353,23 @@ nonisolated extension Engine {
             self.decide = decide
             outer = resolver.run
             guarded = (
-                members.isEmpty ? .closed : .open(Progress(resolver, members), launching: true),
+                .open(Progress(resolver, members), launching: true),
                 members.map { _ in nil }  // (not `Array(repeating:count:)`: see `Tally`)
             )
-            reported = Join.report
+            reported = { join, index, write in
+                join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
+            }
             cancelled = { join, index in join.memberEnded(index, nil) }
         }
 
         deinit { lock.free() }
 
-        /// Ends member `index` with the outcome `write` puts in a slot.
-        @inlinable static func report(_ join: Join, _ index: Int, _ write: (Slot) -> Void) -> Bool {
-            let outcome: Swift.Result<Member, Failure>? =
-                withUnsafeTemporaryAllocation(of: Swift.Result<Member, Failure>.self, capacity: 1) {
-                    let slot = Slot(memory: UnsafeMutableRawPointer($0.baseAddress!))
-                    write(slot)
-                    return slot.take(Swift.Result<Member, Failure>.self)
-                }
-            return join.memberEnded(index, outcome)
-        }
-
         @inlinable var isRunningAMember: Bool {
             guarded.running.contains { if case .run? = $0 { true } else { false } }
         }
 
-        /// Opens the combination: starts its members, or settles one of none at once.
+        /// Opens the combination: starts its members.
         @inlinable func open(_ resolver: Resolver<Output, OutFailure>) {
-            guard case .open = guarded.state else {
-                return settle(resolver, decide(Tally(0), .noMembers))
-            }
             resolver.onCancel { [self] _ in runCancelled() }
             launch()
         }
@@ -4432,9 +4447,9 @@ nonisolated extension Engine {
                 }
                 guarded.running[index] = nil
                 switch guarded.state {
-                case .holding(let run) where !isRunningAMember:
+                case .holding where !isRunningAMember:
                     guarded.state = .closed
-                    return .releases(run)
+                    return .releases
                 case .closed, .holding: return .nothing
                 case .open(let progress, let launching):
                     progress.tally.ended += 1
@@ -4459,8 +4474,8 @@ nonisolated extension Engine {
             case .waits(let launch): if launch { self.launch() }
             case .closes(let members, let resolver, let verdict):
                 cancelMembers(members)
-                settle(resolver, verdict)
-            case .releases(let run): run.release()
+                verdict.end(resolver)
+            case .releases: outer.release()
             }
             return true
         }
@@ -4472,10 +4487,10 @@ nonisolated extension Engine {
             let (members, holds) = lock.withLock { () -> (Cancels, Bool) in
                 let holds = held && isRunningAMember
                 guard case .open(let progress, _) = guarded.state else {
-                    if holds { guarded.state = .holding(outer) }
+                    if holds { guarded.state = .holding }
                     return (takeCancels(nil), holds)
                 }
-                guarded.state = holds ? .holding(outer) : .closed
+                guarded.state = holds ? .holding : .closed
                 return (takeCancels(progress), holds)  // the progress goes after the lock
             }
             if held && !holds { outer.release() }  // no member run to wait for
@@ -4509,20 +4524,8 @@ nonisolated extension Engine {
                 then: { for work in ignored { self.outer.startIgnored(work) } })
         }
 
-        /// Settles the combination's run with the verdict's outcome, or cancels it.
-        @inlinable func settle(
-            _ resolver: Resolver<Output, OutFailure>, _ verdict: Verdict<Output, OutFailure>
-        ) {
-            switch verdict {
-            case .settle(let settled):
-                nonisolated(unsafe) let outcome = settled  // the members', which it let go of
-                resolver(outcome)
-            case .wait, .cancel: resolver.cancel()
-            }
-        }
-
         // A member's resolver reports here: `call` is the member's index. An outcome goes on
-        // through the stored `reported` (`Join.report`, then `memberEnded`), a cancel through
+        // through the stored `reported` (`Slot.value`, then `memberEnded`), a cancel through
         // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
         @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) {

@@ -57,8 +57,9 @@
 //   `Run.make` takes as a run the buffer that `Run.create` made.
 // - `unsafeBitCast`: an operation's closure with its types erased (`Operation`), and the main
 //   actor's isolation assumed on the main queue (MainActor.swift).
-// - Raw memory: the slot (a step's output, typed by the step; debug builds check the type), the
-//   plan's stack, the run's tail (`ManagedBuffer`), a lock's mutex, which must not move.
+// - Raw memory: the slot (a step's output, typed by the step; debug builds check the type; a
+//   join's, on the stack: `Slot.value`), the plan's stack, the run's tail (`ManagedBuffer`), a
+//   lock's mutex, which must not move.
 // - `nonisolated(unsafe)`: a value moved out of a slot has no other owner, nor the outcome a
 //   join makes of its members' outcomes, which it lets go of.
 // - `UnsafeContinuation`: an awaiting task's, resumed once, by the run's end.
@@ -297,6 +298,21 @@ nonisolated extension Engine {
         @usableFromInline var holds: SlotHolds = SlotHolds()
 
         @inlinable init(memory: UnsafeMutableRawPointer) { self.memory = memory }
+
+        /// Lends `write` a temporary slot (on the stack, if it fits), for a resolver that reports
+        /// to a join rather than to a run, and returns the `Value` that `write` put there. Sound:
+        /// the memory is sized and aligned for a `Value` (a stride is never zero), `write` (a
+        /// resolver's) puts one, and `take` moves it out before the memory goes; a debug build
+        /// checks its type at `take`.
+        @inlinable static func value<Value>(_: Value.Type, from write: (Slot) -> Void) -> Value {
+            withUnsafeTemporaryAllocation(
+                byteCount: MemoryLayout<Value>.stride, alignment: MemoryLayout<Value>.alignment
+            ) {
+                let slot = Slot(memory: $0.baseAddress!)
+                write(slot)
+                return slot.take()
+            }
+        }
 
         @inlinable func put<Output>(_ output: Output) {
             assert(Int(bitPattern: memory) % MemoryLayout<Output>.alignment == 0, "misaligned slot")
