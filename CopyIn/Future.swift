@@ -2968,6 +2968,26 @@ nonisolated extension Engine {
             return state
         }
 
+        /// Changes a cancelled run's holds by `change`: `false` if it is not cancelled, or has
+        /// ended.
+        mutating func changeHolds(by change: Int32) -> Bool {
+            switch self {
+            case .cancelledWhileDriving(let thread, let holds, let call):
+                self = .cancelledWhileDriving(thread: thread, holds: holds + change, call: call)
+            case .cancelledWhileWaiting(let holds, let call):
+                self = .cancelledWhileWaiting(holds: holds + change, call: call)
+            default: return false
+            }
+            return true
+        }
+
+        /// Ends a cancelled run that no thread drives and nothing holds, and says whether it did.
+        mutating func endsUnheld() -> Bool {
+            guard case .cancelledWhileWaiting(holds: 0, let call) = self else { return false }
+            self = .cancelled(call: call)
+            return true
+        }
+
         /// The call that has not resolved: its resolver is the one that counts.
         var pendingCall: Int? {
             switch self {
@@ -3491,36 +3511,16 @@ nonisolated extension Engine.Run {
     /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
     /// the run's end (its `ensure` steps and its completion). `false` if the run is not
     /// cancelled, or has ended.
-    @usableFromInline final func hold() -> Bool {
-        locked { fields in
-            switch fields.state {
-            case .cancelledWhileDriving(let thread, let holds, let call):
-                fields.state = .cancelledWhileDriving(thread: thread, holds: holds + 1, call: call)
-            case .cancelledWhileWaiting(let holds, let call):
-                fields.state = .cancelledWhileWaiting(holds: holds + 1, call: call)
-            default: return false
-            }
-            return true
-        }
-    }
+    @usableFromInline final func hold() -> Bool { locked { $0.state.changeHolds(by: 1) } }
 
     /// Releases a hold (the canceller's, once the handlers have returned, a combination's or a
-    /// timeout's);
-    /// the last ends the run, if no thread drives it.
+    /// timeout's): the last ends the run, if no thread drives it.
     @usableFromInline final func release() {
         let ends = locked { fields -> Bool in
-            switch fields.state {
-            case .cancelledWhileWaiting(holds: 1, let call):
-                fields.state = .cancelled(call: call)
-                return true
-            case .cancelledWhileWaiting(let holds, let call):
-                fields.state = .cancelledWhileWaiting(holds: holds - 1, call: call)
-            case .cancelledWhileDriving(let thread, let holds, let call):
-                fields.state = .cancelledWhileDriving(thread: thread, holds: holds - 1, call: call)
-            default:
+            guard fields.state.changeHolds(by: -1) else {
                 preconditionFailure("a hold released on a run \(fields.state)")
             }
-            return false
+            return fields.state.endsUnheld()
         }
         if ends { endCancelled() }
     }
@@ -3531,18 +3531,14 @@ nonisolated extension Engine.Run {
             guard case .cancelledWhileDriving(_, let holds, let call) = fields.state else {
                 preconditionFailure("a run stopped \(fields.state)")
             }
-            guard holds == 0 else {
-                fields.state = .cancelledWhileWaiting(holds: holds, call: call)
-                return false
-            }
-            fields.state = .cancelled(call: call)
-            return true
+            fields.state = .cancelledWhileWaiting(holds: holds, call: call)
+            return fields.state.endsUnheld()
         }
         if ends { endCancelled() }
     }
 
     /// Ends a cancelled run: lets go of what it was to start with, or of its hop (the deadline,
-    /// the output), then runs the `ensure` steps still ahead, innermost chain first.
+    /// the output); `end` runs the `ensure` steps still ahead.
     private final func endCancelled() {
         let driver = self.driver
         switch driver.pointee.resumesAt.take() {
@@ -3552,14 +3548,7 @@ nonisolated extension Engine.Run {
             driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
         case nil: break
         }
-        driver.pointee.resolver = nil
-        driver.pointee.queue = nil
-        var rest = Plan()
-        swap(&rest, &driver.pointee.plan)
-        while let stage = rest.pop() { skip(stage.takeUnretainedValue()) }
-        rest.clear(spill: &driver.pointee.spill)
-        swap(&rest, &driver.pointee.plan)  // its memory, for another chain
-        _ = driver.pointee.specialized(self, .finish(nil))  // the completion hears of it
+        end(with: nil)
     }
 
     /// The chain's last step has run: the outcome goes to the completion, unless the run was
@@ -3574,11 +3563,19 @@ nonisolated extension Engine.Run {
             _ = driver.pointee.specialized(self, .dropOutcome(slot))  // the outcome nobody may have
             return stop()
         }
+        end(with: slot)
+    }
+
+    /// Ends the run: skips the stages still ahead (a cancelled run's), innermost chain first,
+    /// forgets its chains, keeping the plan's memory for another chain, then its completion gets
+    /// the outcome in `slot`, or with `nil` hears that the run was cancelled.
+    private final func end(with slot: Slot?) {
         let driver = self.driver
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
+        while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
         driver.pointee.plan.clear(spill: &driver.pointee.spill)
-        _ = driver.pointee.specialized(self, .finish(slot))  // the completion gets the outcome
+        _ = driver.pointee.specialized(self, .finish(slot))
     }
 
     /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
@@ -3589,12 +3586,8 @@ nonisolated extension Engine.Run {
         // nested deep.)
         var ahead = [stage]
         while let next = ahead.popLast() {
-            if var chain = next.ahead {
-                ahead.append(chain)
-                while let parent = chain.parent {
-                    ahead.append(parent)
-                    chain = parent
-                }
+            if let chain = next.ahead {
+                ahead.append(contentsOf: sequence(first: chain) { $0.parent })
                 continue
             }
             if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
