@@ -266,12 +266,15 @@ nonisolated extension Engine {
     }
     /// One execution of a chain. Its own code is not generic: what depends on the types of its
     /// outcome and its completion, which waits in its tail, is its `specialized` work.
-    @usableFromInline final class Run: ManagedBuffer<Fields, UInt64> {
+    @usableFromInline final class Run: ManagedBuffer<Fields, UInt64>, Reporter {
         @usableFromInline typealias Stage = Engine.Stage
         @usableFromInline typealias Slot = Engine.Slot
         @usableFromInline typealias Next = Engine.Next
         @usableFromInline typealias Plan = Engine.Plan
         @usableFromInline typealias Run = Engine.Run
+
+        /// A run reports its own calls' outcomes.
+        @usableFromInline var run: Run { self }
 
         deinit {
             _ = pthread_mutex_destroy(&fields.pointee.mutex)
@@ -366,6 +369,13 @@ nonisolated extension Engine.Run {
     /// Where the completion is in the tail: after what the driving thread owns.
     @usableFromInline final var tail: UnsafeMutableRawPointer {
         UnsafeMutableRawPointer(driver) + 8 * Self.driverWords
+    }
+
+    /// The completion, at the start of the tail.
+    @inlinable final func completion<Completion>(
+        _: Completion.Type
+    ) -> UnsafeMutablePointer<Completion> {
+        tail.assumingMemoryBound(to: Completion.self)
     }
 
     /// The slot: in the tail, unless a chain needed a larger one.
@@ -991,17 +1001,4 @@ nonisolated extension Engine {
             return .proceed
         }
     }
-}
-
-nonisolated extension Engine.Run {
-    /// The completion, at the start of the tail.
-    @inlinable final func completion<Completion>(
-        _: Completion.Type
-    ) -> UnsafeMutablePointer<Completion> {
-        tail.assumingMemoryBound(to: Completion.self)
-    }
-}
-
-nonisolated extension Engine.Run: Engine.Reporter {
-    @usableFromInline var run: Engine.Run { self }
 }
