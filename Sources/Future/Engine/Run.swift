@@ -11,11 +11,11 @@
 // an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
 // popping one stage at a time (`takeSteps`), while each step says what comes next; it calls an
 // operation (`perform`) and goes on when the operation's resolver reports (`resolve`), now or
-// later, from any thread; the last step ran, it completes (`complete`), and its completion gets the
-// outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its handlers run
-// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
-// (`hold`, `release`) it ends (`endCancelled`): it skips the stages ahead, running their `ensure`
-// steps, and its completion hears of it (`.finish(nil)`).
+// later, from any thread; the last step ran, it completes (`complete`), and ends (`end`): its
+// completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its
+// handlers run (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing
+// holds its end (`hold`, `release`) it ends (`endCancelled`, then `end`): it skips the stages
+// ahead, running their `ensure` steps, and its completion hears of it (`.finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -253,14 +253,14 @@ nonisolated extension Engine {
             return true
         }
 
-        /// The call that has not resolved: its resolver is the one that counts.
-        var pendingCall: Int? {
+        /// The call that was pending as the run was cancelled, if any: its handlers registered
+        /// since run at once, and an outcome it gave first is not delivered.
+        var cancelledCall: Int? {
             switch self {
-            case .calling(_, let call, _), .awaitingResolver(let call, _): call
             case .cancelledWhileDriving(_, _, let call), .cancelledWhileWaiting(_, let call),
                 .cancelled(let call):
                 call
-            case .idle, .driving, .awaitingQueue, .ended: nil
+            default: nil
             }
         }
     }
@@ -606,7 +606,7 @@ nonisolated extension Engine.Run {
             case .driving: return (.proceed, nil)
             default:
                 // Cancelled: an outcome that came first is in the slot, for the loop to drop.
-                let next: Next = fields.state.pendingCall == nil ? .proceed : .stop
+                let next: Next = fields.state.cancelledCall == nil ? .proceed : .stop
                 return (next, self.driver.pointee.resolver.take())
             }
         }
@@ -656,7 +656,7 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(call, let handlers):
                 let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
-            default: return fields.state.isCancelled && fields.state.pendingCall == call
+            default: return fields.state.cancelledCall == call
             }
             return false
         }
@@ -669,7 +669,8 @@ nonisolated extension Engine.Run {
         locked { $0.state.isCancelled && call >= $0.firstCallOfChain }
     }
 
-    /// Call `call` ended its run as cancelled.
+    /// Call `call`'s resolver cancels the run (`Resolver.cancel()`), if the call is still pending:
+    /// the reporter's side of `cancel(call:)`, which a handle calls with no call.
     @usableFromInline final func cancel(_ call: Int) { _ = cancel(call: call) }
 
     /// A call's resolver went away: if it never resolved, nothing ever will.
