@@ -2995,7 +2995,7 @@ nonisolated extension Engine {
             case .cancelledWhileDriving(_, _, let call), .cancelledWhileWaiting(_, let call),
                 .cancelled(let call):
                 call
-            default: nil
+            case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: nil
             }
         }
     }
