@@ -14,8 +14,8 @@
 // later, from any thread; the last step ran, it completes (`complete`), and ends (`end`): its
 // completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its
 // handlers run (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing
-// holds its end (`hold`, `release`) it ends (`endCancelled`, then `end`): it skips the stages
-// ahead, running their `ensure` steps, and its completion hears of it (`.finish(nil)`).
+// holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead, running their
+// `ensure` steps, and its completion hears of it (`.finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -798,7 +798,7 @@ nonisolated extension Engine.Run {
             }
             return fields.state.endsUnheld()
         }
-        if ends { endCancelled() }
+        if ends { end(with: nil) }
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
@@ -810,21 +810,7 @@ nonisolated extension Engine.Run {
             fields.state = .cancelledWhileWaiting(holds: holds, call: call)
             return fields.state.endsUnheld()
         }
-        if ends { endCancelled() }
-    }
-
-    /// Ends a cancelled run: lets go of what it was to start with, or of its hop (the deadline,
-    /// the output); `end` runs the `ensure` steps still ahead.
-    private final func endCancelled() {
-        let driver = self.driver
-        switch driver.pointee.resumesAt.take() {
-        case .operation?: _ = slot.take(Engine.Operation.self)
-        case .hop?:
-            driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
-            driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
-        case nil: break
-        }
-        end(with: nil)
+        if ends { end(with: nil) }
     }
 
     /// The chain's last step has run: the outcome goes to the completion, unless the run was
@@ -842,16 +828,25 @@ nonisolated extension Engine.Run {
         end(with: slot)
     }
 
-    /// Ends the run: skips the stages still ahead (a cancelled run's), innermost chain first,
-    /// forgets its chains, keeping the plan's memory for another chain, then its completion gets
-    /// the outcome in `slot`, or with `nil` hears that the run was cancelled.
-    private final func end(with slot: Slot?) {
+    /// Ends the run. A cancelled run first lets go of what it was to start with, or of its hop
+    /// (the deadline, the output), and skips the stages still ahead, innermost chain first. Then
+    /// the run forgets its chains, keeping the plan's memory for another chain, and its
+    /// completion gets the outcome, in the slot given, or with `nil` hears that the run was
+    /// cancelled.
+    private final func end(with outcome: Slot?) {
         let driver = self.driver
+        switch driver.pointee.resumesAt.take() {
+        case .operation?: _ = slot.take(Engine.Operation.self)
+        case .hop?:
+            driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
+            driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
+        case nil: break
+        }
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
         driver.pointee.plan.clear(spill: &driver.pointee.spill)
-        _ = driver.pointee.specialized(self, .finish(slot))
+        _ = driver.pointee.specialized(self, .finish(outcome))
     }
 
     /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
