@@ -2988,8 +2988,8 @@ nonisolated extension Engine {
             return true
         }
 
-        /// The call that was pending as the run was cancelled, if any: its handlers registered
-        /// since run at once, and an outcome it gave first is not delivered.
+        /// The call that was pending as the run was cancelled, if any: a cancel handler it adds
+        /// late runs at once, and an outcome it gave before the cancel is dropped.
         var cancelledCall: Int? {
             switch self {
             case .cancelledWhileDriving(_, _, let call), .cancelledWhileWaiting(_, let call),
