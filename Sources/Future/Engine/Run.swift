@@ -11,11 +11,11 @@
 // an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
 // popping one stage at a time (`takeSteps`), while each step says what comes next; it calls an
 // operation (`perform`) and goes on when the operation's resolver reports (`resolve`), now or
-// later, from any thread; the last step ran, it completes (`complete`), and its completion gets the
-// outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its handlers run
-// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
-// (`hold`, `release`) it ends (`endCancelled`): it skips the stages ahead, running their `ensure`
-// steps, and its completion hears of it (`.finish(nil)`).
+// later, from any thread; the last step ran, it completes (`complete`), and ends (`end`): its
+// completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its
+// handlers run (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing
+// holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead, running their
+// `ensure` steps, and its completion hears of it (`.finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -233,25 +233,48 @@ nonisolated extension Engine {
             return state
         }
 
-        /// The call that has not resolved: its resolver is the one that counts.
-        var pendingCall: Int? {
+        /// Changes a cancelled run's holds by `change`: `false` if it is not cancelled, or has
+        /// ended.
+        mutating func changeHolds(by change: Int32) -> Bool {
             switch self {
-            case .calling(_, let call, _), .awaitingResolver(let call, _): call
+            case .cancelledWhileDriving(let thread, let holds, let call):
+                self = .cancelledWhileDriving(thread: thread, holds: holds + change, call: call)
+            case .cancelledWhileWaiting(let holds, let call):
+                self = .cancelledWhileWaiting(holds: holds + change, call: call)
+            default: return false
+            }
+            return true
+        }
+
+        /// Ends a cancelled run that no thread drives and nothing holds, and says whether it did.
+        mutating func endsUnheld() -> Bool {
+            guard case .cancelledWhileWaiting(holds: 0, let call) = self else { return false }
+            self = .cancelled(call: call)
+            return true
+        }
+
+        /// The call that was pending as the run was cancelled, if any: a cancel handler it adds
+        /// late runs at once, and an outcome it gave before the cancel is dropped.
+        var cancelledCall: Int? {
+            switch self {
             case .cancelledWhileDriving(_, _, let call), .cancelledWhileWaiting(_, let call),
                 .cancelled(let call):
                 call
-            case .idle, .driving, .awaitingQueue, .ended: nil
+            case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: nil
             }
         }
     }
     /// One execution of a chain. Its own code is not generic: what depends on the types of its
     /// outcome and its completion, which waits in its tail, is its `specialized` work.
-    @usableFromInline final class Run: ManagedBuffer<Fields, UInt64> {
+    @usableFromInline final class Run: ManagedBuffer<Fields, UInt64>, Reporter {
         @usableFromInline typealias Stage = Engine.Stage
         @usableFromInline typealias Slot = Engine.Slot
         @usableFromInline typealias Next = Engine.Next
         @usableFromInline typealias Plan = Engine.Plan
         @usableFromInline typealias Run = Engine.Run
+
+        /// A run reports its own calls' outcomes.
+        @usableFromInline var run: Run { self }
 
         deinit {
             _ = pthread_mutex_destroy(&fields.pointee.mutex)
@@ -346,6 +369,13 @@ nonisolated extension Engine.Run {
     /// Where the completion is in the tail: after what the driving thread owns.
     @usableFromInline final var tail: UnsafeMutableRawPointer {
         UnsafeMutableRawPointer(driver) + 8 * Self.driverWords
+    }
+
+    /// The completion, at the start of the tail.
+    @inlinable final func completion<Completion>(
+        _: Completion.Type
+    ) -> UnsafeMutablePointer<Completion> {
+        tail.assumingMemoryBound(to: Completion.self)
     }
 
     /// The slot: in the tail, unless a chain needed a larger one.
@@ -576,7 +606,7 @@ nonisolated extension Engine.Run {
             case .driving: return (.proceed, nil)
             default:
                 // Cancelled: an outcome that came first is in the slot, for the loop to drop.
-                let next: Next = fields.state.pendingCall == nil ? .proceed : .stop
+                let next: Next = fields.state.cancelledCall == nil ? .proceed : .stop
                 return (next, self.driver.pointee.resolver.take())
             }
         }
@@ -626,7 +656,7 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(call, let handlers):
                 let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
-            default: return fields.state.isCancelled && fields.state.pendingCall == call
+            default: return fields.state.cancelledCall == call
             }
             return false
         }
@@ -639,7 +669,8 @@ nonisolated extension Engine.Run {
         locked { $0.state.isCancelled && call >= $0.firstCallOfChain }
     }
 
-    /// Call `call` ended its run as cancelled.
+    /// Call `call`'s resolver cancels the run (`Resolver.cancel()`), if the call is still pending:
+    /// the reporter's side of `cancel(call:)`, which a handle calls with no call.
     @usableFromInline final func cancel(_ call: Int) { _ = cancel(call: call) }
 
     /// A call's resolver went away: if it never resolved, nothing ever will.
@@ -756,38 +787,18 @@ nonisolated extension Engine.Run {
     /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
     /// the run's end (its `ensure` steps and its completion). `false` if the run is not
     /// cancelled, or has ended.
-    @usableFromInline final func hold() -> Bool {
-        locked { fields in
-            switch fields.state {
-            case .cancelledWhileDriving(let thread, let holds, let call):
-                fields.state = .cancelledWhileDriving(thread: thread, holds: holds + 1, call: call)
-            case .cancelledWhileWaiting(let holds, let call):
-                fields.state = .cancelledWhileWaiting(holds: holds + 1, call: call)
-            default: return false
-            }
-            return true
-        }
-    }
+    @usableFromInline final func hold() -> Bool { locked { $0.state.changeHolds(by: 1) } }
 
     /// Releases a hold (the canceller's, once the handlers have returned, a combination's or a
-    /// timeout's);
-    /// the last ends the run, if no thread drives it.
+    /// timeout's): the last ends the run, if no thread drives it.
     @usableFromInline final func release() {
         let ends = locked { fields -> Bool in
-            switch fields.state {
-            case .cancelledWhileWaiting(holds: 1, let call):
-                fields.state = .cancelled(call: call)
-                return true
-            case .cancelledWhileWaiting(let holds, let call):
-                fields.state = .cancelledWhileWaiting(holds: holds - 1, call: call)
-            case .cancelledWhileDriving(let thread, let holds, let call):
-                fields.state = .cancelledWhileDriving(thread: thread, holds: holds - 1, call: call)
-            default:
+            guard fields.state.changeHolds(by: -1) else {
                 preconditionFailure("a hold released on a run \(fields.state)")
             }
-            return false
+            return fields.state.endsUnheld()
         }
-        if ends { endCancelled() }
+        if ends { end(with: nil) }
     }
 
     /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
@@ -796,35 +807,10 @@ nonisolated extension Engine.Run {
             guard case .cancelledWhileDriving(_, let holds, let call) = fields.state else {
                 preconditionFailure("a run stopped \(fields.state)")
             }
-            guard holds == 0 else {
-                fields.state = .cancelledWhileWaiting(holds: holds, call: call)
-                return false
-            }
-            fields.state = .cancelled(call: call)
-            return true
+            fields.state = .cancelledWhileWaiting(holds: holds, call: call)
+            return fields.state.endsUnheld()
         }
-        if ends { endCancelled() }
-    }
-
-    /// Ends a cancelled run: lets go of what it was to start with, or of its hop (the deadline,
-    /// the output), then runs the `ensure` steps still ahead, innermost chain first.
-    private final func endCancelled() {
-        let driver = self.driver
-        switch driver.pointee.resumesAt.take() {
-        case .operation?: _ = slot.take(Engine.Operation.self)
-        case .hop?:
-            driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
-            driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
-        case nil: break
-        }
-        driver.pointee.resolver = nil
-        driver.pointee.queue = nil
-        var rest = Plan()
-        swap(&rest, &driver.pointee.plan)
-        while let stage = rest.pop() { skip(stage.takeUnretainedValue()) }
-        rest.clear(spill: &driver.pointee.spill)
-        swap(&rest, &driver.pointee.plan)  // its memory, for another chain
-        _ = driver.pointee.specialized(self, .finish(nil))  // the completion hears of it
+        if ends { end(with: nil) }
     }
 
     /// The chain's last step has run: the outcome goes to the completion, unless the run was
@@ -839,11 +825,28 @@ nonisolated extension Engine.Run {
             _ = driver.pointee.specialized(self, .dropOutcome(slot))  // the outcome nobody may have
             return stop()
         }
+        end(with: slot)
+    }
+
+    /// Ends the run. A cancelled run first lets go of what it was to start with, or of its hop
+    /// (the deadline, the output), and skips the stages still ahead, innermost chain first. Then
+    /// the run forgets its chains, keeping the plan's memory for another chain, and its
+    /// completion gets the outcome, in the slot given, or with `nil` hears that the run was
+    /// cancelled.
+    private final func end(with outcome: Slot?) {
         let driver = self.driver
+        switch driver.pointee.resumesAt.take() {
+        case .operation?: _ = slot.take(Engine.Operation.self)
+        case .hop?:
+            driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
+            driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
+        case nil: break
+        }
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
+        while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
         driver.pointee.plan.clear(spill: &driver.pointee.spill)
-        _ = driver.pointee.specialized(self, .finish(slot))  // the completion gets the outcome
+        _ = driver.pointee.specialized(self, .finish(outcome))
     }
 
     /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
@@ -854,12 +857,8 @@ nonisolated extension Engine.Run {
         // nested deep.)
         var ahead = [stage]
         while let next = ahead.popLast() {
-            if var chain = next.ahead {
-                ahead.append(chain)
-                while let parent = chain.parent {
-                    ahead.append(parent)
-                    chain = parent
-                }
+            if let chain = next.ahead {
+                ahead.append(contentsOf: sequence(first: chain) { $0.parent })
                 continue
             }
             if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
@@ -998,17 +997,4 @@ nonisolated extension Engine {
             return .proceed
         }
     }
-}
-
-nonisolated extension Engine.Run {
-    /// The completion, at the start of the tail.
-    @inlinable final func completion<Completion>(
-        _: Completion.Type
-    ) -> UnsafeMutablePointer<Completion> {
-        tail.assumingMemoryBound(to: Completion.self)
-    }
-}
-
-nonisolated extension Engine.Run: Engine.Reporter {
-    @usableFromInline var run: Engine.Run { self }
 }
