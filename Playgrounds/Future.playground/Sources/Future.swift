@@ -2788,7 +2788,8 @@ nonisolated extension Promise {
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
 // none. A cancel is a handle's, or the pending call's own (its resolver cancelled, or let go of
 // unresolved); a call's events count only while it is pending. A step that cancels a run it is
-// part of also cancels, itself, the run it is in (see `cancel(call:)`). Then "release": the
+// part of (a member's step cancels the combination's run, say) then also cancels the run that
+// it is a step of (see `cancel(call:)`). Then "release": the
 // canceller's hold, let go of once the handlers (hs, or none) have returned; "stop next": the
 // driving thread stops before its next step (`Driver.cancelledHere`).
 //
@@ -3491,7 +3492,9 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(let pending, let handlers) where (call ?? pending) == pending:
                 fields.state = .cancelledWhileWaiting(holds: 1, call: pending)
                 return handlers ?? []
-            case _ where call != nil: return nil  // a call's own cancel counts while it is pending
+            // A call's own cancel counts only while it is pending: this arm, before the others,
+            // makes a resolver let go of after its run ended (or went on) cancel nothing.
+            case _ where call != nil: return nil
             case .idle:
                 fields.state = .cancelledWhileDriving(thread: nil, holds: 1, call: nil)
             case .driving(let thread):
