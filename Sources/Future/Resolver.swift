@@ -23,8 +23,9 @@
 /// finish: its run is cancelled, and debug builds report where the promise was made. Hold it
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
 /// go of when the operation returns, unresolved. A resolver kept after its run ended (cancelled,
-/// or by a `timeout` that fired) keeps the run's own record in memory, not its steps, until it is
-/// let go of: a cancel handler (``onCancel(_:)``) that stops the work lets it go sooner.
+/// or by a `timeout` that fired) or its combination settled keeps the run's own record in memory
+/// (and the combination's), not its steps, until it is let go of: a cancel handler
+/// (``onCancel(_:)``) that stops the work lets it go sooner.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to: `Run.resolve` or `Join.resolve`.
     @usableFromInline let reporter: any Engine.Reporter
@@ -59,15 +60,21 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// The run the operation is part of (or that its combination is part of).
     @usableFromInline var run: Engine.Run { reporter.run }
 
+    /// An unresolved resolver let go of means nothing will ever resolve its call: it cancels the
+    /// call, and debug builds say where its promise was made.
     deinit {
         guard reportsRelease else { return }
         #if DEBUG
-            if diagnosesRelease?() == false { return reporter.cancel(call) }
-            let origin = "\(origin.file):\(origin.line)"
+            let diagnosed = diagnosesRelease?() ?? true  // asked before the cancel changes it
+            guard reporter.cancel(call), diagnosed else { return }
+            let what = reporter is Engine.Run ? "run" : "member of a combination"
+            PromiseDiagnostics.handler(
+                "an operation of Promise<\(Value.self), \(Failure.self)> made at \(origin.file):"
+                    + "\(origin.line) released its resolver without resolving it. Its \(what) can "
+                    + "never finish, so it was cancelled.")
         #else
-            let origin = "?"
+            _ = reporter.cancel(call)
         #endif
-        reporter.resolverReleased(call, "Promise<\(Value.self), \(Failure.self)> made at \(origin)")
     }
 
     /// Reports the outcome of the operation.
@@ -97,7 +104,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// cancellation as an error: the run then delivers no completion, and an await of it gets
     /// `nil`, where ``reject(_:)`` would report a failure. For completion handlers,
     /// ``resolve(_:_:cancelledIf:)`` does this for you.
-    public func cancel() { reporter.cancel(call) }
+    public func cancel() { _ = reporter.cancel(call) }
 
     /// Whether the run was cancelled while this operation was part of it.
     ///

@@ -65,9 +65,9 @@ import Testing
                 _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
             ) { handler(self) }
             func isCancelled(since call: Int) -> Bool { true }
-            func cancel(_ call: Int) { reports.append("cancel") }
-            func resolverReleased(_ call: Int, _ promise: @autoclosure () -> String) {
-                reports.append("released")
+            func cancel(_ call: Int) -> Bool {
+                reports.append("cancel")
+                return true
             }
             var run: Engine.Run { preconditionFailure("not asked") }
         }
@@ -84,6 +84,6 @@ import Testing
                 #expect(recorder.reports.isEmpty, "the handler's resolver reported its release")
             }
         }
-        #expect(recorder.reports == ["released"], "the operation's own resolver reports it")
+        #expect(recorder.reports == ["cancel"], "the operation's own resolver reports it")
     }
 }

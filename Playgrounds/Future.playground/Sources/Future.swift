@@ -156,8 +156,9 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// finish: its run is cancelled, and debug builds report where the promise was made. Hold it
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
 /// go of when the operation returns, unresolved. A resolver kept after its run ended (cancelled,
-/// or by a `timeout` that fired) keeps the run's own record in memory, not its steps, until it is
-/// let go of: a cancel handler (``onCancel(_:)``) that stops the work lets it go sooner.
+/// or by a `timeout` that fired) or its combination settled keeps the run's own record in memory
+/// (and the combination's), not its steps, until it is let go of: a cancel handler
+/// (``onCancel(_:)``) that stops the work lets it go sooner.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to: `Run.resolve` or `Join.resolve`.
     @usableFromInline let reporter: any Engine.Reporter
@@ -192,15 +193,21 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// The run the operation is part of (or that its combination is part of).
     @usableFromInline var run: Engine.Run { reporter.run }
 
+    /// An unresolved resolver let go of means nothing will ever resolve its call: it cancels the
+    /// call, and debug builds say where its promise was made.
     deinit {
         guard reportsRelease else { return }
         #if DEBUG
-            if diagnosesRelease?() == false { return reporter.cancel(call) }
-            let origin = "\(origin.file):\(origin.line)"
+            let diagnosed = diagnosesRelease?() ?? true  // asked before the cancel changes it
+            guard reporter.cancel(call), diagnosed else { return }
+            let what = reporter is Engine.Run ? "run" : "member of a combination"
+            PromiseDiagnostics.handler(
+                "an operation of Promise<\(Value.self), \(Failure.self)> made at \(origin.file):"
+                    + "\(origin.line) released its resolver without resolving it. Its \(what) can "
+                    + "never finish, so it was cancelled.")
         #else
-            let origin = "?"
+            _ = reporter.cancel(call)
         #endif
-        reporter.resolverReleased(call, "Promise<\(Value.self), \(Failure.self)> made at \(origin)")
     }
 
     /// Reports the outcome of the operation.
@@ -230,7 +237,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// cancellation as an error: the run then delivers no completion, and an await of it gets
     /// `nil`, where ``reject(_:)`` would report a failure. For completion handlers,
     /// ``resolve(_:_:cancelledIf:)`` does this for you.
-    public func cancel() { reporter.cancel(call) }
+    public func cancel() { _ = reporter.cancel(call) }
 
     /// Whether the run was cancelled while this operation was part of it.
     ///
@@ -3425,21 +3432,10 @@ nonisolated extension Engine.Run {
         locked { $0.state.isCancelled && call >= $0.firstCallOfChain }
     }
 
-    /// Call `call`'s resolver cancels the run (`Resolver.cancel()`), if the call is still pending:
-    /// the reporter's side of `cancel(call:)`, which a handle calls with no call.
-    @usableFromInline final func cancel(_ call: Int) { _ = cancel(call: call) }
-
-    /// A call's resolver went away: if it never resolved, nothing ever will.
-    @usableFromInline final func resolverReleased(
-        _ call: Int, _ promise: @autoclosure () -> String
-    ) {
-        guard cancel(call: call) else { return }
-        #if DEBUG
-            PromiseDiagnostics.handler(
-                "an operation of \(promise()) released its resolver without resolving it. "
-                    + "Its run can never finish, so it was cancelled.")
-        #endif
-    }
+    /// Call `call`'s resolver cancels the run (`Resolver.cancel()`, or its release unresolved),
+    /// if the call is still pending: the reporter's side of `cancel(call:)`, which a handle calls
+    /// with no call.
+    @usableFromInline final func cancel(_ call: Int) -> Bool { cancel(call: call) }
 }
 
 // MARK: Hopping to a queue
@@ -3660,8 +3656,8 @@ nonisolated extension Engine {
         func resolve(_ call: Int, with write: (Slot) -> Void)
         func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
         func isCancelled(since call: Int) -> Bool
-        func cancel(_ call: Int)
-        func resolverReleased(_ call: Int, _ promise: @autoclosure () -> String)
+        /// Cancels `call`, if it is pending; returns whether it did.
+        func cancel(_ call: Int) -> Bool
         /// The run the operation is part of, or that the combination is part of.
         var run: Run { get }
     }
@@ -4540,18 +4536,7 @@ nonisolated extension Engine {
             lock.withLock { if case .cancelled? = guarded.running[call] { true } else { false } }
         }
 
-        @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }
-
-        @usableFromInline func resolverReleased(
-            _ call: Int, _ promise: @autoclosure () -> String
-        ) {
-            guard cancelled(self, call) else { return }
-            #if DEBUG
-                PromiseDiagnostics.handler(
-                    "an operation of \(promise()) released its resolver without resolving it. "
-                        + "Its member of a combination can never finish, so it was cancelled.")
-            #endif
-        }
+        @usableFromInline func cancel(_ call: Int) -> Bool { cancelled(self, call) }
 
         @usableFromInline var run: Run { outer }
     }
@@ -4647,10 +4632,10 @@ nonisolated extension Engine {
         }
 
         /// Moves, under the lock, to the state that `next` returns for the state now, or stays
-        /// with `nil`. Returns the state left (`ended` if it stayed), let go of after the lock.
-        @inlinable func move(_ next: (State) -> State?) -> State {
+        /// with `nil`. Returns the state left (`nil` if it stayed), let go of after the lock.
+        @inlinable func move(_ next: (State) -> State?) -> State? {
             work.locked { _ in
-                guard let moved = next(state) else { return .ended }
+                guard let moved = next(state) else { return nil }
                 defer { state = moved }
                 return state
             }
@@ -4665,25 +4650,25 @@ nonisolated extension Engine {
             let left = move {
                 if case .going(let r, nil) = $0 { .going(r, alarm: cancel) } else { nil }
             }
-            guard case .going = left else { return cancel() }
+            if left == nil { cancel() }
         }
 
         @inlinable func rang(_ error: Failure) {
             let left = move {
                 if case .going(let r, _) = $0 { .ringing { r(.failure(error)) } } else { nil }
             }
-            if case .going = left { _ = work.cancel(call: nil) }
+            if left != nil { _ = work.cancel(call: nil) }
         }
 
         /// The work's run ended, with `outcome` or (`nil`) by cancellation.
         @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
             switch move({ _ in .ended }) {
-            case .going(let resolver, let alarm):
+            case .going(let resolver, let alarm)?:
                 alarm?()
                 if let outcome { resolver(outcome) } else { resolver.cancel() }
-            case .ringing(let fail): fail()
-            case .holding(let run): run.release()
-            case .ended: break
+            case .ringing(let fail)?: fail()
+            case .holding(let run)?: run.release()
+            case .ended?, nil: break
             }
         }
 
@@ -4698,9 +4683,9 @@ nonisolated extension Engine {
                 }
             }
             switch left {
-            case .going(_, let alarm): alarm?()
-            case .ringing: break
-            case .holding, .ended:
+            case .going(_, let alarm)?: alarm?()
+            case .ringing?: break
+            case .holding?, .ended?, nil:  // it stayed
                 if held { run.release() }  // no work to wait for
                 return
             }

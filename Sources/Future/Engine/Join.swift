@@ -400,18 +400,7 @@ nonisolated extension Engine {
             lock.withLock { if case .cancelled? = guarded.running[call] { true } else { false } }
         }
 
-        @usableFromInline func cancel(_ call: Int) { _ = cancelled(self, call) }
-
-        @usableFromInline func resolverReleased(
-            _ call: Int, _ promise: @autoclosure () -> String
-        ) {
-            guard cancelled(self, call) else { return }
-            #if DEBUG
-                PromiseDiagnostics.handler(
-                    "an operation of \(promise()) released its resolver without resolving it. "
-                        + "Its member of a combination can never finish, so it was cancelled.")
-            #endif
-        }
+        @usableFromInline func cancel(_ call: Int) -> Bool { cancelled(self, call) }
 
         @usableFromInline var run: Run { outer }
     }

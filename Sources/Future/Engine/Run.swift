@@ -670,21 +670,10 @@ nonisolated extension Engine.Run {
         locked { $0.state.isCancelled && call >= $0.firstCallOfChain }
     }
 
-    /// Call `call`'s resolver cancels the run (`Resolver.cancel()`), if the call is still pending:
-    /// the reporter's side of `cancel(call:)`, which a handle calls with no call.
-    @usableFromInline final func cancel(_ call: Int) { _ = cancel(call: call) }
-
-    /// A call's resolver went away: if it never resolved, nothing ever will.
-    @usableFromInline final func resolverReleased(
-        _ call: Int, _ promise: @autoclosure () -> String
-    ) {
-        guard cancel(call: call) else { return }
-        #if DEBUG
-            PromiseDiagnostics.handler(
-                "an operation of \(promise()) released its resolver without resolving it. "
-                    + "Its run can never finish, so it was cancelled.")
-        #endif
-    }
+    /// Call `call`'s resolver cancels the run (`Resolver.cancel()`, or its release unresolved),
+    /// if the call is still pending: the reporter's side of `cancel(call:)`, which a handle calls
+    /// with no call.
+    @usableFromInline final func cancel(_ call: Int) -> Bool { cancel(call: call) }
 }
 
 // MARK: Hopping to a queue
@@ -905,8 +894,8 @@ nonisolated extension Engine {
         func resolve(_ call: Int, with write: (Slot) -> Void)
         func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
         func isCancelled(since call: Int) -> Bool
-        func cancel(_ call: Int)
-        func resolverReleased(_ call: Int, _ promise: @autoclosure () -> String)
+        /// Cancels `call`, if it is pending; returns whether it did.
+        func cancel(_ call: Int) -> Bool
         /// The run the operation is part of, or that the combination is part of.
         var run: Run { get }
     }

@@ -86,10 +86,10 @@ nonisolated extension Engine {
         }
 
         /// Moves, under the lock, to the state that `next` returns for the state now, or stays
-        /// with `nil`. Returns the state left (`ended` if it stayed), let go of after the lock.
-        @inlinable func move(_ next: (State) -> State?) -> State {
+        /// with `nil`. Returns the state left (`nil` if it stayed), let go of after the lock.
+        @inlinable func move(_ next: (State) -> State?) -> State? {
             work.locked { _ in
-                guard let moved = next(state) else { return .ended }
+                guard let moved = next(state) else { return nil }
                 defer { state = moved }
                 return state
             }
@@ -104,25 +104,25 @@ nonisolated extension Engine {
             let left = move {
                 if case .going(let r, nil) = $0 { .going(r, alarm: cancel) } else { nil }
             }
-            guard case .going = left else { return cancel() }
+            if left == nil { cancel() }
         }
 
         @inlinable func rang(_ error: Failure) {
             let left = move {
                 if case .going(let r, _) = $0 { .ringing { r(.failure(error)) } } else { nil }
             }
-            if case .going = left { _ = work.cancel(call: nil) }
+            if left != nil { _ = work.cancel(call: nil) }
         }
 
         /// The work's run ended, with `outcome` or (`nil`) by cancellation.
         @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
             switch move({ _ in .ended }) {
-            case .going(let resolver, let alarm):
+            case .going(let resolver, let alarm)?:
                 alarm?()
                 if let outcome { resolver(outcome) } else { resolver.cancel() }
-            case .ringing(let fail): fail()
-            case .holding(let run): run.release()
-            case .ended: break
+            case .ringing(let fail)?: fail()
+            case .holding(let run)?: run.release()
+            case .ended?, nil: break
             }
         }
 
@@ -137,9 +137,9 @@ nonisolated extension Engine {
                 }
             }
             switch left {
-            case .going(_, let alarm): alarm?()
-            case .ringing: break
-            case .holding, .ended:
+            case .going(_, let alarm)?: alarm?()
+            case .ringing?: break
+            case .holding?, .ended?, nil:  // it stayed
                 if held { run.release() }  // no work to wait for
                 return
             }
