@@ -4016,13 +4016,18 @@ nonisolated extension Engine {
         /// the first cancel on the thread returns, before the runs it cancelled, perhaps further
         /// down this stack, take another step. What comes afterwards may run the user's code, so
         /// it is no part of the cancel under way: a cancel it makes is done before it returns.
+        /// For a `when` whose run is cancelled: the run's handler (the join's, which cancels the
+        /// members), then each member's handlers in order, then the join's afterwards, then the
+        /// run's (its end).
         @usableFromInline static func cancelling(
             _ handlers: @escaping () -> Void, then afterwards: (() -> Void)? = nil
         ) {
             withCurrent { nesting in
                 let part = Cancelling.handlers(handlers, then: afterwards)
                 if nesting.cancels != nil { return nesting.cancels!.append(part) }
-                var ahead = [part]  // the next last
+                // The next last: a part's afterwards goes in under the parts its handlers
+                // queued, so that they run first, each one's afterwards before the next part.
+                var ahead = [part]
                 while let next = ahead.popLast() {
                     switch next {
                     case .handlers(let call, let afterwards):
