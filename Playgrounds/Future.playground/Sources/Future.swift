@@ -1498,9 +1498,11 @@ nonisolated extension Promise {
     /// When the deadline passes first, the work is cancelled, as a cancel from another thread
     /// cancels it: at its next operation, hop or entered promise, or as it ends. Synchronous
     /// steps that run past the deadline finish first, and the work's `ensure` steps run; the
-    /// promise then fails. An interval of zero or less lets work that settles at once, without
-    /// waiting, win, as on every clock, and fails the work as soon as it waits (for an
-    /// operation's resolver, or a queue), unless another thread settles it in that instant.
+    /// promise then fails, and the chain goes on, on the thread that stopped the work: the
+    /// alarm's (a global queue's) for work that waits, the work's own for work that runs. An
+    /// interval of zero or less lets work that settles at once, without waiting, win, as on
+    /// every clock, and fails the work as soon as it waits (for an operation's resolver, or a
+    /// queue), unless another thread settles it in that instant.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
