@@ -17,8 +17,9 @@
 ///
 /// With a `limit`, at most that many members run at once: the next starts as one finishes, in the
 /// order given, so a long list does not flood a server:
-/// `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 stops the program
-/// with a message. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the same as a step.
+/// `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 stops the program with
+/// a message. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the same as a
+/// step.
 ///
 /// To let the other members' work finish after one failed, such as uploads worth completing, make
 /// each member ignore the cancel: `when(fulfilled: files.map { upload($0).ignoringCancel() })`.
@@ -157,8 +158,8 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 /// Waits for promises of any types and succeeds with a tuple of their outcomes, unless all failed.
 ///
 /// The tuple form of ``any(_:)-([Promise<Value,Failure>])``, for a fixed number of different
-/// sources: `any(fetchProfile(), fetchAvatar(id)).done { profile, avatar in show(try? profile.get(),
-/// try? avatar.get()) }`. The promises share one error type, as with
+/// sources: `any(fetchProfile(), fetchAvatar(id)).done { profile, avatar in
+/// show(try? profile.get(), try? avatar.get()) }`. The promises share one error type, as with
 /// ``when(fulfilled:)->Promise<(Value),Failure>``.
 nonisolated public func any<each Value, Failure>(
     _ promise: repeat Promise<each Value, Failure>

@@ -78,10 +78,10 @@ nonisolated extension Promise {
 
     /// Handles the error and ends the success path, leaving a ``Guarantee`` to run.
     ///
-    /// The PromiseKit ending: ``done(_:)-((Value)->Void)`` for the value, `catch` for the error, then ``run()``:
-    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Unlike PromiseKit's, it runs
-    /// nothing by itself: the chain is still a promise. Choose `recover` instead when a value can
-    /// stand in for the error and later steps need it.
+    /// The PromiseKit ending: ``done(_:)-((Value)->Void)`` for the value, `catch` for the error,
+    /// then ``run()``: `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Unlike
+    /// PromiseKit's, it runs nothing by itself: the chain is still a promise. Choose `recover`
+    /// instead when a value can stand in for the error and later steps need it.
     @inlinable public func `catch`(_ body: @escaping @Sendable (Failure) -> Void) -> Guarantee<Void>
     {
         mapOutcome { outcome in

@@ -31,8 +31,8 @@
 /// Choose a promise over a bare `async` function when the work is a value to pass around before it
 /// runs: to retry it, time it out, race it, run it at most four at a time, or hand it to a
 /// callback-based API. Make one with ``init(file:line:_:)-(_,_,(Resolver<Value,Failure>)->Void)``,
-/// chain steps with ``map(_:)-k0ui`` and `then` (see <doc:ChoosingAStep>), handle errors with `recover`
-/// or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
+/// chain steps with ``map(_:)-k0ui`` and `then` (see <doc:ChoosingAStep>), handle errors with
+/// `recover` or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
 nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
     /// The work: an operation alone, or a chain of steps (see Internals). A promise made from an
     /// operation keeps the operation alone, which costs nothing more: a run, a combination or a

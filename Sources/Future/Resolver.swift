@@ -4,10 +4,10 @@
 /// What an operation receives, to report its outcome and to learn that its run was cancelled.
 ///
 /// Call it with a `Result`, or use ``fulfill(_:)-pc1s`` and ``reject(_:)``:
-/// `resolver(.success(data))`. The first outcome counts, later ones are ignored. Call it from any thread, during the operation
-/// or after. The run then goes on on the thread that is free to carry it: the resolving one if the
-/// operation had returned, else the operation's own once it returns (so to go on on a given queue,
-/// use ``Promise/on(_:)``, not `queue.async { resolver… }`).
+/// `resolver(.success(data))`. The first outcome counts, later ones are ignored. Call it from any
+/// thread, during the operation or after. The run then goes on on the thread that is free to carry
+/// it: the resolving one if the operation had returned, else the operation's own once it returns
+/// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`).
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in

@@ -70,9 +70,9 @@ nonisolated extension Promise {
 nonisolated extension Promise where Failure == Never {
     /// Starts work that cannot fail, for its effects alone.
     ///
-    /// The end of a chain whose steps did the work, as ``done(_:)-((Value)->Void)`` and ``catch(_:)`` do:
-    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Only a ``Guarantee`` has it: a
-    /// promise that can fail must say where its error goes first.
+    /// The end of a chain whose steps did the work, as ``done(_:)-((Value)->Void)`` and
+    /// ``catch(_:)`` do: `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Only a
+    /// ``Guarantee`` has it: a promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
         (consume self).start(Engine.Values { _ in })

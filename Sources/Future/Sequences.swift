@@ -1,7 +1,8 @@
-// Sequences.swift: PromiseKit's helpers for a promise of a sequence. Builds on `map` (Chaining.swift)
-// and on `when(fulfilled:concurrently:)` (Combining.swift).
+// Sequences.swift: PromiseKit's helpers for a promise of a sequence. Builds on `map`
+// (Chaining.swift) and on `when(fulfilled:concurrently:)` (Combining.swift).
 
-// PromiseKit's helpers for a promise of a list: each a `map` or a `thenMap` of what a sequence does.
+// PromiseKit's helpers for a promise of a list: each a `map` or a `thenMap` of what a sequence
+// does.
 // (`SendableMetatype`: a step's closure, which may run on any thread, uses the sequence's type.)
 
 nonisolated extension Promise where Value: Sequence & SendableMetatype {

@@ -180,10 +180,10 @@ nonisolated extension Promise {
     /// work: with an interval of zero or less, work that settles at once still wins.
     ///
     /// `ContinuousClock` and `SuspendingClock` set their timer on Dispatch's, as
-    /// ``timeout(_:orFailWith:)`` does, at the same cost; another clock sleeps in a task. Dispatch's
-    /// time stops while the machine sleeps, as `SuspendingClock`'s does: a `ContinuousClock`
-    /// deadline is converted to it once, as the timer is set, so a wait that spans a sleep of the
-    /// machine ends later by the time slept.
+    /// ``timeout(_:orFailWith:)`` does, at the same cost; another clock sleeps in a task.
+    /// Dispatch's time stops while the machine sleeps, as `SuspendingClock`'s does: a
+    /// `ContinuousClock` deadline is converted to it once, as the timer is set, so a wait that
+    /// spans a sleep of the machine ends later by the time slept.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
         clock: some Clock<Duration>

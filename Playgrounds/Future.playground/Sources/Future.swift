@@ -52,8 +52,8 @@ import Dispatch
 /// Choose a promise over a bare `async` function when the work is a value to pass around before it
 /// runs: to retry it, time it out, race it, run it at most four at a time, or hand it to a
 /// callback-based API. Make one with ``init(file:line:_:)-(_,_,(Resolver<Value,Failure>)->Void)``,
-/// chain steps with ``map(_:)-k0ui`` and `then` (see <doc:ChoosingAStep>), handle errors with `recover`
-/// or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
+/// chain steps with ``map(_:)-k0ui`` and `then` (see <doc:ChoosingAStep>), handle errors with
+/// `recover` or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
 nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
     /// The work: an operation alone, or a chain of steps (see Internals). A promise made from an
     /// operation keeps the operation alone, which costs nothing more: a run, a combination or a
@@ -137,10 +137,10 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// What an operation receives, to report its outcome and to learn that its run was cancelled.
 ///
 /// Call it with a `Result`, or use ``fulfill(_:)-pc1s`` and ``reject(_:)``:
-/// `resolver(.success(data))`. The first outcome counts, later ones are ignored. Call it from any thread, during the operation
-/// or after. The run then goes on on the thread that is free to carry it: the resolving one if the
-/// operation had returned, else the operation's own once it returns (so to go on on a given queue,
-/// use ``Promise/on(_:)``, not `queue.async { resolver… }`).
+/// `resolver(.success(data))`. The first outcome counts, later ones are ignored. Call it from any
+/// thread, during the operation or after. The run then goes on on the thread that is free to carry
+/// it: the resolving one if the operation had returned, else the operation's own once it returns
+/// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`).
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
@@ -586,9 +586,9 @@ nonisolated extension Promise {
 nonisolated extension Promise where Failure == Never {
     /// Starts work that cannot fail, for its effects alone.
     ///
-    /// The end of a chain whose steps did the work, as ``done(_:)-((Value)->Void)`` and ``catch(_:)`` do:
-    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Only a ``Guarantee`` has it: a
-    /// promise that can fail must say where its error goes first.
+    /// The end of a chain whose steps did the work, as ``done(_:)-((Value)->Void)`` and
+    /// ``catch(_:)`` do: `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Only a
+    /// ``Guarantee`` has it: a promise that can fail must say where its error goes first.
     @inlinable @discardableResult
     public consuming func run() -> RunHandle {
         (consume self).start(Engine.Values { _ in })
@@ -1014,10 +1014,10 @@ nonisolated extension Promise {
 
     /// Handles the error and ends the success path, leaving a ``Guarantee`` to run.
     ///
-    /// The PromiseKit ending: ``done(_:)-((Value)->Void)`` for the value, `catch` for the error, then ``run()``:
-    /// `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Unlike PromiseKit's, it runs
-    /// nothing by itself: the chain is still a promise. Choose `recover` instead when a value can
-    /// stand in for the error and later steps need it.
+    /// The PromiseKit ending: ``done(_:)-((Value)->Void)`` for the value, `catch` for the error,
+    /// then ``run()``: `fetchFeed().done { show($0) }.catch { report($0) }.run()`. Unlike
+    /// PromiseKit's, it runs nothing by itself: the chain is still a promise. Choose `recover`
+    /// instead when a value can stand in for the error and later steps need it.
     @inlinable public func `catch`(_ body: @escaping @Sendable (Failure) -> Void) -> Guarantee<Void>
     {
         mapOutcome { outcome in
@@ -1123,8 +1123,9 @@ nonisolated extension Promise {
 ///
 /// With a `limit`, at most that many members run at once: the next starts as one finishes, in the
 /// order given, so a long list does not flood a server:
-/// `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 stops the program
-/// with a message. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the same as a step.
+/// `when(fulfilled: urls.map(download), concurrently: 4)`. A `limit` below 1 stops the program with
+/// a message. On a promise of an array, ``Promise/thenMap(concurrently:_:)`` does the same as a
+/// step.
 ///
 /// To let the other members' work finish after one failed, such as uploads worth completing, make
 /// each member ignore the cancel: `when(fulfilled: files.map { upload($0).ignoringCancel() })`.
@@ -1263,8 +1264,8 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 /// Waits for promises of any types and succeeds with a tuple of their outcomes, unless all failed.
 ///
 /// The tuple form of ``any(_:)-([Promise<Value,Failure>])``, for a fixed number of different
-/// sources: `any(fetchProfile(), fetchAvatar(id)).done { profile, avatar in show(try? profile.get(),
-/// try? avatar.get()) }`. The promises share one error type, as with
+/// sources: `any(fetchProfile(), fetchAvatar(id)).done { profile, avatar in
+/// show(try? profile.get(), try? avatar.get()) }`. The promises share one error type, as with
 /// ``when(fulfilled:)->Promise<(Value),Failure>``.
 nonisolated public func any<each Value, Failure>(
     _ promise: repeat Promise<each Value, Failure>
@@ -1355,10 +1356,11 @@ nonisolated extension AllPromisesFailedError: Equatable where Failure: Equatable
 
 // MARK: - Sequences
 
-// Sequences.swift: PromiseKit's helpers for a promise of a sequence. Builds on `map` (Chaining.swift)
-// and on `when(fulfilled:concurrently:)` (Combining.swift).
+// Sequences.swift: PromiseKit's helpers for a promise of a sequence. Builds on `map`
+// (Chaining.swift) and on `when(fulfilled:concurrently:)` (Combining.swift).
 
-// PromiseKit's helpers for a promise of a list: each a `map` or a `thenMap` of what a sequence does.
+// PromiseKit's helpers for a promise of a list: each a `map` or a `thenMap` of what a sequence
+// does.
 // (`SendableMetatype`: a step's closure, which may run on any thread, uses the sequence's type.)
 
 nonisolated extension Promise where Value: Sequence & SendableMetatype {
@@ -1623,10 +1625,10 @@ nonisolated extension Promise {
     /// work: with an interval of zero or less, work that settles at once still wins.
     ///
     /// `ContinuousClock` and `SuspendingClock` set their timer on Dispatch's, as
-    /// ``timeout(_:orFailWith:)`` does, at the same cost; another clock sleeps in a task. Dispatch's
-    /// time stops while the machine sleeps, as `SuspendingClock`'s does: a `ContinuousClock`
-    /// deadline is converted to it once, as the timer is set, so a wait that spans a sleep of the
-    /// machine ends later by the time slept.
+    /// ``timeout(_:orFailWith:)`` does, at the same cost; another clock sleeps in a task.
+    /// Dispatch's time stops while the machine sleeps, as `SuspendingClock`'s does: a
+    /// `ContinuousClock` deadline is converted to it once, as the timer is set, so a wait that
+    /// spans a sleep of the machine ends later by the time slept.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure,
         clock: some Clock<Duration>
@@ -3729,9 +3731,9 @@ nonisolated extension Engine {
 
     @usableFromInline typealias SpecializedWork = (Run, Specialized) -> Next
 
-    /// A run's specialized work for a completion of type `Completion`: compiled where the run is made,
-    /// for its types, as a run's own code is not generic (Swift would look the types up at every
-    /// use). A function with nothing to capture costs no allocation.
+    /// A run's specialized work for a completion of type `Completion`: compiled where the run is
+    /// made, for its types, as a run's own code is not generic (Swift would look the types up at
+    /// every use). A function with nothing to capture costs no allocation.
     @inlinable static func specialized<Completion: Engine.Completion>(
         _: Completion.Type
     ) -> SpecializedWork {
@@ -3933,11 +3935,11 @@ nonisolated extension Engine {
             return key
         }()
 
-        // One thread uses these. The counters of levels change only in the methods below, which
-        // are never inlined, so that an optimizer cannot assume that a level's work, between two
-        // of them, leaves them alone. Every field keeps its exclusivity checks: they change around
-        // a release, which may run any deinit, and with the checks off the optimizer assumed that
-        // a release cannot touch them (seen in Swift 6.3.1 release builds: a double free of `held`).
+        // One thread uses these. The counters of levels change only in the methods below, which are
+        // never inlined, so that an optimizer cannot assume that a level's work, between two of
+        // them, leaves them alone. Every field keeps its exclusivity checks: they change around a
+        // release, which may run any deinit, and with the checks off the optimizer assumed that a
+        // release cannot touch them (seen in Swift 6.3.1 release builds: a double free of `held`).
         private var levels = (runs: 0, releases: 0)
         private var isDraining = false
         private var isReleasing = false
@@ -4949,7 +4951,8 @@ nonisolated extension Promise where Value: Sendable {
 
     /// Calls `body` as the main actor's, on the main queue, the main actor's executor, where a hop
     /// to `.main` runs a step. Not `MainActor.assumeIsolated`: before macOS 15 and iOS 18 its check
-    /// is "on the main thread", and after a tool's `dispatchMain()` another thread drains the queue.
+    /// is "on the main thread", and after a tool's `dispatchMain()` another thread drains the
+    /// queue.
     static func asMainActor<T>(_ body: @MainActor () -> T) -> T {
         dispatchPrecondition(condition: .onQueue(.main))
         return withoutActuallyEscaping(body) { unsafeBitCast($0, to: (() -> T).self)() }
@@ -5071,11 +5074,11 @@ nonisolated extension ManualClock {
         /// Lets other work run: the steps queued on the main queue, jobs queued on `isolation`'s
         /// executor, then other tasks.
         ///
-        /// A main-actor step hops with `DispatchQueue.main.async`; the main actor's own jobs can pass
-        /// such blocks (measured in release builds: a `catch(on: .main)` after a `done(on: .main)`
-        /// had not run after 32 yields in up to a quarter of advances). So, on the main actor, each
-        /// round also waits behind what the main queue holds, and a few rounds follow hops that queue
-        /// further hops.
+        /// A main-actor step hops with `DispatchQueue.main.async`; the main actor's own jobs can
+        /// pass such blocks (measured in release builds: a `catch(on: .main)` after a
+        /// `done(on: .main)` had not run after 32 yields in up to a quarter of advances). So, on
+        /// the main actor, each round also waits behind what the main queue holds, and a few rounds
+        /// follow hops that queue further hops.
         static func settle(_ isolation: isolated (any Actor)?) async {
             for _ in 0..<4 {
                 if isolation is MainActor {

@@ -29,7 +29,8 @@ nonisolated extension Promise where Value: Sendable {
 
     /// Calls `body` as the main actor's, on the main queue, the main actor's executor, where a hop
     /// to `.main` runs a step. Not `MainActor.assumeIsolated`: before macOS 15 and iOS 18 its check
-    /// is "on the main thread", and after a tool's `dispatchMain()` another thread drains the queue.
+    /// is "on the main thread", and after a tool's `dispatchMain()` another thread drains the
+    /// queue.
     static func asMainActor<T>(_ body: @MainActor () -> T) -> T {
         dispatchPrecondition(condition: .onQueue(.main))
         return withoutActuallyEscaping(body) { unsafeBitCast($0, to: (() -> T).self)() }

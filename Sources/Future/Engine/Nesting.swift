@@ -40,11 +40,11 @@ nonisolated extension Engine {
             return key
         }()
 
-        // One thread uses these. The counters of levels change only in the methods below, which
-        // are never inlined, so that an optimizer cannot assume that a level's work, between two
-        // of them, leaves them alone. Every field keeps its exclusivity checks: they change around
-        // a release, which may run any deinit, and with the checks off the optimizer assumed that
-        // a release cannot touch them (seen in Swift 6.3.1 release builds: a double free of `held`).
+        // One thread uses these. The counters of levels change only in the methods below, which are
+        // never inlined, so that an optimizer cannot assume that a level's work, between two of
+        // them, leaves them alone. Every field keeps its exclusivity checks: they change around a
+        // release, which may run any deinit, and with the checks off the optimizer assumed that a
+        // release cannot touch them (seen in Swift 6.3.1 release builds: a double free of `held`).
         private var levels = (runs: 0, releases: 0)
         private var isDraining = false
         private var isReleasing = false

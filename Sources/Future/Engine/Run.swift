@@ -965,9 +965,9 @@ nonisolated extension Engine {
 
     @usableFromInline typealias SpecializedWork = (Run, Specialized) -> Next
 
-    /// A run's specialized work for a completion of type `Completion`: compiled where the run is made,
-    /// for its types, as a run's own code is not generic (Swift would look the types up at every
-    /// use). A function with nothing to capture costs no allocation.
+    /// A run's specialized work for a completion of type `Completion`: compiled where the run is
+    /// made, for its types, as a run's own code is not generic (Swift would look the types up at
+    /// every use). A function with nothing to capture costs no allocation.
     @inlinable static func specialized<Completion: Engine.Completion>(
         _: Completion.Type
     ) -> SpecializedWork {

@@ -113,11 +113,11 @@ nonisolated extension ManualClock {
         /// Lets other work run: the steps queued on the main queue, jobs queued on `isolation`'s
         /// executor, then other tasks.
         ///
-        /// A main-actor step hops with `DispatchQueue.main.async`; the main actor's own jobs can pass
-        /// such blocks (measured in release builds: a `catch(on: .main)` after a `done(on: .main)`
-        /// had not run after 32 yields in up to a quarter of advances). So, on the main actor, each
-        /// round also waits behind what the main queue holds, and a few rounds follow hops that queue
-        /// further hops.
+        /// A main-actor step hops with `DispatchQueue.main.async`; the main actor's own jobs can
+        /// pass such blocks (measured in release builds: a `catch(on: .main)` after a
+        /// `done(on: .main)` had not run after 32 yields in up to a quarter of advances). So, on
+        /// the main actor, each round also waits behind what the main queue holds, and a few rounds
+        /// follow hops that queue further hops.
         static func settle(_ isolation: isolated (any Actor)?) async {
             for _ in 0..<4 {
                 if isolation is MainActor {
