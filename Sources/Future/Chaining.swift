@@ -284,6 +284,8 @@ nonisolated extension Promise where Failure == Never {
     /// step is work that can fail, and so can the chain from there on:
     /// `after(.seconds(1)).then { fetchStatus() }` is a `Promise<Status, NetworkError>`. A step
     /// that cannot fail keeps the chain a ``Guarantee``.
+    // On a guarantee, Swift picks this one over the promise shape that takes any error type:
+    // both are disfavored, and this one is the more constrained (see the file's header).
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {

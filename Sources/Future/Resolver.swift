@@ -60,8 +60,10 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// The run the operation is part of (or that its combination is part of).
     @usableFromInline var run: Engine.Run { reporter.run }
 
-    /// An unresolved resolver let go of means nothing will ever resolve its call: it cancels the
-    /// call, and debug builds say where its promise was made.
+    /// A resolver let go of while its call is pending (it never resolved) means nothing will: it
+    /// cancels the call, and debug builds say where its promise was made. One that resolved, or
+    /// whose call ended otherwise, may report too, unless its run knows (`reportsRelease`): its
+    /// run or combination ignores the cancel of a call that is no longer pending.
     deinit {
         guard reportsRelease else { return }
         #if DEBUG

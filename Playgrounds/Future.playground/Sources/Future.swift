@@ -193,8 +193,10 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// The run the operation is part of (or that its combination is part of).
     @usableFromInline var run: Engine.Run { reporter.run }
 
-    /// An unresolved resolver let go of means nothing will ever resolve its call: it cancels the
-    /// call, and debug builds say where its promise was made.
+    /// A resolver let go of while its call is pending (it never resolved) means nothing will: it
+    /// cancels the call, and debug builds say where its promise was made. One that resolved, or
+    /// whose call ended otherwise, may report too, unless its run knows (`reportsRelease`): its
+    /// run or combination ignores the cancel of a call that is no longer pending.
     deinit {
         guard reportsRelease else { return }
         #if DEBUG
@@ -892,6 +894,8 @@ nonisolated extension Promise where Failure == Never {
     /// step is work that can fail, and so can the chain from there on:
     /// `after(.seconds(1)).then { fetchStatus() }` is a `Promise<Status, NetworkError>`. A step
     /// that cannot fail keeps the chain a ``Guarantee``.
+    // On a guarantee, Swift picks this one over the promise shape that takes any error type:
+    // both are disfavored, and this one is the more constrained (see the file's header).
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
@@ -4477,17 +4481,20 @@ nonisolated extension Engine {
         /// Its run was cancelled: it cancels the members, and holds the run's end until the
         /// member runs have stopped.
         @inlinable func runCancelled() {
+            // The hold is taken first, so that the last member run, which releases it as it ends
+            // once the join is `holding`, always finds it taken; it is kept only if a member run
+            // is going: else it is given back at once.
             let held = outer.hold()
-            let (members, holds) = lock.withLock { () -> (Cancels, Bool) in
-                let holds = held && isRunningAMember
+            let (members, keepsHold) = lock.withLock { () -> (Cancels, Bool) in
+                let keepsHold = held && isRunningAMember
                 guard case .open(let progress, _) = guarded.state else {
-                    if holds { guarded.state = .holding }
-                    return (takeCancels(nil), holds)
+                    if keepsHold { guarded.state = .holding }
+                    return (takeCancels(nil), keepsHold)
                 }
-                guarded.state = holds ? .holding : .closed
-                return (takeCancels(progress), holds)  // the progress goes after the lock
+                guarded.state = keepsHold ? .holding : .closed
+                return (takeCancels(progress), keepsHold)  // the progress goes after the lock
             }
-            if held && !holds { outer.release() }  // no member run to wait for
+            if held && !keepsHold { outer.release() }  // no member run to wait for
             cancelMembers(members)
         }
 

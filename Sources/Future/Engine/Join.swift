@@ -332,17 +332,20 @@ nonisolated extension Engine {
         /// Its run was cancelled: it cancels the members, and holds the run's end until the
         /// member runs have stopped.
         @inlinable func runCancelled() {
+            // The hold is taken first, so that the last member run, which releases it as it ends
+            // once the join is `holding`, always finds it taken; it is kept only if a member run
+            // is going: else it is given back at once.
             let held = outer.hold()
-            let (members, holds) = lock.withLock { () -> (Cancels, Bool) in
-                let holds = held && isRunningAMember
+            let (members, keepsHold) = lock.withLock { () -> (Cancels, Bool) in
+                let keepsHold = held && isRunningAMember
                 guard case .open(let progress, _) = guarded.state else {
-                    if holds { guarded.state = .holding }
-                    return (takeCancels(nil), holds)
+                    if keepsHold { guarded.state = .holding }
+                    return (takeCancels(nil), keepsHold)
                 }
-                guarded.state = holds ? .holding : .closed
-                return (takeCancels(progress), holds)  // the progress goes after the lock
+                guarded.state = keepsHold ? .holding : .closed
+                return (takeCancels(progress), keepsHold)  // the progress goes after the lock
             }
-            if held && !holds { outer.release() }  // no member run to wait for
+            if held && !keepsHold { outer.release() }  // no member run to wait for
             cancelMembers(members)
         }
 
