@@ -101,17 +101,21 @@ nonisolated extension Engine {
     /// What a run keeps before its tail, guarded by its lock.
     @usableFromInline struct Fields {
         /// First, so that the lock's address is the fields'.
-        var mutex = pthread_mutex_t()
+        @usableFromInline var mutex = pthread_mutex_t()
         var state = State.idle
         /// The generation of each token the steps of a user's run tied to, as of the first tie.
         var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
-        /// The run this one runs inside, for a combination's member or a timeout's work, set as
-        /// it is made, or the one run that waits for a shared promise's work (`Shared.reach`).
-        /// Cancelling that run cancels this one through the cancel handler the combination,
-        /// timeout or share adds; this link is read by `isReached(byCancelOf:)` and `user`.
+        /// The run whose cancel reaches this one, through the cancel handler that a combination,
+        /// timeout or share adds: for a member or a timeout's work, the run it is made inside
+        /// (`make`'s `cancelledWith`); for a shared promise's work, the one run that waits for
+        /// it, if only one does (`Shared.reach`). Read by `isReached(byCancelOf:)` and `user`.
         @usableFromInline var outer: Engine.Run?
+        /// For a run made apart from another (`make`'s `apartFrom`: a shared promise's work, an
+        /// `ignoringCancel()` promise's), which that run's cancel does not reach: that run's user
+        /// (see `Run.user`), whose ties are this run's too.
+        @usableFromInline var user: Engine.Run?
 
         @usableFromInline init() {}
     }
@@ -291,11 +295,13 @@ nonisolated extension Engine {
 
 nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
-    /// completion of type `Completion`, inside `outer` if Future starts it inside another run
-    /// (with `cancelledWithOuter`, one that `outer`'s cancel reaches: a member, a timeout's work).
+    /// completion of type `Completion`. A run Future makes inside another sets one link to it:
+    /// `cancelledWith` (`Fields.outer`), for a combination's member or a timeout's work, which
+    /// that run's cancel reaches; `apartFrom` (`Fields.user`, that run's user), for a shared
+    /// promise's work or an `ignoringCancel()` promise's, which it does not.
     @inlinable static func make<Completion: Engine.Completion>(
-        for chain: Stage?, completing _: Completion.Type, inside outer: Run? = nil,
-        cancelledWithOuter: Bool = false
+        for chain: Stage?, completing _: Completion.Type, cancelledWith outer: Run? = nil,
+        apartFrom starter: Run? = nil
     ) -> Run {
         typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
         let completionWords = (MemoryLayout<Completion>.size + 7) / 8
@@ -306,24 +312,17 @@ nonisolated extension Engine.Run {
         let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
         let made = create(minimumCapacity: words) { _ in Engine.Fields() }
         let run = unsafeDowncast(made, to: Run.self)
-        run.prepare(
-            Engine.Driver(
+        pthread_mutex_init(&run.fields.pointee.mutex, nil)
+        if let outer { run.fields.pointee.outer = outer }
+        if let starter { run.fields.pointee.user = starter.user ?? starter }
+        run.driver.initialize(
+            to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
-                specialized: Engine.specialized(Completion.self)),
-            inside: cancelledWithOuter ? nil : outer)
-        if cancelledWithOuter { run.fields.pointee.outer = outer }
+                specialized: Engine.specialized(Completion.self)))
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
-    }
-
-    /// Sets up a run just made: its lock, and what its driving thread owns, with the user's run,
-    /// for one made inside `outer` (`make` passes none for one that its cancel reaches: `user`).
-    @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
-        pthread_mutex_init(&fields.pointee.mutex, nil)
-        driver.initialize(to: consume owned)
-        if let outer { Engine.Spill.make(&driver.pointee.spill).owned.user = outer.user ?? outer }
     }
 
     /// The words a run's tail needs before its completion.
@@ -350,15 +349,16 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it: a shared or ignoring run keeps
-    /// it in its spill, where the walk stops (a shared work's `outer` is the run that waits for
+    /// it (`Fields.user`), where the walk stops (a shared work's `outer` is the run that waits for
     /// it now, not the one that started it); a member or a timeout's work finds it through the
-    /// runs whose cancel reaches it (`outer`), with no spill to make.
-    final var user: Run? {
+    /// runs whose cancel reaches it (`outer`).
+    @usableFromInline final var user: Run? {
         var top = self
-        while top.driver.pointee.spill?.owned.user == nil, let outer = top.locked({ $0.outer }) {
+        while true {
+            let (user, outer) = top.locked { ($0.user, $0.outer) }
+            guard user == nil, let outer else { return user ?? (top === self ? nil : top) }
             top = outer
         }
-        return top.driver.pointee.spill?.owned.user ?? (top === self ? nil : top)
     }
 
     /// Which member of a combination the run runs, for a run made inside the combination's.
