@@ -3119,22 +3119,22 @@ nonisolated extension Engine.Run {
         set { Engine.Spill.make(&driver.pointee.spill).owned.member = newValue }
     }
 
-    /// Where the completion is in the tail: after what the driving thread owns.
-    @usableFromInline final var tail: UnsafeMutableRawPointer {
+    /// The tail after what the driving thread owns, where the completion is.
+    @usableFromInline final var afterDriver: UnsafeMutableRawPointer {
         UnsafeMutableRawPointer(driver) + 8 * Self.driverWords
     }
 
-    /// The completion, at the start of the tail.
+    /// The completion, in the tail after what the driving thread owns.
     @inlinable final func completion<Completion>(
         _: Completion.Type
     ) -> UnsafeMutablePointer<Completion> {
-        tail.assumingMemoryBound(to: Completion.self)
+        afterDriver.assumingMemoryBound(to: Completion.self)
     }
 
     /// The slot: in the tail, unless a chain needed a larger one.
     @usableFromInline final var slot: Slot {
         let spilled = driver.pointee.spill?.owned.slot?.memory
-        var slot = Slot(memory: spilled ?? tail + 8 * Int(driver.pointee.completionWords))
+        var slot = Slot(memory: spilled ?? afterDriver + 8 * Int(driver.pointee.completionWords))
         slot.holds = driver.pointee.slotHolds
         return slot
     }
@@ -3142,7 +3142,7 @@ nonisolated extension Engine.Run {
     /// The stages' room in the tail.
     final var room: Engine.Room {
         let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
-        let start = (tail + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
+        let start = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
         return Engine.Room(start: start, count: capacity - Self.driverWords - words)
     }
 }
