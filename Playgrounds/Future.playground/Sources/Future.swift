@@ -2854,7 +2854,7 @@ nonisolated extension Engine {
     @usableFromInline struct Fields {
         /// First, so that the lock's address is the fields'.
         @usableFromInline var mutex = pthread_mutex_t()
-        var state = State.idle
+        @usableFromInline var state = State.idle
         /// The generation of each token the steps of a user's run tied to, as of the first tie.
         var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
@@ -2934,12 +2934,12 @@ nonisolated extension Engine {
     /// A pending call's cancel handlers, `nil` in a state until one is registered: an empty array
     /// costs a retain and a release at every call. Each in a struct, which an array keeps as it
     /// is, where it keeps a closure behind a reabstraction thunk, one more allocation.
-    typealias CancelHandlers = [CancelHandler]
-    struct CancelHandler { let call: @Sendable (any Reporter) -> Void }
+    @usableFromInline typealias CancelHandlers = [CancelHandler]
+    @usableFromInline struct CancelHandler { let call: @Sendable (any Reporter) -> Void }
 
     /// Where a run is (see the table above). Cancelling moves a run that has not ended to one of
     /// the `cancelled` states, which end in `.cancelled` once its `ensure` steps have run.
-    enum State {
+    @usableFromInline enum State {
         /// Made, not started yet.
         case idle
         /// `thread` takes the steps, one after another.
@@ -3093,7 +3093,7 @@ nonisolated extension Engine.Run {
     }
 
     /// Runs `body` with the fields, under the lock (a timeout's state shares it with its work).
-    @usableFromInline final func locked<T>(_ body: (inout Engine.Fields) -> T) -> T {
+    @inlinable final func locked<T>(_ body: (inout Engine.Fields) -> T) -> T {
         let fields = self.fields
         pthread_mutex_lock(&fields.pointee.mutex)
         defer { pthread_mutex_unlock(&fields.pointee.mutex) }
@@ -3304,10 +3304,17 @@ nonisolated extension Engine.Run {
     @inlinable final func perform<Value, Failure: Swift.Error>(
         _ operation: Engine.Operation, _: Value.Type, _: Failure.Type, source: Stage? = nil
     ) -> Next {
-        guard let call = beginCall() else {
+        let call = driver.pointee.calls + 1
+        let began = locked { fields -> Bool in
+            guard case .driving(let thread) = fields.state else { return false }
+            fields.state = .calling(thread: thread, call: call, handlers: nil)
+            return true
+        }
+        guard began else {
             source.map(skip)
             return .stop
         }
+        driver.pointee.calls = call
         // A resolver of its own for each call: one that served an earlier call may still be held
         // where no reference count shows it (an Objective-C weak reference), and report late. The
         // run keeps it through the call, and lets go of it after a lock: as the operation returns
@@ -3330,19 +3337,6 @@ nonisolated extension Engine.Run {
         case .operation(let operation): perform(operation, Value.self, Failure.self)
         case .chain(let last): .enter(last)
         }
-    }
-
-    /// Numbers a new call of an operation, unless the run is cancelled.
-    @usableFromInline final func beginCall() -> Int? {
-        let call = driver.pointee.calls + 1
-        let began = locked { fields -> Bool in
-            guard case .driving(let thread) = fields.state else { return false }
-            fields.state = .calling(thread: thread, call: call, handlers: nil)
-            return true
-        }
-        guard began else { return nil }
-        driver.pointee.calls = call
-        return call
     }
 
     /// After an operation returns unresolved: go on if its resolver reported meanwhile on another
