@@ -2773,7 +2773,7 @@ nonisolated extension Promise {
 // (`make`) and starts it (`start(_:_:immediately:)`, which places its completion, then
 // `start(_:immediately:)`, which pushes its chain's stages on its plan, the first on top, or puts
 // an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
-// popping one stage at a time (`takeSteps`), while each step says what comes next; it calls an
+// popping one stage at a time, while each step says what comes next; it calls an
 // operation (`perform`) and goes on when the operation's resolver reports (`resolve`), now or
 // later, from any thread; the last step ran, it completes (`complete`), and ends (`end`): its
 // completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its
@@ -3197,22 +3197,17 @@ nonisolated extension Engine.Run {
         drive(immediately: immediately)
     }
 
-    /// Drives the run on this thread: takes its steps until it ends, stops or waits. Runs nest on
-    /// one thread's stack (a combination's member, a resolver called from a step, a cancel
-    /// handler): past `Nesting.limit` levels, the run waits, and the bottom level drives it once
-    /// the levels above it have returned. `immediately`: now even deep in nested runs, as no
-    /// level.
+    /// Drives the run on this thread: takes its steps, one after another, entering the chains
+    /// that steps return, until the end, an operation that has not resolved yet, a hop, or
+    /// cancellation. Runs nest on one thread's stack (a combination's member, a resolver called
+    /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and the bottom
+    /// level drives it once the levels above it have returned. `immediately`: now even deep in
+    /// nested runs, as no level.
     final func drive(immediately: Bool = false) {
-        Engine.Nesting.withCurrent { nesting in
-            guard let level = nesting.enterRun(self, immediately: immediately) else { return }
-            takeSteps()
-            nesting.leaveRun(level)
-        }
-    }
-
-    /// The loop that runs a chain: one step after another, entering the chains that steps
-    /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private final func takeSteps() {
+        let nesting = Engine.Nesting.self
+        guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
+        else { return }
+        defer { nesting.withCurrent { $0.leaveRun(level) } }
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -3229,11 +3224,11 @@ nonisolated extension Engine.Run {
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledHere:
             // Cancelled before it started, or by this thread while the drive waited for room on
-            // its stack (see `drive`): no step starts. The slot holds the next step's input, its
-            // parent's output: a run waits only after a step, which is the next one's parent, or
-            // the last of a chain entered by that parent, whose output is the same (`Nest`); or
-            // before its first step, which has no parent and no input. With no step left, the
-            // loop below drops the run's outcome.
+            // its stack (`Nesting.enterRun`): no step starts. The slot holds the next step's
+            // input, its parent's output: a run waits only after a step, which is the next one's
+            // parent, or the last of a chain entered by that parent, whose output is the same
+            // (`Nest`); or before its first step, which has no parent and no input. With no step
+            // left, the loop below drops the run's outcome.
             if let top = plan.top {
                 top.parent?.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)
