@@ -3159,7 +3159,9 @@ nonisolated extension Engine.Run {
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
     ) {
-        // The one part that needs the completion's type, inlined where the run starts.
+        // The one part that needs the completion's type, inlined where the run starts; the rest is
+        // one copy, not inlined at every terminal (measured: inlined, the benchmarks' binary took
+        // 19 KB more, and no run took fewer instructions).
         self.completion(Completion.self).initialize(to: completion)
         start(promise.body, immediately: immediately)
     }
