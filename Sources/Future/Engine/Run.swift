@@ -9,13 +9,13 @@
 // (`make`) and starts it (`start(_:_:immediately:)`, which places its completion, then
 // `start(_:immediately:)`, which pushes its chain's stages on its plan, the first on top, or puts
 // an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
-// popping one stage at a time, while each step says what comes next; it calls an
-// operation (`perform`) and goes on when the operation's resolver reports (`resolve`), now or
-// later, from any thread; the last step ran, it completes (`complete`), and ends (`end`): its
-// completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its
-// handlers run (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing
-// holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead, running their
-// `ensure` steps, and its completion hears of it (`.finish(nil)`).
+// popping one stage at a time, while each step says what comes next; it calls an operation
+// (`perform`) and goes on when the operation's resolver reports (`resolve`), now or later, from any
+// thread; the last step ran, it completes (`complete`), and ends (`end`): its completion gets the
+// outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its handlers run
+// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
+// (`hold`, `release`) it ends (`end`): it skips the stages ahead, running their `ensure` steps, and
+// its completion hears of it (`.finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
