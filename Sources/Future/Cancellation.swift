@@ -136,7 +136,7 @@ nonisolated extension Promise {
         let work = self
         // The work in a run of its own inside `outer`, which `outer`'s cancel does not reach.
         let start: @Sendable (Engine.Run, Callback) -> Void = { outer, callback in
-            Engine.Run.make(for: work.chain, completing: Callback.self, inside: outer)
+            Engine.Run.make(for: work.chain, completing: Callback.self, apartFrom: outer)
                 .start(work, callback)
         }
         let operation = Engine.Operation(file: #fileID, line: #line) {

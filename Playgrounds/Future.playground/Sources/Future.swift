@@ -2067,7 +2067,7 @@ nonisolated extension Promise {
         let work = self
         // The work in a run of its own inside `outer`, which `outer`'s cancel does not reach.
         let start: @Sendable (Engine.Run, Callback) -> Void = { outer, callback in
-            Engine.Run.make(for: work.chain, completing: Callback.self, inside: outer)
+            Engine.Run.make(for: work.chain, completing: Callback.self, apartFrom: outer)
                 .start(work, callback)
         }
         let operation = Engine.Operation(file: #fileID, line: #line) {
@@ -2691,15 +2691,12 @@ nonisolated extension Engine {
     /// stages have run, and, once its tail is too small, the memory of its stack or its slot.
     final class Spill {
         /// The driving thread's, as the `Driver` that keeps the spill is, handed on with it under
-        /// the run's lock (`user`, set as the run is made, is only read after): no two threads
-        /// reach it at once, so it skips exclusivity checks (they would cost more than the work).
+        /// the run's lock: no two threads reach it at once, so it skips exclusivity checks (they
+        /// would cost more than the work).
         @exclusivity(unchecked) var owned = Owned()
 
         struct Owned {
             var chains: [(last: Stage, base: Int32)] = []
-            /// The run a user started, for a run Future started inside it (a shared or ignoring
-            /// run; see `Run.user`): its tokens' ties are that run's.
-            var user: Run?
             /// Which member of a combination the run runs (see `Join`).
             var member = 0
             /// The deadline of the queue the run waits for, if it has one.
@@ -2791,13 +2788,13 @@ nonisolated extension Promise {
 // (`make`) and starts it (`start(_:_:immediately:)`, which places its completion, then
 // `start(_:immediately:)`, which pushes its chain's stages on its plan, the first on top, or puts
 // an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
-// popping one stage at a time (`takeSteps`), while each step says what comes next; it calls an
-// operation (`perform`) and goes on when the operation's resolver reports (`resolve`), now or
-// later, from any thread; the last step ran, it completes (`complete`), and ends (`end`): its
-// completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its
-// handlers run (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing
-// holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead, running their
-// `ensure` steps, and its completion hears of it (`.finish(nil)`).
+// popping one stage at a time, while each step says what comes next; it calls an operation
+// (`perform`) and goes on when the operation's resolver reports (`resolve`), now or later, from any
+// thread; the last step ran, it completes (`complete`), and ends (`end`): its completion gets the
+// outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its handlers run
+// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
+// (`hold`, `release`) it ends (`end`): it skips the stages ahead, running their `ensure` steps, and
+// its completion hears of it (`.finish(nil)`).
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
@@ -2871,17 +2868,21 @@ nonisolated extension Engine {
     /// What a run keeps before its tail, guarded by its lock.
     @usableFromInline struct Fields {
         /// First, so that the lock's address is the fields'.
-        var mutex = pthread_mutex_t()
-        var state = State.idle
+        @usableFromInline var mutex = pthread_mutex_t()
+        @usableFromInline var state = State.idle
         /// The generation of each token the steps of a user's run tied to, as of the first tie.
         var ties: [Tie] = []
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
-        /// The run this one runs inside, for a combination's member or a timeout's work, set as
-        /// it is made, or the one run that waits for a shared promise's work (`Shared.reach`).
-        /// Cancelling that run cancels this one through the cancel handler the combination,
-        /// timeout or share adds; this link is read by `isReached(byCancelOf:)` and `user`.
+        /// The run whose cancel reaches this one, through the cancel handler that a combination,
+        /// timeout or share adds: for a member or a timeout's work, the run it is made inside
+        /// (`make`'s `cancelledWith`); for a shared promise's work, the one run that waits for
+        /// it, if only one does (`Shared.reach`). Read by `isReached(byCancelOf:)` and `user`.
         @usableFromInline var outer: Engine.Run?
+        /// For a run made apart from another (`make`'s `apartFrom`: a shared promise's work, an
+        /// `ignoringCancel()` promise's), which that run's cancel does not reach: that run's user
+        /// (see `Run.user`), whose ties are this run's too.
+        @usableFromInline var user: Engine.Run?
 
         @usableFromInline init() {}
     }
@@ -2948,12 +2949,12 @@ nonisolated extension Engine {
     /// A pending call's cancel handlers, `nil` in a state until one is registered: an empty array
     /// costs a retain and a release at every call. Each in a struct, which an array keeps as it
     /// is, where it keeps a closure behind a reabstraction thunk, one more allocation.
-    typealias CancelHandlers = [CancelHandler]
-    struct CancelHandler { let call: @Sendable (any Reporter) -> Void }
+    @usableFromInline typealias CancelHandlers = [CancelHandler]
+    @usableFromInline struct CancelHandler { let call: @Sendable (any Reporter) -> Void }
 
     /// Where a run is (see the table above). Cancelling moves a run that has not ended to one of
     /// the `cancelled` states, which end in `.cancelled` once its `ensure` steps have run.
-    enum State {
+    @usableFromInline enum State {
         /// Made, not started yet.
         case idle
         /// `thread` takes the steps, one after another.
@@ -3061,11 +3062,13 @@ nonisolated extension Engine {
 
 nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
-    /// completion of type `Completion`, inside `outer` if Future starts it inside another run
-    /// (with `cancelledWithOuter`, one that `outer`'s cancel reaches: a member, a timeout's work).
+    /// completion of type `Completion`. A run Future makes inside another sets one link to it:
+    /// `cancelledWith` (`Fields.outer`), for a combination's member or a timeout's work, which
+    /// that run's cancel reaches; `apartFrom` (`Fields.user`, that run's user), for a shared
+    /// promise's work or an `ignoringCancel()` promise's, which it does not.
     @inlinable static func make<Completion: Engine.Completion>(
-        for chain: Stage?, completing _: Completion.Type, inside outer: Run? = nil,
-        cancelledWithOuter: Bool = false
+        for chain: Stage?, completing _: Completion.Type, cancelledWith outer: Run? = nil,
+        apartFrom starter: Run? = nil
     ) -> Run {
         typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
         let completionWords = (MemoryLayout<Completion>.size + 7) / 8
@@ -3076,24 +3079,17 @@ nonisolated extension Engine.Run {
         let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
         let made = create(minimumCapacity: words) { _ in Engine.Fields() }
         let run = unsafeDowncast(made, to: Run.self)
-        run.prepare(
-            Engine.Driver(
+        pthread_mutex_init(&run.fields.pointee.mutex, nil)
+        if let outer { run.fields.pointee.outer = outer }
+        if let starter { run.fields.pointee.user = starter.user ?? starter }
+        run.driver.initialize(
+            to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
-                specialized: Engine.specialized(Completion.self)),
-            inside: cancelledWithOuter ? nil : outer)
-        if cancelledWithOuter { run.fields.pointee.outer = outer }
+                specialized: Engine.specialized(Completion.self)))
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
-    }
-
-    /// Sets up a run just made: its lock, and what its driving thread owns, with the user's run,
-    /// for one made inside `outer` (`make` passes none for one that its cancel reaches: `user`).
-    @usableFromInline final func prepare(_ owned: consuming Engine.Driver, inside outer: Run?) {
-        pthread_mutex_init(&fields.pointee.mutex, nil)
-        driver.initialize(to: consume owned)
-        if let outer { Engine.Spill.make(&driver.pointee.spill).owned.user = outer.user ?? outer }
     }
 
     /// The words a run's tail needs before its completion.
@@ -3112,7 +3108,7 @@ nonisolated extension Engine.Run {
     }
 
     /// Runs `body` with the fields, under the lock (a timeout's state shares it with its work).
-    @usableFromInline final func locked<T>(_ body: (inout Engine.Fields) -> T) -> T {
+    @inlinable final func locked<T>(_ body: (inout Engine.Fields) -> T) -> T {
         let fields = self.fields
         pthread_mutex_lock(&fields.pointee.mutex)
         defer { pthread_mutex_unlock(&fields.pointee.mutex) }
@@ -3120,15 +3116,16 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it: a shared or ignoring run keeps
-    /// it in its spill, where the walk stops (a shared work's `outer` is the run that waits for
+    /// it (`Fields.user`), where the walk stops (a shared work's `outer` is the run that waits for
     /// it now, not the one that started it); a member or a timeout's work finds it through the
-    /// runs whose cancel reaches it (`outer`), with no spill to make.
-    final var user: Run? {
+    /// runs whose cancel reaches it (`outer`).
+    @usableFromInline final var user: Run? {
         var top = self
-        while top.driver.pointee.spill?.owned.user == nil, let outer = top.locked({ $0.outer }) {
+        while true {
+            let (user, outer) = top.locked { ($0.user, $0.outer) }
+            guard user == nil, let outer else { return user ?? (top === self ? nil : top) }
             top = outer
         }
-        return top.driver.pointee.spill?.owned.user ?? (top === self ? nil : top)
     }
 
     /// Which member of a combination the run runs, for a run made inside the combination's.
@@ -3137,22 +3134,22 @@ nonisolated extension Engine.Run {
         set { Engine.Spill.make(&driver.pointee.spill).owned.member = newValue }
     }
 
-    /// Where the completion is in the tail: after what the driving thread owns.
-    @usableFromInline final var tail: UnsafeMutableRawPointer {
+    /// The tail after what the driving thread owns, where the completion is.
+    @usableFromInline final var afterDriver: UnsafeMutableRawPointer {
         UnsafeMutableRawPointer(driver) + 8 * Self.driverWords
     }
 
-    /// The completion, at the start of the tail.
+    /// The completion, in the tail after what the driving thread owns.
     @inlinable final func completion<Completion>(
         _: Completion.Type
     ) -> UnsafeMutablePointer<Completion> {
-        tail.assumingMemoryBound(to: Completion.self)
+        afterDriver.assumingMemoryBound(to: Completion.self)
     }
 
     /// The slot: in the tail, unless a chain needed a larger one.
     @usableFromInline final var slot: Slot {
         let spilled = driver.pointee.spill?.owned.slot?.memory
-        var slot = Slot(memory: spilled ?? tail + 8 * Int(driver.pointee.completionWords))
+        var slot = Slot(memory: spilled ?? afterDriver + 8 * Int(driver.pointee.completionWords))
         slot.holds = driver.pointee.slotHolds
         return slot
     }
@@ -3160,7 +3157,7 @@ nonisolated extension Engine.Run {
     /// The stages' room in the tail.
     final var room: Engine.Room {
         let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
-        let start = (tail + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
+        let start = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
         return Engine.Room(start: start, count: capacity - Self.driverWords - words)
     }
 }
@@ -3177,7 +3174,9 @@ nonisolated extension Engine.Run {
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
     ) {
-        // The one part that needs the completion's type, inlined where the run starts.
+        // The one part that needs the completion's type, inlined where the run starts; the rest is
+        // one copy, not inlined at every terminal (measured: inlined, the benchmarks' binary took
+        // 19 KB more, and no run took fewer instructions).
         self.completion(Completion.self).initialize(to: completion)
         start(promise.body, immediately: immediately)
     }
@@ -3215,22 +3214,17 @@ nonisolated extension Engine.Run {
         drive(immediately: immediately)
     }
 
-    /// Drives the run on this thread: takes its steps until it ends, stops or waits. Runs nest on
-    /// one thread's stack (a combination's member, a resolver called from a step, a cancel
-    /// handler): past `Nesting.limit` levels, the run waits, and the bottom level drives it once
-    /// the levels above it have returned. `immediately`: now even deep in nested runs, as no
-    /// level.
+    /// Drives the run on this thread: takes its steps, one after another, entering the chains
+    /// that steps return, until the end, an operation that has not resolved yet, a hop, or
+    /// cancellation. Runs nest on one thread's stack (a combination's member, a resolver called
+    /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and the bottom
+    /// level drives it once the levels above it have returned. `immediately`: now even deep in
+    /// nested runs, as no level.
     final func drive(immediately: Bool = false) {
-        Engine.Nesting.withCurrent { nesting in
-            guard let level = nesting.enterRun(self, immediately: immediately) else { return }
-            takeSteps()
-            nesting.leaveRun(level)
-        }
-    }
-
-    /// The loop that runs a chain: one step after another, entering the chains that steps
-    /// return, until the end, an operation that has not resolved yet, a hop, or cancellation.
-    private final func takeSteps() {
+        let nesting = Engine.Nesting.self
+        guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
+        else { return }
+        defer { nesting.withCurrent { $0.leaveRun(level) } }
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
@@ -3247,11 +3241,11 @@ nonisolated extension Engine.Run {
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledHere:
             // Cancelled before it started, or by this thread while the drive waited for room on
-            // its stack (see `drive`): no step starts. The slot holds the next step's input, its
-            // parent's output: a run waits only after a step, which is the next one's parent, or
-            // the last of a chain entered by that parent, whose output is the same (`Nest`); or
-            // before its first step, which has no parent and no input. With no step left, the
-            // loop below drops the run's outcome.
+            // its stack (`Nesting.enterRun`): no step starts. The slot holds the next step's
+            // input, its parent's output: a run waits only after a step, which is the next one's
+            // parent, or the last of a chain entered by that parent, whose output is the same
+            // (`Nest`); or before its first step, which has no parent and no input. With no step
+            // left, the loop below drops the run's outcome.
             if let top = plan.top {
                 top.parent?.output.discard(from: slot)
                 swap(&plan, &driver.pointee.plan)
@@ -3322,10 +3316,17 @@ nonisolated extension Engine.Run {
     @inlinable final func perform<Value, Failure: Swift.Error>(
         _ operation: Engine.Operation, _: Value.Type, _: Failure.Type, source: Stage? = nil
     ) -> Next {
-        guard let call = beginCall() else {
+        let call = driver.pointee.calls + 1
+        let began = locked { fields -> Bool in
+            guard case .driving(let thread) = fields.state else { return false }
+            fields.state = .calling(thread: thread, call: call, handlers: nil)
+            return true
+        }
+        guard began else {
             source.map(skip)
             return .stop
         }
+        driver.pointee.calls = call
         // A resolver of its own for each call: one that served an earlier call may still be held
         // where no reference count shows it (an Objective-C weak reference), and report late. The
         // run keeps it through the call, and lets go of it after a lock: as the operation returns
@@ -3348,19 +3349,6 @@ nonisolated extension Engine.Run {
         case .operation(let operation): perform(operation, Value.self, Failure.self)
         case .chain(let last): .enter(last)
         }
-    }
-
-    /// Numbers a new call of an operation, unless the run is cancelled.
-    @usableFromInline final func beginCall() -> Int? {
-        let call = driver.pointee.calls + 1
-        let began = locked { fields -> Bool in
-            guard case .driving(let thread) = fields.state else { return false }
-            fields.state = .calling(thread: thread, call: call, handlers: nil)
-            return true
-        }
-        guard began else { return nil }
-        driver.pointee.calls = call
-        return call
     }
 
     /// After an operation returns unresolved: go on if its resolver reported meanwhile on another
@@ -4411,8 +4399,8 @@ nonisolated extension Engine {
                     let run =
                         lane?.run
                         ?? .make(
-                            for: last, completing: Callback<Member, Failure>.self, inside: outer,
-                            cancelledWithOuter: true)
+                            for: last, completing: Callback<Member, Failure>.self,
+                            cancelledWith: outer)
                     guarded.running[index] = .run(run)
                     return .run(index, run, last)
                 }
@@ -4638,9 +4626,7 @@ nonisolated extension Engine {
 
         /// Starts the work, in a run that the cancel of the timeout's run reaches from the start.
         @inlinable init(_ resolver: Resolver<Value, Failure>, _ promise: Promise<Value, Failure>) {
-            work = .make(
-                for: promise.chain, completing: Timeout.self, inside: resolver.run,
-                cancelledWithOuter: true)
+            work = .make(for: promise.chain, completing: Timeout.self, cancelledWith: resolver.run)
             state = .going(resolver, alarm: nil)
             // Its reporter's own handler: `Resolver.onCancel` would wrap it in one more closure.
             resolver.reporter.onCancel(resolver.call) { [self] in runCancelled($0.run) }
@@ -4841,7 +4827,8 @@ nonisolated extension Engine {
                 case .idle(let work):
                     // The run is made before it starts, so that a run leaving meanwhile cancels
                     // it, and the work does not begin.
-                    let run = Run.make(for: work.chain, completing: Done.self, inside: resolver.run)
+                    let run = Run.make(
+                        for: work.chain, completing: Done.self, apartFrom: resolver.run)
                     let waiting = [arrivals: resolver]
                     state = .running(work, run, waiting)
                     reach(run, from: waiting)

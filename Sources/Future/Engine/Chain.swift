@@ -435,15 +435,12 @@ nonisolated extension Engine {
     /// stages have run, and, once its tail is too small, the memory of its stack or its slot.
     final class Spill {
         /// The driving thread's, as the `Driver` that keeps the spill is, handed on with it under
-        /// the run's lock (`user`, set as the run is made, is only read after): no two threads
-        /// reach it at once, so it skips exclusivity checks (they would cost more than the work).
+        /// the run's lock: no two threads reach it at once, so it skips exclusivity checks (they
+        /// would cost more than the work).
         @exclusivity(unchecked) var owned = Owned()
 
         struct Owned {
             var chains: [(last: Stage, base: Int32)] = []
-            /// The run a user started, for a run Future started inside it (a shared or ignoring
-            /// run; see `Run.user`): its tokens' ties are that run's.
-            var user: Run?
             /// Which member of a combination the run runs (see `Join`).
             var member = 0
             /// The deadline of the queue the run waits for, if it has one.

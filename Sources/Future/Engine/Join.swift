@@ -262,8 +262,8 @@ nonisolated extension Engine {
                     let run =
                         lane?.run
                         ?? .make(
-                            for: last, completing: Callback<Member, Failure>.self, inside: outer,
-                            cancelledWithOuter: true)
+                            for: last, completing: Callback<Member, Failure>.self,
+                            cancelledWith: outer)
                     guarded.running[index] = .run(run)
                     return .run(index, run, last)
                 }

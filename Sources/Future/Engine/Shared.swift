@@ -127,7 +127,8 @@ nonisolated extension Engine {
                 case .idle(let work):
                     // The run is made before it starts, so that a run leaving meanwhile cancels
                     // it, and the work does not begin.
-                    let run = Run.make(for: work.chain, completing: Done.self, inside: resolver.run)
+                    let run = Run.make(
+                        for: work.chain, completing: Done.self, apartFrom: resolver.run)
                     let waiting = [arrivals: resolver]
                     state = .running(work, run, waiting)
                     reach(run, from: waiting)

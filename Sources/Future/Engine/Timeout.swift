@@ -76,9 +76,7 @@ nonisolated extension Engine {
 
         /// Starts the work, in a run that the cancel of the timeout's run reaches from the start.
         @inlinable init(_ resolver: Resolver<Value, Failure>, _ promise: Promise<Value, Failure>) {
-            work = .make(
-                for: promise.chain, completing: Timeout.self, inside: resolver.run,
-                cancelledWithOuter: true)
+            work = .make(for: promise.chain, completing: Timeout.self, cancelledWith: resolver.run)
             state = .going(resolver, alarm: nil)
             // Its reporter's own handler: `Resolver.onCancel` would wrap it in one more closure.
             resolver.reporter.onCancel(resolver.call) { [self] in runCancelled($0.run) }
