@@ -2796,14 +2796,20 @@ nonisolated extension Promise {
 // (`hold`, `release`) it ends (`end`): it skips the stages ahead, running their `ensure` steps, and
 // its completion hears of it (`.finish(nil)`).
 //
+// Which thread goes on after a call: an operation that resolves on the driving thread before it
+// returns tells `perform` so with no lock (`Driver.resolvedHere`); one resolved from another
+// thread before it returns leaves the state `driving` for `operationReturned` to find; once it
+// has returned (`awaitingResolver`), the resolving thread drives the run on.
+//
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
 // none. A cancel is a handle's, or the pending call's own (its resolver cancelled, or let go of
-// unresolved); a call's events count only while it is pending. A step that cancels a run it is
-// part of (a member's step cancels the combination's run, say) then also cancels the run that
-// it is a step of (see `cancel(call:)`). Then "release": the
-// canceller's hold, let go of once the handlers (hs, or none) have returned; "stop next": the
-// driving thread stops before its next step (`Driver.cancelledHere`).
+// unresolved); a call's events count only while it is pending, so in a state with no c pending
+// only a handle's cancel counts. A step that cancels a run it is part of (a member's step cancels
+// the combination's run, say) then also cancels the run that it is a step of (see
+// `cancel(call:)`). Then "release": the canceller's hold, let go of once the handlers (hs, or
+// none) have returned; "stop next": the driving thread stops before its next step
+// (`Driver.cancelledHere`).
 //
 //   state                         event                  new state                     then
 //   idle, ended(false)            start                  driving(t)                    drive
@@ -2870,8 +2876,9 @@ nonisolated extension Engine {
         /// First, so that the lock's address is the fields'.
         @usableFromInline var mutex = pthread_mutex_t()
         @usableFromInline var state = State.idle
-        /// The generation of each token the steps of a user's run tied to, as of the first tie.
-        var ties: [Tie] = []
+        /// For a run a user started, the generation of each token its steps tied to, as of the
+        /// first tie; for a run made apart from another, that run's user, whose ties are its own.
+        @usableFromInline var ties = Ties.own([])
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
         /// The run whose cancel reaches this one, through the cancel handler that a combination,
@@ -2879,12 +2886,20 @@ nonisolated extension Engine {
         /// (`make`'s `cancelledWith`); for a shared promise's work, the one run that waits for
         /// it, if only one does (`Shared.reach`). Read by `isReached(byCancelOf:)` and `user`.
         @usableFromInline var outer: Engine.Run?
-        /// For a run made apart from another (`make`'s `apartFrom`: a shared promise's work, an
-        /// `ignoringCancel()` promise's), which that run's cancel does not reach: that run's user
-        /// (see `Run.user`), whose ties are this run's too.
-        @usableFromInline var user: Engine.Run?
 
         @usableFromInline init() {}
+
+        /// For a run made apart from another, that run's user (see `Run.user`).
+        var user: Engine.Run? { if case .user(let user) = ties { user } else { nil } }
+    }
+
+    /// Whose ties to tokens a run's steps use: a run's own, or, for a run made apart from another
+    /// (`make`'s `apartFrom`: a shared promise's work, an `ignoringCancel()` promise's), which
+    /// that run's cancel does not reach, that run's user's. One field, as a run has one or the
+    /// other: a pending run's memory fits in 320 bytes.
+    @usableFromInline enum Ties {
+        case own([Tie])
+        case user(Engine.Run)
     }
 
     /// What the thread that drives a run owns (and hands over under the lock), at the start of
@@ -2940,7 +2955,7 @@ nonisolated extension Engine {
         }
     }
 
-    struct Tie {
+    @usableFromInline struct Tie {
         weak var token: InvalidationToken?
         let identity: ObjectIdentifier
         let generation: Int
@@ -3064,7 +3079,7 @@ nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
     /// completion of type `Completion`. A run Future makes inside another sets one link to it:
     /// `cancelledWith` (`Fields.outer`), for a combination's member or a timeout's work, which
-    /// that run's cancel reaches; `apartFrom` (`Fields.user`, that run's user), for a shared
+    /// that run's cancel reaches; `apartFrom` (`Fields.ties`: that run's user's), for a shared
     /// promise's work or an `ignoringCancel()` promise's, which it does not.
     @inlinable static func make<Completion: Engine.Completion>(
         for chain: Stage?, completing _: Completion.Type, cancelledWith outer: Run? = nil,
@@ -3081,7 +3096,7 @@ nonisolated extension Engine.Run {
         let run = unsafeDowncast(made, to: Run.self)
         pthread_mutex_init(&run.fields.pointee.mutex, nil)
         if let outer { run.fields.pointee.outer = outer }
-        if let starter { run.fields.pointee.user = starter.user ?? starter }
+        if let starter { run.fields.pointee.ties = .user(starter.user ?? starter) }
         run.driver.initialize(
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
@@ -3116,7 +3131,7 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it: a shared or ignoring run keeps
-    /// it (`Fields.user`), where the walk stops (a shared work's `outer` is the run that waits for
+    /// it (`Fields.ties`), where the walk stops (a shared work's `outer` is the run that waits for
     /// it now, not the one that started it); a member or a timeout's work finds it through the
     /// runs whose cancel reaches it (`outer`).
     @usableFromInline final var user: Run? {
@@ -3254,6 +3269,8 @@ nonisolated extension Engine.Run {
         case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
         }
         while true {
+            // An operation returned unresolved here: go on if its resolver reported meanwhile
+            // from another thread, else wait for it.
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed:
@@ -3286,7 +3303,7 @@ nonisolated extension Engine.Run {
                 swap(&plan, &driver.pointee.plan)
                 return awaitQueue(queue, at: deadline)
             }
-            guard let popped = plan.pop() else { break }
+            guard let popped = plan.pop() else { break }  // the last step ran: leave the loop
             stage = popped
             next = popped.borrowed { $0.step($0, slot, self) }
         }
@@ -3635,9 +3652,12 @@ nonisolated extension Engine.Run {
         // tie's weak reference is read only when its identity is `token`'s, which the caller
         // holds: so it is never a token's last reference, let go of inside the lock.
         return user.locked { fields in
-            let tied = fields.ties.first { $0.identity == identity && $0.token === token }
+            guard case .own(var ties) = fields.ties else { preconditionFailure("not a user's run") }
+            let tied = ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
-            fields.ties.append(Engine.Tie(token: token, identity: identity, generation: current))
+            fields.ties = .own([])  // for a moment, so that the list is not copied
+            ties.append(Engine.Tie(token: token, identity: identity, generation: current))
+            fields.ties = .own(ties)
             return current
         }
     }
