@@ -134,9 +134,10 @@ nonisolated extension Promise {
     public func ignoringCancel() -> Promise {
         typealias Callback = Engine.Callback<Value, Failure>
         let work = self
-        // The work in a run of its own inside `outer`, which `outer`'s cancel does not reach.
-        let start: @Sendable (Engine.Run, Callback) -> Void = { outer, callback in
-            Engine.Run.make(for: work.chain, completing: Callback.self, apartFrom: outer)
+        // The work in a run of its own, apart from the run that starts it, whose cancel does not
+        // reach it (the run's ties are its own too).
+        let start: @Sendable (Engine.Run, Callback) -> Void = { starter, callback in
+            Engine.Run.make(for: work.chain, completing: Callback.self, apartFrom: starter)
                 .start(work, callback)
         }
         let operation = Engine.Operation(file: #fileID, line: #line) {

@@ -38,6 +38,8 @@
 // - member: one of the promises a combination runs.
 // - share: the one run of a shared promise's work, that many runs wait for.
 // - tie: a run's record of a token's generation, as of the first step tied to the token.
+// - user's run: the run a terminal started, whose ties every run Future starts inside it shares
+//   (`Run.user`): a member's, a timeout's work's, a shared or ignoring-cancel promise's work's.
 
 // The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
 // - `@unchecked Sendable`: a promise's `Body`, as the stages of its chain are immutable once

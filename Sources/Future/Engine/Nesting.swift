@@ -126,8 +126,9 @@ nonisolated extension Engine {
         /// down this stack, take another step. What comes afterwards may run the user's code, so
         /// it is no part of the cancel under way: a cancel it makes is done before it returns.
         /// For a `when` whose run is cancelled: the run's handler (the join's, which cancels the
-        /// members), then each member's handlers in order, then the join's afterwards, then the
-        /// run's (its end).
+        /// members), then each member run's handlers and end, then the called members' handlers
+        /// and the join's afterwards (the members that ignore cancel start), then the run's
+        /// afterwards (its end).
         @usableFromInline static func cancelling(
             _ handlers: @escaping () -> Void, then afterwards: (() -> Void)? = nil
         ) {

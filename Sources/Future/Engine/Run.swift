@@ -10,25 +10,26 @@
 // `start(_:immediately:)`, which pushes its chain's stages on its plan, the first on top, or puts
 // an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
 // popping one stage at a time, while each step says what comes next; it calls an operation
-// (`perform`) and goes on when the operation's resolver reports (`resolve`), now or later, from any
-// thread; the last step ran, it completes (`complete`), and ends (`end`): its completion gets the
-// outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`), its handlers run
-// (`Nesting.cancelling`), the thread driving it stops it (`stop`), and once nothing holds its end
-// (`hold`, `release`) it ends (`end`): it skips the stages ahead, running their `ensure` steps, and
-// its completion hears of it (`.finish(nil)`).
+// (`perform`: a `Source` step's, or an operation alone's through its `specialized` work,
+// `.performFirst`, which knows its types) and goes on when the operation's resolver reports
+// (`resolve`), now or later, from any thread; the last step ran, it completes (`complete`), and
+// ends (`end`): its completion gets the outcome (`.finish`, its `specialized` work). Cancelled
+// (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread driving it stops it
+// (`stop`), and once nothing holds its end (`hold`, `release`) it ends (`end`): it skips the stages
+// ahead, running their `ensure` steps, and its completion hears of it (`.finish(nil)`).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
-// returns tells `perform` so with no lock (`Driver.resolvedHere`); one resolved from another
+// returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
 // thread before it returns leaves the state `driving` for `operationReturned` to find; once it
 // has returned (`awaitingResolver`), the resolving thread drives the run on.
 //
 // The transitions. t: the thread that drives (nil before the run started); c: the number of the
 // call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
 // none. A cancel is a handle's, or the pending call's own (its resolver cancelled, or let go of
-// unresolved); a call's events count only while it is pending, so in a state with no c pending
-// only a handle's cancel counts. A step that cancels a run it is part of (a member's step cancels
-// the combination's run, say) then also cancels the run that it is a step of (see
-// `cancel(call:)`). Then "release": the canceller's hold, let go of once the handlers (hs, or
+// unresolved), which counts only while the call is pending: in a state with no c pending, only a
+// handle's cancel counts; so does a call's report. A step that cancels a run it is part of (a
+// member's step cancels the combination's run, say) then also cancels the run that it is a step of
+// (see `cancel(call:)`). Then "release": the canceller's hold, let go of once the handlers (hs, or
 // none) have returned; "stop next": the driving thread stops before its next step
 // (`Driver.cancelledHere`).
 //
@@ -60,9 +61,10 @@
 //   cancelledWhileDriving(t,0,c)  t stops                cancelled(c)                  end
 //   any other                     any other event        unchanged                     -
 //
-// Beside the state, under the lock, what means the same in every state: the ties to tokens, and
-// the first call of the chain now running (see `isCancelled(since:)`). The count of calls is the
-// driving thread's (`Driver.calls`): it begins every call.
+// Beside the state, under the lock, what means the same in every state: the ties to tokens (or,
+// for a run made apart from another, its user's run), the run whose cancel reaches this one
+// (`outer`), and the first call of the chain now running (see `isCancelled(since:)`). The count
+// of calls is the driving thread's (`Driver.calls`): it begins every call.
 
 import Dispatch
 
@@ -109,8 +111,7 @@ nonisolated extension Engine {
         /// First, so that the lock's address is the fields'.
         @usableFromInline var mutex = pthread_mutex_t()
         @usableFromInline var state = State.idle
-        /// For a run a user started, the generation of each token its steps tied to, as of the
-        /// first tie; for a run made apart from another, that run's user, whose ties are its own.
+        /// The ties of a user's run; for a run made apart from another, that run's user's run.
         @usableFromInline var ties = Ties.own([])
         /// The first call of the chain now running: a combination's lane may have run others.
         var firstCallOfChain = 1
@@ -126,10 +127,12 @@ nonisolated extension Engine {
         var user: Engine.Run? { if case .user(let user) = ties { user } else { nil } }
     }
 
-    /// Whose ties to tokens a run's steps use: a run's own, or, for a run made apart from another
-    /// (`make`'s `apartFrom`: a shared promise's work, an `ignoringCancel()` promise's), which
-    /// that run's cancel does not reach, that run's user's. One field, as a run has one or the
-    /// other: a pending run's memory fits in 320 bytes.
+    /// A run's ties to tokens (`own`: for a user's run, the generation of each token its steps
+    /// tied to, as of the first tie; empty in a run made inside another, whose steps tie in its
+    /// user's run, see `generation(of:)`), or, for a run made apart from another (`make`'s
+    /// `apartFrom`: a shared promise's work, an `ignoringCancel()` promise's), which that run's
+    /// cancel does not reach, that run's user's run, where `Run.user`'s walk stops. One field, as
+    /// a run needs one or the other: a pending run's memory fits in 320 bytes.
     @usableFromInline enum Ties {
         case own([Tie])
         case user(Engine.Run)
@@ -371,7 +374,8 @@ nonisolated extension Engine.Run {
         var top = self
         while true {
             let (user, outer) = top.locked { ($0.user, $0.outer) }
-            guard user == nil, let outer else { return user ?? (top === self ? nil : top) }
+            if let user { return user }
+            guard let outer else { return top === self ? nil : top }
             top = outer
         }
     }
@@ -502,8 +506,6 @@ nonisolated extension Engine.Run {
         case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
         }
         while true {
-            // An operation returned unresolved here: go on if its resolver reported meanwhile
-            // from another thread, else wait for it.
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed:
@@ -536,7 +538,7 @@ nonisolated extension Engine.Run {
                 swap(&plan, &driver.pointee.plan)
                 return awaitQueue(queue, at: deadline)
             }
-            guard let popped = plan.pop() else { break }  // the last step ran: leave the loop
+            guard let popped = plan.pop() else { break }  // the last step ran: to `complete()`
             stage = popped
             next = popped.borrowed { $0.step($0, slot, self) }
         }
