@@ -40,7 +40,7 @@
 //   driving(t)                    an operation called    calling(t,c,-)                call it
 //   calling(t,c,hs)               c's onCancel           calling(t,c,hs+1)             -
 //   awaitingResolver(c,hs)        c's onCancel           awaitingResolver(c,hs+1)      -
-//   calling(t,c,hs)               c's resolver reports   driving(t)                    go on
+//   calling(t,c,hs)               c's resolver reports   driving(t)                    t goes on
 //   calling(t,c,hs)               the operation returns  awaitingResolver(c,hs)        wait
 //   awaitingResolver(c,hs)        c's resolver reports   driving(its thread)           drive
 //   driving(t)                    a hop                  awaitingQueue                 wait
