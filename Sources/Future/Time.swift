@@ -65,8 +65,7 @@ nonisolated extension Promise {
     ) -> Promise {
         Engine.timeout(
             self, failingWith: error, after: Self.nanoseconds(interval),
-            deadline: { .now() + .nanoseconds($0) },
-            alarm: { deadline, fire in Engine.setAlarm(at: deadline, fire) })
+            deadline: { .now() + .nanoseconds($0) }, alarm: Engine.setAlarm(at:_:))
     }
 
     /// `interval` in nanoseconds, within what a `DispatchTime` holds, and not negative.
@@ -149,7 +148,7 @@ nonisolated extension Promise where Failure == any Swift.Error {
 nonisolated public func after(
     _ interval: Duration, clock: some Clock<Duration>
 ) -> Guarantee<Void> {
-    Guarantee.pause(interval, on: clock)
+    Guarantee.pause(on: clock) { clock.now.advanced(by: interval) }
 }
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
