@@ -62,7 +62,7 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// cancelled first (which removes the timer).
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         // The time operators' alarm, in a run that the task's cancellation cancels.
-        guard await Guarantee.pause(on: self, until: { deadline }).value != nil else {
+        guard await Engine.pause(on: self, until: { deadline }).value != nil else {
             throw CancellationError()
         }
     }

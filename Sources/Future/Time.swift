@@ -148,7 +148,7 @@ nonisolated extension Promise where Failure == any Swift.Error {
 nonisolated public func after(
     _ interval: Duration, clock: some Clock<Duration>
 ) -> Guarantee<Void> {
-    Guarantee.pause(on: clock) { clock.now.advanced(by: interval) }
+    Engine.pause(on: clock) { clock.now.advanced(by: interval) }
 }
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)

@@ -6,20 +6,6 @@
 import Dispatch
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
-nonisolated extension Promise where Value == Void, Failure == Never {
-    /// A guarantee that succeeds when `clock` reaches `deadline()`, read as each of its runs
-    /// starts: `after(_:clock:)`, and `ManualClock.sleep`. Cancelling its run cancels the wait.
-    static func pause<C: Clock<Duration>>(
-        on clock: C, until deadline: @escaping @Sendable () -> C.Instant
-    ) -> Guarantee<Void> {
-        Guarantee { resolver in
-            let cancel = Engine.setAlarm(at: deadline(), on: clock) { resolver.fulfill() }
-            resolver.onCancel { _ in cancel() }
-        }
-    }
-}
-
-@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated extension Engine {
     /// Calls `fire` when `clock` reaches `deadline`, and returns what cancels it. A manual clock
     /// keeps the timer, which fires as a test advances the clock; the standard clocks use
@@ -41,6 +27,17 @@ nonisolated extension Engine {
             fire()  // which a cancelled run ignores
         }
         return { task.cancel() }
+    }
+
+    /// A guarantee that succeeds when `clock` reaches `deadline()`, read as each of its runs
+    /// starts (`after(_:clock:)`, `ManualClock.sleep`): an alarm that cancelling its run cancels.
+    static func pause<C: Clock<Duration>>(
+        on clock: C, until deadline: @escaping @Sendable () -> C.Instant
+    ) -> Guarantee<Void> {
+        Guarantee { resolver in
+            let cancel = setAlarm(at: deadline(), on: clock) { resolver.fulfill() }
+            resolver.onCancel { _ in cancel() }
+        }
     }
 }
 
