@@ -65,7 +65,8 @@ nonisolated extension Promise {
     ) -> Promise {
         Engine.timeout(
             self, failingWith: error, after: Self.nanoseconds(interval),
-            deadline: { .now() + .nanoseconds($0) }, alarm: Engine.setAlarm(at:_:))
+            deadline: { .now() + .nanoseconds($0) },
+            alarm: { deadline, fire in Engine.setAlarm(at: deadline, fire) })
     }
 
     /// `interval` in nanoseconds, within what a `DispatchTime` holds, and not negative.
