@@ -61,12 +61,10 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Suspends until the clock reaches `deadline`, or throws `CancellationError` if the task is
     /// cancelled first (which removes the timer).
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-        // A run of an alarm, as the time operators set, which the task's cancellation cancels.
-        let wake = Guarantee<Void> { resolver in
-            let cancel = Engine.setAlarm(at: deadline, on: self) { resolver.fulfill() }
-            resolver.onCancel { _ in cancel() }
+        // The time operators' alarm, in a run that the task's cancellation cancels.
+        guard await Engine.pause(on: self, until: { deadline }).value != nil else {
+            throw CancellationError()
         }
-        guard await wake.value != nil else { throw CancellationError() }
     }
 
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.

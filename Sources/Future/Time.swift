@@ -149,7 +149,7 @@ nonisolated extension Promise where Failure == any Swift.Error {
 nonisolated public func after(
     _ interval: Duration, clock: some Clock<Duration>
 ) -> Guarantee<Void> {
-    Guarantee.pause(interval, on: clock)
+    Engine.pause(on: clock) { clock.now.advanced(by: interval) }
 }
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)

@@ -62,10 +62,7 @@ nonisolated extension Engine {
                 deadline.guarded.index = guarded.heap.count
                 guarded.heap.append(deadline)
                 siftUp(guarded.heap.count - 1)
-                if guarded.scheduled.map({ deadline.time < $0 }) ?? true {
-                    guarded.scheduled = deadline.time
-                    source.schedule(deadline: deadline.time, leeway: .nanoseconds(0))
-                }
+                if guarded.scheduled.map({ deadline.time < $0 }) ?? true { schedule(deadline.time) }
             }
         }
 
@@ -84,51 +81,53 @@ nonisolated extension Engine {
         /// its queue, not on this one: a run goes on where its deadline sends it, and what it
         /// does there must not hold up the other deadlines.
         private func fire() {
-            let passed = lock.withLock { () -> [(DispatchQueue, (@Sendable () -> Void)?)] in
+            var passed: [(DispatchQueue, (@Sendable () -> Void)?)] = []
+            lock.withLock {
                 let now = DispatchTime.now()
-                var passed: [(DispatchQueue, (@Sendable () -> Void)?)] = []
                 while let first = guarded.heap.first, first.time <= now {
                     remove(at: 0)
                     passed.append((first.queue, first.guarded.fire.take()))
                 }
-                guarded.scheduled = guarded.heap.first?.time
-                if let next = guarded.scheduled {
-                    source.schedule(deadline: next, leeway: .nanoseconds(0))
-                }
-                return passed
+                schedule(guarded.heap.first?.time)
             }
             for case (let queue, let fire?) in passed { queue.async(execute: fire) }
         }
 
-        private func remove(at index: Int) {
-            let removed = guarded.heap[index]
-            let last = guarded.heap.removeLast()
-            removed.guarded.index = -1
-            guard index < guarded.heap.count else { return }
-            guarded.heap[index] = last
-            last.guarded.index = index
-            siftUp(index)
-            siftDown(last.guarded.index)
+        /// Has the source fire at `time`; with `nil` (no deadline left), not again.
+        private func schedule(_ time: DispatchTime?) {
+            guarded.scheduled = time
+            time.map { source.schedule(deadline: $0, leeway: .nanoseconds(0)) }
         }
 
-        private func siftUp(_ start: Int) {
-            var child = start
+        /// The last deadline takes the place of the one removed, then moves up or down to where
+        /// its time puts it.
+        private func remove(at index: Int) {
+            swapAt(index, guarded.heap.count - 1)
+            guarded.heap.removeLast().guarded.index = -1
+            if index < guarded.heap.count { siftDown(siftUp(index)) }
+        }
+
+        /// Moves the deadline at `index` up while it is earlier than its parent; returns where it
+        /// stopped.
+        @discardableResult private func siftUp(_ index: Int) -> Int {
+            var child = index
             while child > 0, isEarlier(child, than: (child - 1) / 2) {
                 swapAt(child, (child - 1) / 2)
                 child = (child - 1) / 2
             }
+            return child
         }
 
-        private func siftDown(_ start: Int) {
-            var parent = start
-            while 2 * parent + 1 < guarded.heap.count {
-                let left = 2 * parent + 1
-                let right = left + 1
-                let child =
-                    right < guarded.heap.count && isEarlier(right, than: left) ? right : left
+        /// Moves the deadline at `index` down while a child is earlier than it.
+        private func siftDown(_ index: Int) {
+            var parent = index
+            var child = 2 * parent + 1
+            while child < guarded.heap.count {
+                if child + 1 < guarded.heap.count, isEarlier(child + 1, than: child) { child += 1 }
                 guard isEarlier(child, than: parent) else { return }
                 swapAt(parent, child)
                 parent = child
+                child = 2 * parent + 1
             }
         }
 

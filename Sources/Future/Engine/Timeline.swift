@@ -6,18 +6,6 @@
 import Dispatch
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
-nonisolated extension Promise where Value == Void, Failure == Never {
-    /// A guarantee that succeeds after `interval` on `clock`; cancelling its run cancels the wait.
-    static func pause(_ interval: Duration, on clock: some Clock<Duration>) -> Guarantee<Void> {
-        Guarantee { resolver in
-            let deadline = clock.now.advanced(by: interval)
-            let cancel = Engine.setAlarm(at: deadline, on: clock) { resolver.fulfill() }
-            resolver.onCancel { _ in cancel() }
-        }
-    }
-}
-
-@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated extension Engine {
     /// Calls `fire` when `clock` reaches `deadline`, and returns what cancels it. A manual clock
     /// keeps the timer, which fires as a test advances the clock; the standard clocks use
@@ -40,6 +28,17 @@ nonisolated extension Engine {
         }
         return { task.cancel() }
     }
+
+    /// A guarantee that succeeds when `clock` reaches `deadline()`, read as each of its runs
+    /// starts (`after(_:clock:)`, `ManualClock.sleep`): an alarm that cancelling its run cancels.
+    static func pause<C: Clock<Duration>>(
+        on clock: C, until deadline: @escaping @Sendable () -> C.Instant
+    ) -> Guarantee<Void> {
+        Guarantee { resolver in
+            let cancel = setAlarm(at: deadline(), on: clock) { resolver.fulfill() }
+            resolver.onCancel { _ in cancel() }
+        }
+    }
 }
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
@@ -61,16 +60,16 @@ nonisolated extension ManualClock {
 
         deinit { lock.free() }
 
-        var now: Instant { locked { instant } }
+        var now: Instant { lock.withLock { instant } }
 
-        var count: Int { locked { timers.count } }
+        var count: Int { lock.withLock { timers.count } }
 
         /// Moves the horizon to `deadline`, or else `step` past it, for an advance; returns the
         /// time now, which `deadline` must not be before, and the horizon, where an advance by
         /// `step` moves time to. One step under the lock, so that an advance from another thread
         /// cannot come between.
         func claim(_ deadline: Instant?, by step: Duration) -> (now: Instant, horizon: Instant) {
-            locked {
+            lock.withLock {
                 horizon = max(horizon, deadline ?? max(horizon, instant).advanced(by: step))
                 return (instant, horizon)
             }
@@ -78,7 +77,7 @@ nonisolated extension ManualClock {
 
         /// Sets a timer that calls `fire` when time reaches `deadline`, and returns its number.
         func schedule(at deadline: Instant, _ fire: @escaping @Sendable () -> Void) -> Int {
-            locked {
+            lock.withLock {
                 timersSet += 1
                 timers[timersSet] = (deadline, fire)
                 return timersSet
@@ -88,13 +87,13 @@ nonisolated extension ManualClock {
         /// Removes a timer if it has not fired, and returns its closure, to let go of outside the
         /// lock.
         func cancel(_ timer: Int) -> (@Sendable () -> Void)? {
-            locked { timers.removeValue(forKey: timer)?.fire }
+            lock.withLock { timers.removeValue(forKey: timer)?.fire }
         }
 
         /// Fires the earliest timer due by `deadline` (any timer if `nil`) and says whether there
         /// was one; when there is none, time moves to `deadline`.
         func fireNext(until deadline: Instant?) -> Bool {
-            let due = locked { () -> Timer? in
+            let due = lock.withLock { () -> Timer? in
                 let next = timers.min { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
                 guard let next, deadline.map({ next.value.deadline <= $0 }) ?? true else {
                     instant = max(instant, deadline ?? instant)
@@ -107,8 +106,6 @@ nonisolated extension ManualClock {
             due?.fire()
             return due != nil
         }
-
-        private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
 
         /// Lets other work run: the steps queued on the main queue, jobs queued on `isolation`'s
         /// executor, then other tasks.

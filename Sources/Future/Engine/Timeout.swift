@@ -134,13 +134,11 @@ nonisolated extension Engine {
                 case .holding, .ended: nil
                 }
             }
-            switch left {
-            case .going(_, let alarm)?: alarm?()
-            case .ringing?: break
-            case .holding?, .ended?, nil:  // it stayed
+            guard let left else {
                 if held { run.release() }  // no work to wait for
                 return
             }
+            if case .going(_, let alarm?) = left { alarm() }
             _ = work.cancel(call: nil)
         }
     }
