@@ -1598,7 +1598,7 @@ nonisolated extension Promise where Failure == any Swift.Error {
 nonisolated public func after(
     _ interval: Duration, clock: some Clock<Duration>
 ) -> Guarantee<Void> {
-    Guarantee.pause(interval, on: clock)
+    Engine.pause(on: clock) { clock.now.advanced(by: interval) }
 }
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
@@ -1740,12 +1740,10 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Suspends until the clock reaches `deadline`, or throws `CancellationError` if the task is
     /// cancelled first (which removes the timer).
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-        // A run of an alarm, as the time operators set, which the task's cancellation cancels.
-        let wake = Guarantee<Void> { resolver in
-            let cancel = Engine.setAlarm(at: deadline, on: self) { resolver.fulfill() }
-            resolver.onCancel { _ in cancel() }
+        // The time operators' alarm, in a run that the task's cancellation cancels.
+        guard await Engine.pause(on: self, until: { deadline }).value != nil else {
+            throw CancellationError()
         }
-        guard await wake.value != nil else { throw CancellationError() }
     }
 
     /// Moves time forward by `duration`, firing the timers that fall due on the way, in order.
@@ -3838,10 +3836,7 @@ nonisolated extension Engine {
                 deadline.guarded.index = guarded.heap.count
                 guarded.heap.append(deadline)
                 siftUp(guarded.heap.count - 1)
-                if guarded.scheduled.map({ deadline.time < $0 }) ?? true {
-                    guarded.scheduled = deadline.time
-                    source.schedule(deadline: deadline.time, leeway: .nanoseconds(0))
-                }
+                if guarded.scheduled.map({ deadline.time < $0 }) ?? true { schedule(deadline.time) }
             }
         }
 
@@ -3860,51 +3855,53 @@ nonisolated extension Engine {
         /// its queue, not on this one: a run goes on where its deadline sends it, and what it
         /// does there must not hold up the other deadlines.
         private func fire() {
-            let passed = lock.withLock { () -> [(DispatchQueue, (@Sendable () -> Void)?)] in
+            var passed: [(DispatchQueue, (@Sendable () -> Void)?)] = []
+            lock.withLock {
                 let now = DispatchTime.now()
-                var passed: [(DispatchQueue, (@Sendable () -> Void)?)] = []
                 while let first = guarded.heap.first, first.time <= now {
                     remove(at: 0)
                     passed.append((first.queue, first.guarded.fire.take()))
                 }
-                guarded.scheduled = guarded.heap.first?.time
-                if let next = guarded.scheduled {
-                    source.schedule(deadline: next, leeway: .nanoseconds(0))
-                }
-                return passed
+                schedule(guarded.heap.first?.time)
             }
             for case (let queue, let fire?) in passed { queue.async(execute: fire) }
         }
 
-        private func remove(at index: Int) {
-            let removed = guarded.heap[index]
-            let last = guarded.heap.removeLast()
-            removed.guarded.index = -1
-            guard index < guarded.heap.count else { return }
-            guarded.heap[index] = last
-            last.guarded.index = index
-            siftUp(index)
-            siftDown(last.guarded.index)
+        /// Has the source fire at `time`; with `nil` (no deadline left), not again.
+        private func schedule(_ time: DispatchTime?) {
+            guarded.scheduled = time
+            time.map { source.schedule(deadline: $0, leeway: .nanoseconds(0)) }
         }
 
-        private func siftUp(_ start: Int) {
-            var child = start
+        /// The last deadline takes the place of the one removed, then moves up or down to where
+        /// its time puts it.
+        private func remove(at index: Int) {
+            swapAt(index, guarded.heap.count - 1)
+            guarded.heap.removeLast().guarded.index = -1
+            if index < guarded.heap.count { siftDown(siftUp(index)) }
+        }
+
+        /// Moves the deadline at `index` up while it is earlier than its parent; returns where it
+        /// stopped.
+        @discardableResult private func siftUp(_ index: Int) -> Int {
+            var child = index
             while child > 0, isEarlier(child, than: (child - 1) / 2) {
                 swapAt(child, (child - 1) / 2)
                 child = (child - 1) / 2
             }
+            return child
         }
 
-        private func siftDown(_ start: Int) {
-            var parent = start
-            while 2 * parent + 1 < guarded.heap.count {
-                let left = 2 * parent + 1
-                let right = left + 1
-                let child =
-                    right < guarded.heap.count && isEarlier(right, than: left) ? right : left
+        /// Moves the deadline at `index` down while a child is earlier than it.
+        private func siftDown(_ index: Int) {
+            var parent = index
+            var child = 2 * parent + 1
+            while child < guarded.heap.count {
+                if child + 1 < guarded.heap.count, isEarlier(child + 1, than: child) { child += 1 }
                 guard isEarlier(child, than: parent) else { return }
                 swapAt(parent, child)
                 parent = child
+                child = 2 * parent + 1
             }
         }
 
@@ -4710,13 +4707,11 @@ nonisolated extension Engine {
                 case .holding, .ended: nil
                 }
             }
-            switch left {
-            case .going(_, let alarm)?: alarm?()
-            case .ringing?: break
-            case .holding?, .ended?, nil:  // it stayed
+            guard let left else {
                 if held { run.release() }  // no work to wait for
                 return
             }
+            if case .going(_, let alarm?) = left { alarm() }
             _ = work.cancel(call: nil)
         }
     }
@@ -4988,18 +4983,6 @@ nonisolated extension Promise where Value: Sendable {
 // Dispatch's timers for the standard clocks; or, for another clock, a task that sleeps.
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
-nonisolated extension Promise where Value == Void, Failure == Never {
-    /// A guarantee that succeeds after `interval` on `clock`; cancelling its run cancels the wait.
-    static func pause(_ interval: Duration, on clock: some Clock<Duration>) -> Guarantee<Void> {
-        Guarantee { resolver in
-            let deadline = clock.now.advanced(by: interval)
-            let cancel = Engine.setAlarm(at: deadline, on: clock) { resolver.fulfill() }
-            resolver.onCancel { _ in cancel() }
-        }
-    }
-}
-
-@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 nonisolated extension Engine {
     /// Calls `fire` when `clock` reaches `deadline`, and returns what cancels it. A manual clock
     /// keeps the timer, which fires as a test advances the clock; the standard clocks use
@@ -5022,6 +5005,17 @@ nonisolated extension Engine {
         }
         return { task.cancel() }
     }
+
+    /// A guarantee that succeeds when `clock` reaches `deadline()`, read as each of its runs
+    /// starts (`after(_:clock:)`, `ManualClock.sleep`): an alarm that cancelling its run cancels.
+    static func pause<C: Clock<Duration>>(
+        on clock: C, until deadline: @escaping @Sendable () -> C.Instant
+    ) -> Guarantee<Void> {
+        Guarantee { resolver in
+            let cancel = setAlarm(at: deadline(), on: clock) { resolver.fulfill() }
+            resolver.onCancel { _ in cancel() }
+        }
+    }
 }
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
@@ -5043,16 +5037,16 @@ nonisolated extension ManualClock {
 
         deinit { lock.free() }
 
-        var now: Instant { locked { instant } }
+        var now: Instant { lock.withLock { instant } }
 
-        var count: Int { locked { timers.count } }
+        var count: Int { lock.withLock { timers.count } }
 
         /// Moves the horizon to `deadline`, or else `step` past it, for an advance; returns the
         /// time now, which `deadline` must not be before, and the horizon, where an advance by
         /// `step` moves time to. One step under the lock, so that an advance from another thread
         /// cannot come between.
         func claim(_ deadline: Instant?, by step: Duration) -> (now: Instant, horizon: Instant) {
-            locked {
+            lock.withLock {
                 horizon = max(horizon, deadline ?? max(horizon, instant).advanced(by: step))
                 return (instant, horizon)
             }
@@ -5060,7 +5054,7 @@ nonisolated extension ManualClock {
 
         /// Sets a timer that calls `fire` when time reaches `deadline`, and returns its number.
         func schedule(at deadline: Instant, _ fire: @escaping @Sendable () -> Void) -> Int {
-            locked {
+            lock.withLock {
                 timersSet += 1
                 timers[timersSet] = (deadline, fire)
                 return timersSet
@@ -5070,13 +5064,13 @@ nonisolated extension ManualClock {
         /// Removes a timer if it has not fired, and returns its closure, to let go of outside the
         /// lock.
         func cancel(_ timer: Int) -> (@Sendable () -> Void)? {
-            locked { timers.removeValue(forKey: timer)?.fire }
+            lock.withLock { timers.removeValue(forKey: timer)?.fire }
         }
 
         /// Fires the earliest timer due by `deadline` (any timer if `nil`) and says whether there
         /// was one; when there is none, time moves to `deadline`.
         func fireNext(until deadline: Instant?) -> Bool {
-            let due = locked { () -> Timer? in
+            let due = lock.withLock { () -> Timer? in
                 let next = timers.min { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
                 guard let next, deadline.map({ next.value.deadline <= $0 }) ?? true else {
                     instant = max(instant, deadline ?? instant)
@@ -5089,8 +5083,6 @@ nonisolated extension ManualClock {
             due?.fire()
             return due != nil
         }
-
-        private func locked<T>(_ body: () -> T) -> T { lock.withLock(body) }
 
         /// Lets other work run: the steps queued on the main queue, jobs queued on `isolation`'s
         /// executor, then other tasks.
