@@ -171,17 +171,16 @@ nonisolated extension Engine {
         /// in its turn, as nested calls would: before the next waiter, and with it the waiters of
         /// every shared promise that settles as it goes on (such as the one whose work it is).
         /// But not nested: inside a settle, every level of runs resumes, as it returns, what
-        /// waited inside it, and a settle inside another calls `resume` as past `limit`, where
-        /// every run it resumes waits, for the level of runs around it (the run of the work that
-        /// settled). So a chain of ten thousand settles two levels deep, as on a 32 KiB stack,
-        /// and a step that settles a shared promise returns after its waiters went on, as a step
-        /// that calls a resolver does.
-        static func settling<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
+        /// waited inside it; and the waiters of a settle inside another wait, for the level of
+        /// runs around it (the run of the work that settled), and then the run each resumes too,
+        /// as past `limit`. So a chain of ten thousand settles two levels deep, as on a 32 KiB
+        /// stack, and a step that settles a shared promise returns after its waiters went on, as
+        /// a step that calls a resolver does.
+        static func settling<Waiter>(_ waiters: [Waiter], _ resume: @escaping (Waiter) -> Void) {
             withCurrent { nesting in
-                if nesting.isSettling {
-                    let below = nesting.setRuns(Nesting.limit)
-                    defer { _ = nesting.setRuns(below) }
-                    return waiters.forEach(resume)
+                guard !nesting.isSettling else {
+                    let resumes = waiters.map { waiter in { nesting.pastLimit { resume(waiter) } } }
+                    return nesting.waiting.append(contentsOf: resumes)
                 }
                 nesting.isSettling = true
                 for waiter in waiters {
@@ -193,9 +192,11 @@ nonisolated extension Engine {
             }
         }
 
-        @inline(never) private func setRuns(_ value: Int) -> Int {
-            defer { levels.runs = value }
-            return levels.runs
+        @inline(never) private func pastLimit(_ body: () -> Void) {
+            let below = levels.runs
+            levels.runs = Nesting.limit
+            body()
+            levels.runs = below
         }
 
         /// Lets go of what a deinit keeps (`clear`), which may hold promises, as one more level of
