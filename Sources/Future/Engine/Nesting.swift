@@ -46,7 +46,6 @@ nonisolated extension Engine {
         // release, which may run any deinit, and with the checks off the optimizer assumed that a
         // release cannot touch them (seen in Swift 6.3.1 release builds: a double free of `held`).
         private var levels = (runs: 0, releases: 0)
-        private var isReleasing = false
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
         private var isSettling = false
         /// What waits for a level to return: runs to resume, and alarms due behind them.
@@ -217,17 +216,14 @@ nonisolated extension Engine {
             return levels.releases <= Nesting.limit
         }
 
-        /// The bottom level releases what the levels above kept, unless it already does.
+        /// The bottom level releases what the levels above kept, before it is left.
         @inline(never) private func leaveRelease() {
-            levels.releases -= 1
-            guard levels.releases == 0, !isReleasing else { return }
-            isReleasing = true
-            while !held.isEmpty {
+            while levels.releases == 1, !held.isEmpty {
                 var batch: [Any] = []
                 swap(&batch, &held)  // out first: releasing one may keep more
                 batch.removeAll()
             }
-            isReleasing = false
+            levels.releases -= 1
         }
     }
 }
