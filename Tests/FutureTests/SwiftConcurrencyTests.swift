@@ -152,6 +152,18 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
         #expect(order.all == ["through a share", "later"])
     }
 
+    /// A shared promise that settles as a waiter of another goes on has its own waiters go on in
+    /// the order they came too, a run's and a combination's member alike: so a `share()` stacked
+    /// on another does not change which member of a race wins either.
+    @Test func theWaitersOfASharedPromiseThatSettlesInsideAnotherGoOnInTheirTurn() {
+        let (answer, reply) = Guarantee<Int>.pending()
+        let middle = answer.map { _ in "direct" }.share()
+        let order = Log()
+        race([middle.map { _ in "through a step" }, middle]).run(some: { order.record($0) })
+        reply.fulfill(1)
+        #expect(order.all == ["through a step"])
+    }
+
     /// The runs that wait through shared promises stacked on one another go on as nested calls
     /// would: each shared promise's waiting runs in the order they came, one that is the work of
     /// another shared promise with that one's waiting runs, before the next.
