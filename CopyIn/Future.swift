@@ -3955,11 +3955,9 @@ nonisolated extension Engine {
         // release, which may run any deinit, and with the checks off the optimizer assumed that a
         // release cannot touch them (seen in Swift 6.3.1 release builds: a double free of `held`).
         private var levels = (runs: 0, releases: 0)
-        private var isDraining = false
-        private var isReleasing = false
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
         private var isSettling = false
-        /// What waits for the bottom level: runs to resume, and alarms due behind them.
+        /// What waits for a level to return: runs to resume, and alarms due behind them.
         private var waiting: [() -> Void] = []
         /// What a cancel under way on this thread set off, to do before it returns.
         private var cancels: [Cancelling]?
@@ -3991,7 +3989,8 @@ nonisolated extension Engine {
         static var isCancelling: Bool { withCurrent { $0.cancels != nil } }
 
         /// A level of runs (see `Run.drive`): the run driven around it, whether it counts (one
-        /// driven `immediately` does not), and, inside a settle, what waited before it.
+        /// driven `immediately` does not), and, if it resumes what waits inside it as it returns
+        /// (the bottom level, and every level inside a settle), how much waited before it.
         typealias Level = (outer: Run?, counts: Bool, mark: Int?)
 
         /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and the
@@ -4006,25 +4005,28 @@ nonisolated extension Engine {
                 levels.runs += 1
             }
             defer { driven = run }
-            let mark = !immediately && isSettling ? waiting.count : nil
-            return (driven, !immediately, mark)
+            let resumes = !immediately && (isSettling || levels.runs == 1)
+            return (driven, !immediately, resumes ? waiting.count : nil)
         }
 
-        /// Leaves a level of runs: it resumes what a settle inside it made wait (`settling`); the
-        /// bottom level, the runs that waited for room, unless it already does, further down.
+        /// Leaves a level of runs: the bottom level resumes the runs that waited for room, and a
+        /// level inside a settle the runs that settles inside it made wait (`settling`).
         @inline(never) func leaveRun(_ level: Level) {
             driven = level.outer
             guard level.counts else { return }
             level.mark.map(resumeWaiting)
             levels.runs -= 1
-            guard levels.runs == 0, !isDraining else { return }
-            isDraining = true
-            while !waiting.isEmpty {
-                var batch: [() -> Void] = []
-                swap(&batch, &waiting)  // out first: resuming one may make more wait
-                for resume in batch { resume() }
+        }
+
+        /// Resumes what waited since `mark` (what waited before is a lower level's), one after
+        /// another, each before what waited before it was resumed, as nested calls would.
+        private func resumeWaiting(since mark: Int) {
+            var ahead: [() -> Void] = []  // the next last
+            while waiting.count > mark || !ahead.isEmpty {
+                ahead += waiting[mark...].reversed()
+                waiting.removeSubrange(mark...)
+                ahead.removeLast()()
             }
-            isDraining = false
         }
 
         /// Calls a cancelled run's (or combination's) `handlers`, then the handlers of what they
@@ -4076,51 +4078,33 @@ nonisolated extension Engine {
         /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
         /// in its turn, as nested calls would: before the next waiter, and with it the waiters of
         /// every shared promise that settles as it goes on (such as the one whose work it is).
-        /// But not nested: a settle inside another calls `resume` as a level inside which every
-        /// run it resumes waits, as past `limit`; the level of runs around it (or the settle
-        /// under way) resumes those runs as it returns, one after another. So a chain of ten
-        /// thousand settles two levels deep, as on a 32 KiB stack, and a step that settles a
-        /// shared promise returns after its waiters went on, as a step that calls a resolver does.
-        static func settling<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
+        /// But not nested: inside a settle, every level of runs resumes, as it returns, what
+        /// waited inside it; and the waiters of a settle inside another wait, for the level of
+        /// runs around it (the run of the work that settled), and then the run each resumes too,
+        /// as past `limit`. So a chain of ten thousand settles two levels deep, as on a 32 KiB
+        /// stack, and a step that settles a shared promise returns after its waiters went on, as
+        /// a step that calls a resolver does.
+        static func settling<Waiter>(_ waiters: [Waiter], _ resume: @escaping (Waiter) -> Void) {
             withCurrent { nesting in
-                guard nesting.isSettling else { return nesting.settle(waiters, resume) }
-                let below = nesting.setRuns(Nesting.limit)
-                for waiter in waiters { resume(waiter) }
-                _ = nesting.setRuns(below)
+                guard !nesting.isSettling else {
+                    let resumes = waiters.map { waiter in { nesting.pastLimit { resume(waiter) } } }
+                    return nesting.waiting.append(contentsOf: resumes)
+                }
+                nesting.isSettling = true
+                for waiter in waiters {
+                    let mark = nesting.waiting.count
+                    resume(waiter)
+                    nesting.resumeWaiting(since: mark)
+                }
+                nesting.isSettling = false
             }
         }
 
-        /// The settle that no other is under way around: a level of runs, so that no level
-        /// below it resumes the runs that settles inside it made wait, out of their turn.
-        private func settle<Waiter>(_ waiters: [Waiter], _ resume: (Waiter) -> Void) {
-            isSettling = true
-            let level: Level = (driven, true, nil)
-            enterSettle()
-            for waiter in waiters {
-                let mark = waiting.count
-                resume(waiter)
-                resumeWaiting(since: mark)
-            }
-            isSettling = false
-            leaveRun(level)
-        }
-
-        /// Resumes what waited since `mark` (what waited before is a lower level's), one after
-        /// another, each before what waited before it was resumed, as nested calls would.
-        private func resumeWaiting(since mark: Int) {
-            var ahead: [() -> Void] = []  // the next last
-            while waiting.count > mark || !ahead.isEmpty {
-                ahead += waiting[mark...].reversed()
-                waiting.removeSubrange(mark...)
-                ahead.removeLast()()
-            }
-        }
-
-        @inline(never) private func enterSettle() { levels.runs += 1 }
-
-        @inline(never) private func setRuns(_ value: Int) -> Int {
-            defer { levels.runs = value }
-            return levels.runs
+        @inline(never) private func pastLimit(_ body: () -> Void) {
+            let below = levels.runs
+            levels.runs = Nesting.limit
+            body()
+            levels.runs = below
         }
 
         /// Lets go of what a deinit keeps (`clear`), which may hold promises, as one more level of
@@ -4141,17 +4125,14 @@ nonisolated extension Engine {
             return levels.releases <= Nesting.limit
         }
 
-        /// The bottom level releases what the levels above kept, unless it already does.
+        /// The bottom level releases what the levels above kept, before it is left.
         @inline(never) private func leaveRelease() {
-            levels.releases -= 1
-            guard levels.releases == 0, !isReleasing else { return }
-            isReleasing = true
-            while !held.isEmpty {
+            while levels.releases == 1, !held.isEmpty {
                 var batch: [Any] = []
                 swap(&batch, &held)  // out first: releasing one may keep more
                 batch.removeAll()
             }
-            isReleasing = false
+            levels.releases -= 1
         }
     }
 }
