@@ -191,6 +191,7 @@ nonisolated extension Engine {
             }
         }
 
+        /// Calls `body` as if past `limit`: every run it resumes waits for the level around.
         @inline(never) private func pastLimit(_ body: () -> Void) {
             let below = levels.runs
             levels.runs = Nesting.limit
