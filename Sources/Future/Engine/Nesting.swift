@@ -65,12 +65,15 @@ nonisolated extension Engine {
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
-            if let current = pthread_getspecific(key) {
-                return Unmanaged<Nesting>.fromOpaque(current).borrowed(body)
-            }
-            let nesting = Nesting()
-            pthread_setspecific(key, Unmanaged.passRetained(nesting).toOpaque())
-            return body(nesting)
+            guard let current = pthread_getspecific(key) else { return body(makeCurrent()) }
+            return Unmanaged<Nesting>.fromOpaque(current).borrowed(body)
+        }
+
+        /// The thread's nesting, made on its first use, which the thread keeps until it ends.
+        @inline(never) private static func makeCurrent() -> Nesting {
+            let made = Nesting()
+            pthread_setspecific(key, Unmanaged.passRetained(made).toOpaque())
+            return made
         }
 
         /// The run this thread drives, if any.
@@ -96,7 +99,7 @@ nonisolated extension Engine {
                 levels.runs += 1
             }
             defer { driven = run }
-            let resumes = !immediately && (isSettling || levels.runs == 1)
+            let resumes = !immediately && (levels.runs == 1 || isSettling)
             return (driven, !immediately, resumes ? waiting.count : nil)
         }
 
@@ -105,7 +108,7 @@ nonisolated extension Engine {
         @inline(never) func leaveRun(_ level: Level) {
             driven = level.outer
             guard level.counts else { return }
-            level.mark.map(resumeWaiting)
+            if let mark = level.mark, waiting.count > mark { resumeWaiting(since: mark) }
             levels.runs -= 1
         }
 
