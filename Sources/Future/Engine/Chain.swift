@@ -118,11 +118,8 @@ nonisolated extension Engine {
         /// a `timeout` too, whose first stage holds the work's chain).
         @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
             var first = self
-            while true {
-                while let parent = first.parent { first = parent }
-                guard let work = first.ahead else { return first.ignoring }
-                first = work
-            }
+            while let next = first.parent ?? first.ahead { first = next }
+            return first.ignoring
         }
 
         @inlinable init<Output>(
@@ -242,18 +239,18 @@ nonisolated extension Engine {
     /// The first stage of a chain made from an operation, once a step is added to it: a promise
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
-        /// The operation, and the chain of a `timeout`'s work, which its operation runs (see
-        /// `ahead`): a `var` only for `deinit`, which releases it as a level of releases (see
-        /// `Nesting`); one, as every access to it costs an exclusivity check.
-        @usableFromInline var kept: (operation: Operation, work: Stage?)?
-        @usableFromInline let ignored: (@Sendable (Run) -> Void)?
+        /// The operation, the chain of a `timeout`'s work, which its operation runs (see
+        /// `ahead`), and an `ignoringCancel()` promise's work alone (see `ignoring`): a `var`
+        /// only for `deinit`, which releases it as a level of releases (see `Nesting`); one, as
+        /// every access to it costs an exclusivity check.
+        @usableFromInline var kept:
+            (operation: Operation, work: Stage?, ignored: (@Sendable (Run) -> Void)?)?
 
         @inlinable init(
             _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil,
             work: Stage? = nil
         ) {
-            kept = (operation, work)
-            self.ignored = ignored
+            kept = (operation, work, ignored)
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = stage.downcast(to: Source.self)
@@ -261,7 +258,7 @@ nonisolated extension Engine {
             }
         }
 
-        override var ignoring: (@Sendable (Run) -> Void)? { ignored }
+        override var ignoring: (@Sendable (Run) -> Void)? { kept?.ignored }
 
         override var ahead: Stage? { kept?.work }
 
