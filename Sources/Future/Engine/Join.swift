@@ -329,7 +329,7 @@ nonisolated extension Engine {
             // once the join is `holding`, always finds it taken; it is kept only if a member run
             // is going: else it is given back at once.
             let held = outer.hold()
-            // (It comes once, to a combination open or closed.)
+            // It comes once, to a combination open or closed (never `holding`, which it sets).
             let (members, keepsHold) = lock.withLock { () -> (Cancels, Bool) in
                 let keepsHold = held && isRunningAMember
                 var open: Progress?
