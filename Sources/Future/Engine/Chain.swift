@@ -118,11 +118,8 @@ nonisolated extension Engine {
         /// a `timeout` too, whose first stage holds the work's chain).
         @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
             var first = self
-            while true {
-                while let parent = first.parent { first = parent }
-                guard let work = first.ahead else { return first.ignoring }
-                first = work
-            }
+            while let next = first.parent ?? first.ahead { first = next }
+            return first.ignoring
         }
 
         @inlinable init<Output>(
@@ -198,62 +195,54 @@ nonisolated extension Engine {
     /// that keeps it: so that a promise's layout does not depend on them (Swift 6.3 crashes
     /// compiling a promise of a parameter pack's element whose layout does).
     @usableFromInline struct Operation: Sendable {
-        /// A `Typed`'s closure: the same bits, under a type that does not name the types.
-        @usableFromInline let body: @Sendable (AnyObject) -> Void
+        /// The closure, the same bits as the `Closure<Resolver<Value, Failure>>` its promise made,
+        /// under a type that does not name the types.
+        @usableFromInline let closure: Closure<AnyObject>
         #if DEBUG
             @usableFromInline let origin: (file: StaticString, line: UInt)
         #endif
 
-        /// The operation as its promise made it. A struct, as Swift bit-casts a struct as it is,
-        /// where it passes a closure through thunks that allocate.
-        @usableFromInline struct Typed<Value, Failure: Swift.Error> {
-            @usableFromInline let body: @Sendable (Resolver<Value, Failure>) -> Void
-            #if DEBUG
-                @usableFromInline let origin: (file: StaticString, line: UInt)
-            #endif
-
-            @inlinable init(
-                _ body: @escaping @Sendable (Resolver<Value, Failure>) -> Void,
-                file: StaticString, line: UInt
-            ) {
-                self.body = body
-                #if DEBUG
-                    origin = (file, line)
-                #endif
-            }
+        /// A closure of a class reference, which Swift passes the same way (borrowed) whatever the
+        /// class: so a closure of a resolver serves as one of `AnyObject`. A struct, as Swift
+        /// bit-casts a struct as it is, where it passes a closure through thunks that allocate.
+        @usableFromInline struct Closure<Argument: AnyObject>: Sendable {
+            @usableFromInline let body: @Sendable (Argument) -> Void
+            @inlinable init(_ body: @escaping @Sendable (Argument) -> Void) { self.body = body }
         }
 
         @inlinable init<Value, Failure: Swift.Error>(
             file: StaticString, line: UInt,
             _ body: @escaping @Sendable (Resolver<Value, Failure>) -> Void
         ) {
-            self = unsafeBitCast(Typed(body, file: file, line: line), to: Operation.self)
+            closure = unsafeBitCast(Closure(body), to: Closure<AnyObject>.self)
+            #if DEBUG
+                origin = (file, line)
+            #endif
         }
 
         /// Calls the operation, which its promise made for resolvers of this type.
         @inlinable func callAsFunction<Value, Failure: Swift.Error>(
             _ resolver: Resolver<Value, Failure>
         ) {
-            // The typed closure's own call: it takes a class reference, borrowed, as `body` does.
-            body(resolver)
+            closure.body(resolver)
         }
     }
 
     /// The first stage of a chain made from an operation, once a step is added to it: a promise
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
-        /// The operation, and the chain of a `timeout`'s work, which its operation runs (see
-        /// `ahead`): a `var` only for `deinit`, which releases it as a level of releases (see
-        /// `Nesting`); one, as every access to it costs an exclusivity check.
-        @usableFromInline var kept: (operation: Operation, work: Stage?)?
-        @usableFromInline let ignored: (@Sendable (Run) -> Void)?
+        /// The operation, the chain of a `timeout`'s work, which its operation runs (see
+        /// `ahead`), and an `ignoringCancel()` promise's work alone (see `ignoring`): a `var`
+        /// only for `deinit`, which releases it as a level of releases (see `Nesting`); one, as
+        /// every access to it costs an exclusivity check.
+        @usableFromInline var kept:
+            (operation: Operation, work: Stage?, ignored: (@Sendable (Run) -> Void)?)?
 
         @inlinable init(
             _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil,
             work: Stage? = nil
         ) {
-            kept = (operation, work)
-            self.ignored = ignored
+            kept = (operation, work, ignored)
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = stage.downcast(to: Source.self)
@@ -261,7 +250,7 @@ nonisolated extension Engine {
             }
         }
 
-        override var ignoring: (@Sendable (Run) -> Void)? { ignored }
+        override var ignoring: (@Sendable (Run) -> Void)? { kept?.ignored }
 
         override var ahead: Stage? { kept?.work }
 

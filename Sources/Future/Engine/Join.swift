@@ -223,12 +223,6 @@ nonisolated extension Engine {
             launch()
         }
 
-        /// What the launch loop starts next.
-        @usableFromInline enum Launch {
-            case call(Int, Operation)
-            case run(Int, Run, Stage)
-        }
-
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
         /// caller has claimed the loop (`open`'s `launching`), so that one thread at a time runs
@@ -242,8 +236,10 @@ nonisolated extension Engine {
             }
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member cancelled before `start` never begins (even on a run
-            // whose last member has finished: see `State.ended(cancelledSince:)`).
-            while let launch = lock.withLock({ () -> Launch? in
+            // whose last member has finished: see `State.ended(cancelledSince:)`). The claim
+            // gives the member, and the run it starts in, unless it is an operation alone.
+            while case (let index, let member, let run)? = lock.withLock({
+                () -> (Int, Promise<Member, Failure>, Run?)? in
                 guard case .open(let progress, _) = guarded.state else { return nil }
                 let index = progress.tally.started
                 guard index < guarded.running.count, index - progress.tally.ended < width else {
@@ -254,29 +250,26 @@ nonisolated extension Engine {
                 // elsewhere, or was cancelled.
                 if let member = lane?.member, progress.tally.outcomes[member] == nil { lane = nil }
                 progress.tally.started += 1
-                switch progress.members[index].body {
-                case .operation(let operation):
+                let member = progress.members[index]
+                guard let last = member.chain else {
                     guarded.running[index] = .called([])
-                    return .call(index, operation)
-                case .chain(let last):
-                    let run =
-                        lane?.run
-                        ?? .make(
-                            for: last, completing: Callback<Member, Failure>.self,
-                            cancelledWith: outer)
-                    guarded.running[index] = .run(run)
-                    return .run(index, run, last)
+                    return (index, member, nil)
                 }
+                let run =
+                    lane?.run
+                    ?? .make(
+                        for: last, completing: Callback<Member, Failure>.self, cancelledWith: outer)
+                guarded.running[index] = .run(run)
+                return (index, member, run)
             }) {
-                switch launch {
-                case .call(let index, let operation):
+                if let run {
+                    lane = (run, index)
+                    run.member = index
+                    run.start(member, ended)
+                } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
                     // of as the operation returns: unresolved, it ends its member at once.
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
-                case .run(let index, let run, let last):
-                    lane = (run, index)
-                    run.member = index
-                    run.start(Promise(last: last), ended)
                 }
             }
         }
@@ -336,14 +329,13 @@ nonisolated extension Engine {
             // once the join is `holding`, always finds it taken; it is kept only if a member run
             // is going: else it is given back at once.
             let held = outer.hold()
+            // It comes once, to a combination open or closed (never `holding`, which it sets).
             let (members, keepsHold) = lock.withLock { () -> (Cancels, Bool) in
                 let keepsHold = held && isRunningAMember
-                guard case .open(let progress, _) = guarded.state else {
-                    if keepsHold { guarded.state = .holding }
-                    return (takeCancels(nil), keepsHold)
-                }
+                var open: Progress?
+                if case .open(let progress, _) = guarded.state { open = progress }
                 guarded.state = keepsHold ? .holding : .closed
-                return (takeCancels(progress), keepsHold)  // the progress goes after the lock
+                return (takeCancels(open), keepsHold)  // the progress goes after the lock
             }
             if held && !keepsHold { outer.release() }  // no member run to wait for
             cancelMembers(members)
