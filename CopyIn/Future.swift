@@ -2373,11 +2373,8 @@ nonisolated extension Engine {
         /// a `timeout` too, whose first stage holds the work's chain).
         @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
             var first = self
-            while true {
-                while let parent = first.parent { first = parent }
-                guard let work = first.ahead else { return first.ignoring }
-                first = work
-            }
+            while let next = first.parent ?? first.ahead { first = next }
+            return first.ignoring
         }
 
         @inlinable init<Output>(
@@ -2453,62 +2450,54 @@ nonisolated extension Engine {
     /// that keeps it: so that a promise's layout does not depend on them (Swift 6.3 crashes
     /// compiling a promise of a parameter pack's element whose layout does).
     @usableFromInline struct Operation: Sendable {
-        /// A `Typed`'s closure: the same bits, under a type that does not name the types.
-        @usableFromInline let body: @Sendable (AnyObject) -> Void
+        /// The closure, the same bits as the `Closure<Resolver<Value, Failure>>` its promise made,
+        /// under a type that does not name the types.
+        @usableFromInline let closure: Closure<AnyObject>
         #if DEBUG
             @usableFromInline let origin: (file: StaticString, line: UInt)
         #endif
 
-        /// The operation as its promise made it. A struct, as Swift bit-casts a struct as it is,
-        /// where it passes a closure through thunks that allocate.
-        @usableFromInline struct Typed<Value, Failure: Swift.Error> {
-            @usableFromInline let body: @Sendable (Resolver<Value, Failure>) -> Void
-            #if DEBUG
-                @usableFromInline let origin: (file: StaticString, line: UInt)
-            #endif
-
-            @inlinable init(
-                _ body: @escaping @Sendable (Resolver<Value, Failure>) -> Void,
-                file: StaticString, line: UInt
-            ) {
-                self.body = body
-                #if DEBUG
-                    origin = (file, line)
-                #endif
-            }
+        /// A closure of a class reference, which Swift passes the same way (borrowed) whatever the
+        /// class: so a closure of a resolver serves as one of `AnyObject`. A struct, as Swift
+        /// bit-casts a struct as it is, where it passes a closure through thunks that allocate.
+        @usableFromInline struct Closure<Argument: AnyObject>: Sendable {
+            @usableFromInline let body: @Sendable (Argument) -> Void
+            @inlinable init(_ body: @escaping @Sendable (Argument) -> Void) { self.body = body }
         }
 
         @inlinable init<Value, Failure: Swift.Error>(
             file: StaticString, line: UInt,
             _ body: @escaping @Sendable (Resolver<Value, Failure>) -> Void
         ) {
-            self = unsafeBitCast(Typed(body, file: file, line: line), to: Operation.self)
+            closure = unsafeBitCast(Closure(body), to: Closure<AnyObject>.self)
+            #if DEBUG
+                origin = (file, line)
+            #endif
         }
 
         /// Calls the operation, which its promise made for resolvers of this type.
         @inlinable func callAsFunction<Value, Failure: Swift.Error>(
             _ resolver: Resolver<Value, Failure>
         ) {
-            // The typed closure's own call: it takes a class reference, borrowed, as `body` does.
-            body(resolver)
+            closure.body(resolver)
         }
     }
 
     /// The first stage of a chain made from an operation, once a step is added to it: a promise
     /// of an operation alone keeps the `Operation` itself, which costs no allocation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
-        /// The operation, and the chain of a `timeout`'s work, which its operation runs (see
-        /// `ahead`): a `var` only for `deinit`, which releases it as a level of releases (see
-        /// `Nesting`); one, as every access to it costs an exclusivity check.
-        @usableFromInline var kept: (operation: Operation, work: Stage?)?
-        @usableFromInline let ignored: (@Sendable (Run) -> Void)?
+        /// The operation, the chain of a `timeout`'s work, which its operation runs (see
+        /// `ahead`), and an `ignoringCancel()` promise's work alone (see `ignoring`): a `var`
+        /// only for `deinit`, which releases it as a level of releases (see `Nesting`); one, as
+        /// every access to it costs an exclusivity check.
+        @usableFromInline var kept:
+            (operation: Operation, work: Stage?, ignored: (@Sendable (Run) -> Void)?)?
 
         @inlinable init(
             _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil,
             work: Stage? = nil
         ) {
-            kept = (operation, work)
-            self.ignored = ignored
+            kept = (operation, work, ignored)
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = stage.downcast(to: Source.self)
@@ -2516,7 +2505,7 @@ nonisolated extension Engine {
             }
         }
 
-        override var ignoring: (@Sendable (Run) -> Void)? { ignored }
+        override var ignoring: (@Sendable (Run) -> Void)? { kept?.ignored }
 
         override var ahead: Stage? { kept?.work }
 
@@ -4368,12 +4357,6 @@ nonisolated extension Engine {
             launch()
         }
 
-        /// What the launch loop starts next.
-        @usableFromInline enum Launch {
-            case call(Int, Operation)
-            case run(Int, Run, Stage)
-        }
-
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
         /// caller has claimed the loop (`open`'s `launching`), so that one thread at a time runs
@@ -4387,8 +4370,10 @@ nonisolated extension Engine {
             }
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member cancelled before `start` never begins (even on a run
-            // whose last member has finished: see `State.ended(cancelledSince:)`).
-            while let launch = lock.withLock({ () -> Launch? in
+            // whose last member has finished: see `State.ended(cancelledSince:)`). The claim
+            // gives the member, and the run it starts in, unless it is an operation alone.
+            while case (let index, let member, let run)? = lock.withLock({
+                () -> (Int, Promise<Member, Failure>, Run?)? in
                 guard case .open(let progress, _) = guarded.state else { return nil }
                 let index = progress.tally.started
                 guard index < guarded.running.count, index - progress.tally.ended < width else {
@@ -4399,29 +4384,26 @@ nonisolated extension Engine {
                 // elsewhere, or was cancelled.
                 if let member = lane?.member, progress.tally.outcomes[member] == nil { lane = nil }
                 progress.tally.started += 1
-                switch progress.members[index].body {
-                case .operation(let operation):
+                let member = progress.members[index]
+                guard let last = member.chain else {
                     guarded.running[index] = .called([])
-                    return .call(index, operation)
-                case .chain(let last):
-                    let run =
-                        lane?.run
-                        ?? .make(
-                            for: last, completing: Callback<Member, Failure>.self,
-                            cancelledWith: outer)
-                    guarded.running[index] = .run(run)
-                    return .run(index, run, last)
+                    return (index, member, nil)
                 }
+                let run =
+                    lane?.run
+                    ?? .make(
+                        for: last, completing: Callback<Member, Failure>.self, cancelledWith: outer)
+                guarded.running[index] = .run(run)
+                return (index, member, run)
             }) {
-                switch launch {
-                case .call(let index, let operation):
+                if let run {
+                    lane = (run, index)
+                    run.member = index
+                    run.start(member, ended)
+                } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
                     // of as the operation returns: unresolved, it ends its member at once.
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
-                case .run(let index, let run, let last):
-                    lane = (run, index)
-                    run.member = index
-                    run.start(Promise(last: last), ended)
                 }
             }
         }
@@ -4481,14 +4463,13 @@ nonisolated extension Engine {
             // once the join is `holding`, always finds it taken; it is kept only if a member run
             // is going: else it is given back at once.
             let held = outer.hold()
+            // It comes once, to a combination open or closed (never `holding`, which it sets).
             let (members, keepsHold) = lock.withLock { () -> (Cancels, Bool) in
                 let keepsHold = held && isRunningAMember
-                guard case .open(let progress, _) = guarded.state else {
-                    if keepsHold { guarded.state = .holding }
-                    return (takeCancels(nil), keepsHold)
-                }
+                var open: Progress?
+                if case .open(let progress, _) = guarded.state { open = progress }
                 guarded.state = keepsHold ? .holding : .closed
-                return (takeCancels(progress), keepsHold)  // the progress goes after the lock
+                return (takeCancels(open), keepsHold)  // the progress goes after the lock
             }
             if held && !keepsHold { outer.release() }  // no member run to wait for
             cancelMembers(members)
