@@ -376,13 +376,6 @@ nonisolated extension Engine.Run {
         slot.holds = driver.pointee.slotHolds
         return slot
     }
-
-    /// The stages' room in the tail.
-    final var room: Engine.Room {
-        let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
-        let start = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
-        return Engine.Room(start: start, count: capacity - Self.driverWords - words)
-    }
 }
 
 // MARK: Starting and driving
@@ -413,6 +406,10 @@ nonisolated extension Engine.Run {
         case .chain(let last):
             fitSlot(size: last.slotSize, alignment: last.slotAlignment)
             let driver = self.driver
+            // The stages' room: the rest of the tail.
+            let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
+            let stages = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
+            let room = Engine.Room(start: stages, count: capacity - Self.driverWords - words)
             driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
         case .operation(let operation):
             slot.put(operation)
@@ -595,9 +592,12 @@ nonisolated extension Engine.Run {
     @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
         // The slot is written only while the call is pending: the driving thread is inside the
         // operation, or the run waits. The cancel handlers no longer needed go outside the lock:
-        // releasing a handler may run any deinit.
+        // releasing a handler may run any deinit. The state is moved out, not copied, so that
+        // they move too.
         let (resume, unneeded) = locked { fields -> (Bool, Engine.CancelHandlers?) in
-            switch fields.state {
+            var state = Engine.State.idle
+            swap(&state, &fields.state)
+            switch state {
             case .calling(let thread, call, let handlers):
                 write(slot)
                 fields.state = .driving(thread: thread)
@@ -610,7 +610,9 @@ nonisolated extension Engine.Run {
                 write(slot)
                 fields.state = .driving(thread: pthread_self())
                 return (true, handlers)
-            default: return (false, nil)
+            default:
+                fields.state = state
+                return (false, nil)
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
