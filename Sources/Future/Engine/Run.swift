@@ -221,12 +221,12 @@ nonisolated extension Engine {
         /// The run waits for a queue to carry it on (see `Driver.ResumePoint.hop`).
         case awaitingQueue
         /// Cancelled, not ended yet: the last of its `holds` to be released ends it. They are
-        /// what its end waits for (see `hold()`): the thread that drives it, `thread`, until it
-        /// stops it at its next check (or before it started, the start to come, with no thread);
-        /// the canceller, until the cancel handlers have returned; and each combination it runs
-        /// whose members' runs have not stopped yet (a few: an `Int32`, so that the state takes
-        /// four words, not five). `call`: the call that was pending, whose late handlers run at
-        /// once.
+        /// what its end waits for: the thread that drives it, `thread`, until it stops it at its
+        /// next check (before the run started, the start to come, with no thread); the
+        /// canceller, until the cancel handlers have returned; each combination or timeout it
+        /// runs whose members' or work's runs have not stopped yet (see `hold()`). A few: an
+        /// `Int32`, so that the state takes four words, not five. `call`: the call that was
+        /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the run for its next member, which then never starts.
