@@ -2784,51 +2784,53 @@ nonisolated extension Promise {
 // (`resolve`), now or later, from any thread; the last step ran, it completes (`complete`), and
 // ends (`end`): its completion gets the outcome (`.finish`, its `specialized` work). Cancelled
 // (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread driving it stops it
-// (`stop`), and once nothing holds its end (`hold`, `release`) it ends (`end`): it skips the stages
-// ahead, running their `ensure` steps, and its completion hears of it (`.finish(nil)`).
+// (`release(stopping:)`), and once nothing holds its end (`hold`, `release`) it ends (`end`): it
+// skips the stages ahead, running their `ensure` steps, and its completion hears of it
+// (`.finish(nil)`).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
 // thread before it returns leaves the state `driving` for `operationReturned` to find; once it
 // has returned (`awaitingResolver`), the resolving thread drives the run on.
 //
-// The transitions. t: the thread that drives (nil before the run started); c: the number of the
-// call pending, hs its cancel handlers; h: the holds on a cancelled run's end (see `hold()`); -:
-// none. A cancel is a handle's, or the pending call's own (its resolver cancelled, or let go of
-// unresolved), which counts only while the call is pending: in a state with no c pending, only a
-// handle's cancel counts; so does a call's report. A step that cancels a run it is part of (a
-// member's step cancels the combination's run, say) then also cancels the run that it is a step of
-// (see `cancel(call:)`). Then "release": the canceller's hold, let go of once the handlers (hs, or
-// none) have returned; "stop next": the driving thread stops before its next step
-// (`Driver.cancelledHere`).
+// The transitions. t: the thread that drives (-: before the run started, or once it stopped); c:
+// the number of the call pending, hs its cancel handlers; h: the holds on a cancelled run's end
+// (see `State.cancelling`): the driving thread's (or the start's to come) and the canceller's
+// first; -: none. A cancel is a handle's, or the pending call's own (its resolver cancelled, or
+// let go of unresolved), which counts only while the call is pending: in a state with no c
+// pending, only a handle's cancel counts; so does a call's report. A step that cancels a run it is
+// part of (a member's step cancels the combination's run, say) then also cancels the run that it
+// is a step of (see `cancel(call:)`). Then "release": the canceller's hold, let go of once the
+// handlers (hs, or none) have returned; "stop next": the driving thread stops before its next
+// step (`Driver.cancelledHere`), and stopping releases its hold.
 //
-//   state                         event                  new state                     then
-//   idle, ended(false)            start                  driving(t)                    drive
-//   ended(true)                   start                  cancelledWhileDriving(t,0,-)  stop next
-//   cancelledWhileDriving(-,h,-)  start                  unchanged                     stop next
-//   driving(t)                    an operation called    calling(t,c,-)                call it
-//   calling(t,c,hs)               c's onCancel           calling(t,c,hs+1)             -
-//   awaitingResolver(c,hs)        c's onCancel           awaitingResolver(c,hs+1)      -
-//   calling(t,c,hs)               c's resolver reports   driving(t)                    t goes on
-//   calling(t,c,hs)               the operation returns  awaitingResolver(c,hs)        wait
-//   awaitingResolver(c,hs)        c's resolver reports   driving(its thread)           drive
-//   driving(t)                    a hop                  awaitingQueue                 wait
-//   awaitingQueue                 the queue arrives      driving(its thread)           drive
-//   driving(t)                    the last step ran      ended(false)                  complete
-//   idle, driving(t)              cancel                 cancelledWhileDriving(t,1,-)  release
-//   calling(t,c,hs)               cancel                 cancelledWhileDriving(t,1,c)  hs, release
-//   awaitingResolver(c,hs)        cancel                 cancelledWhileWaiting(1,c)    hs, release
-//   awaitingQueue                 cancel                 cancelledWhileWaiting(1,-)    release
-//   ended(false)                  cancel                 ended(true)                   -
-//   cancelledWhileDriving(t,h,c)  a step of t cancels    unchanged                     stop next
-//   cancelled…(c)                 c's onCancel           unchanged                     call it
-//   cancelledWhile…(h)            hold (see `hold()`)    cancelledWhile…(h+1)          -
-//   cancelledWhileDriving(t,h,c)  release                cancelledWhileDriving(t,h-1,c)  -
-//   cancelledWhileWaiting(h,c)    release (h > 1)        cancelledWhileWaiting(h-1,c)  -
-//   cancelledWhileWaiting(1,c)    release                cancelled(c)                  end
-//   cancelledWhileDriving(t,h,c)  t stops (h > 0)        cancelledWhileWaiting(h,c)    -
-//   cancelledWhileDriving(t,0,c)  t stops                cancelled(c)                  end
-//   any other                     any other event        unchanged                     -
+//   state                   event                  new state                 then
+//   idle, ended(false)      start                  driving(t)                drive
+//   ended(true)             start                  cancelling(t,1,-)         stop next
+//   cancelling(-,h,-)       start                  unchanged                 stop next
+//   driving(t)              an operation called    calling(t,c,-)            call it
+//   calling(t,c,hs)         c's onCancel           calling(t,c,hs+1)         -
+//   awaitingResolver(c,hs)  c's onCancel           awaitingResolver(c,hs+1)  -
+//   calling(t,c,hs)         c's resolver reports   driving(t)                t goes on
+//   calling(t,c,hs)         the operation returns  awaitingResolver(c,hs)    wait
+//   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
+//   driving(t)              a hop                  awaitingQueue             wait
+//   awaitingQueue           the queue arrives      driving(its thread)       drive
+//   driving(t)              the last step ran      ended(false)              complete
+//   idle                    cancel                 cancelling(-,2,-)         release
+//   driving(t)              cancel                 cancelling(t,2,-)         release
+//   calling(t,c,hs)         cancel                 cancelling(t,2,c)         hs, release
+//   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
+//   awaitingQueue           cancel                 cancelling(-,1,-)         release
+//   ended(false)            cancel                 ended(true)               -
+//   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
+//   cancelling(…,c)         c's onCancel           unchanged                 call it
+//   cancelled(c)            c's onCancel           unchanged                 call it
+//   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -
+//   cancelling(t,h,c)       release (h > 1)        cancelling(t,h-1,c)       -
+//   cancelling(t,h,c)       t stops (h > 1)        cancelling(-,h-1,c)       -
+//   cancelling(t,1,c)       release, or t stops    cancelled(c)              end
+//   any other               any other event        unchanged                 -
 //
 // Beside the state, under the lock, what means the same in every state: the ties to tokens (or,
 // for a run made apart from another, its user's run), the run whose cancel reaches this one
@@ -2975,15 +2977,14 @@ nonisolated extension Engine {
         case awaitingResolver(call: Int, handlers: CancelHandlers?)
         /// The run waits for a queue to carry it on (see `Driver.ResumePoint.hop`).
         case awaitingQueue
-        /// Cancelled while `thread` drives it (`nil` before it started), which stops it at its
-        /// next check. `holds`: what its end waits for (see `hold()`): the canceller, until the
-        /// cancel handlers have returned, and each combination it runs whose members' runs have
-        /// not stopped yet (a few: an `Int32`, so that the state takes four words, not five).
-        /// `call`: the call that was pending, whose late handlers run at once.
-        case cancelledWhileDriving(thread: pthread_t?, holds: Int32, call: Int?)
-        /// Cancelled while no thread drives it (or its driver stopped): the last of its `holds`
-        /// to be released ends it.
-        case cancelledWhileWaiting(holds: Int32, call: Int?)
+        /// Cancelled, not ended yet: the last of its `holds` to be released ends it. They are
+        /// what its end waits for: the thread that drives it, `thread`, until it stops it at its
+        /// next check (before the run started, the start to come, with no thread); the
+        /// canceller, until the cancel handlers have returned; each combination or timeout it
+        /// runs whose members' or work's runs have not stopped yet (see `hold()`). A few: an
+        /// `Int32`, so that the state takes four words, not five. `call`: the call that was
+        /// pending, whose late handlers run at once.
+        case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
         /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
         /// had claimed the run for its next member, which then never starts.
         case ended(cancelledSince: Bool)
@@ -2993,7 +2994,7 @@ nonisolated extension Engine {
         /// Whether the run is cancelled: no operation starts or reports.
         var isCancelled: Bool {
             switch self {
-            case .cancelledWhileDriving, .cancelledWhileWaiting, .cancelled: true
+            case .cancelling, .cancelled: true
             case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
             }
         }
@@ -3005,41 +3006,11 @@ nonisolated extension Engine {
             }
         }
 
-        /// Moves the state out, leaving `idle` until the caller sets the next: so that the cancel
-        /// handlers it holds move rather than being copied.
-        mutating func take() -> State {
-            let state = consume self
-            self = .idle
-            return state
-        }
-
-        /// Changes a cancelled run's holds by `change`: `false` if it is not cancelled, or has
-        /// ended.
-        mutating func changeHolds(by change: Int32) -> Bool {
-            switch self {
-            case .cancelledWhileDriving(let thread, let holds, let call):
-                self = .cancelledWhileDriving(thread: thread, holds: holds + change, call: call)
-            case .cancelledWhileWaiting(let holds, let call):
-                self = .cancelledWhileWaiting(holds: holds + change, call: call)
-            default: return false
-            }
-            return true
-        }
-
-        /// Ends a cancelled run that no thread drives and nothing holds, and says whether it did.
-        mutating func endsUnheld() -> Bool {
-            guard case .cancelledWhileWaiting(holds: 0, let call) = self else { return false }
-            self = .cancelled(call: call)
-            return true
-        }
-
         /// The call that was pending as the run was cancelled, if any: a cancel handler it adds
         /// late runs at once, and an outcome it gave before the cancel is dropped.
         var cancelledCall: Int? {
             switch self {
-            case .cancelledWhileDriving(_, _, let call), .cancelledWhileWaiting(_, let call),
-                .cancelled(let call):
-                call
+            case .cancelling(_, _, let call), .cancelled(let call): call
             case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: nil
             }
         }
@@ -3162,13 +3133,6 @@ nonisolated extension Engine.Run {
         slot.holds = driver.pointee.slotHolds
         return slot
     }
-
-    /// The stages' room in the tail.
-    final var room: Engine.Room {
-        let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
-        let start = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
-        return Engine.Room(start: start, count: capacity - Self.driverWords - words)
-    }
 }
 
 // MARK: Starting and driving
@@ -3199,6 +3163,10 @@ nonisolated extension Engine.Run {
         case .chain(let last):
             fitSlot(size: last.slotSize, alignment: last.slotAlignment)
             let driver = self.driver
+            // The stages' room: the rest of the tail.
+            let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
+            let stages = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
+            let room = Engine.Room(start: stages, count: capacity - Self.driverWords - words)
             driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
         case .operation(let operation):
             slot.put(operation)
@@ -3210,10 +3178,10 @@ nonisolated extension Engine.Run {
             fields.firstCallOfChain = firstCall
             switch fields.state {
             case .ended(cancelledSince: true):
-                fields.state = .cancelledWhileDriving(thread: pthread_self(), holds: 0, call: nil)
+                fields.state = .cancelling(thread: pthread_self(), holds: 1, call: nil)
             case .idle, .ended(cancelledSince: false):
                 fields.state = .driving(thread: pthread_self())
-            case .cancelledWhileDriving(nil, _, _):
+            case .cancelling(nil, _, _):
                 break  // cancelled before the start, e.g. an awaiting task
             default:
                 preconditionFailure("a run started \(fields.state)")
@@ -3257,50 +3225,43 @@ nonisolated extension Engine.Run {
             // left, the loop below drops the run's outcome.
             if let top = plan.top {
                 top.parent?.output.discard(from: slot)
-                swap(&plan, &driver.pointee.plan)
-                return stop()
+                next = .stop
             }
         case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
         }
         while true {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
-            case .proceed:
-                if driver.pointee.cancelledHere {
-                    if let stage {
-                        stage.borrowed { $0.output }.discard(from: slot)
-                    } else {
-                        _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
-                    }
-                    swap(&plan, &driver.pointee.plan)
-                    return stop()
+            case .proceed where driver.pointee.cancelledHere:
+                if let stage {
+                    stage.borrowed { $0.output }.discard(from: slot)
+                } else {
+                    _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
                 }
+                next = .stop
             case .enter(let inner):
                 fitSlot(size: inner.slotSize, alignment: inner.slotAlignment)
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
-                if locked({ $0.state.isCancelled }) {
-                    swap(&plan, &driver.pointee.plan)
-                    return stop()
-                }
+                next = locked({ $0.state.isCancelled }) ? .stop : .proceed
             case .called, .wait: return
-            case .stop:
-                swap(&plan, &driver.pointee.plan)
-                return stop()
-            case .hop(let queue, let deadline):
-                // The step back on the plan, its output in the slot, until the queue carries
-                // the run on. Moved, not kept: a thread that kept the plan could release the
-                // chain's steps after the queue's thread has finished the run.
-                plan.putBack()
-                swap(&plan, &driver.pointee.plan)
-                return awaitQueue(queue, at: deadline)
+            case .proceed, .stop, .hop: break
             }
-            guard let popped = plan.pop() else { break }  // the last step ran: to `complete()`
+            guard case .proceed = next, let popped = plan.pop() else { break }
             stage = popped
             next = popped.borrowed { $0.step($0, slot, self) }
         }
-        swap(&plan, &driver.pointee.plan)  // a move, so that its memory stays unshared for reuse
-        complete()
+        // A hop puts the step back on the plan, its output in the slot, until the queue carries
+        // the run on. The plan is moved back, not kept: a thread that kept it could release the
+        // chain's steps after the queue's thread has finished the run (and its memory stays
+        // unshared for reuse).
+        if case .hop = next { plan.putBack() }
+        swap(&plan, &driver.pointee.plan)
+        switch next {
+        case .stop: release(stopping: true)
+        case .hop(let queue, let deadline): awaitQueue(queue, at: deadline)
+        default: complete()  // the last step ran
+        }
     }
 
     /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not, for a chain's
@@ -3388,9 +3349,12 @@ nonisolated extension Engine.Run {
     @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
         // The slot is written only while the call is pending: the driving thread is inside the
         // operation, or the run waits. The cancel handlers no longer needed go outside the lock:
-        // releasing a handler may run any deinit.
+        // releasing a handler may run any deinit. The state is moved out, not copied, so that
+        // they move too.
         let (resume, unneeded) = locked { fields -> (Bool, Engine.CancelHandlers?) in
-            switch fields.state.take() {
+            var state = Engine.State.idle
+            swap(&state, &fields.state)
+            switch state {
             case .calling(let thread, call, let handlers):
                 write(slot)
                 fields.state = .driving(thread: thread)
@@ -3403,8 +3367,8 @@ nonisolated extension Engine.Run {
                 write(slot)
                 fields.state = .driving(thread: pthread_self())
                 return (true, handlers)
-            case let other:
-                fields.state = other
+            default:
+                fields.state = state
                 return (false, nil)
             }
         }
@@ -3462,7 +3426,7 @@ nonisolated extension Engine.Run {
             deadline.map(Engine.Deadlines.shared.arm)
             return true
         }
-        guard parked else { return stop() }
+        guard parked else { return release(stopping: true) }
         if deadline == nil { queue.async { handle.run.queueArrived() } }
     }
 
@@ -3488,24 +3452,24 @@ nonisolated extension Engine.Run {
         let handlers = locked { fields -> Engine.CancelHandlers? in
             switch fields.state {
             case .calling(let thread, let pending, let handlers) where (call ?? pending) == pending:
-                fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: pending)
+                fields.state = .cancelling(thread: thread, holds: 2, call: pending)
                 return handlers ?? []
             case .awaitingResolver(let pending, let handlers) where (call ?? pending) == pending:
-                fields.state = .cancelledWhileWaiting(holds: 1, call: pending)
+                fields.state = .cancelling(thread: nil, holds: 1, call: pending)
                 return handlers ?? []
             // A call's own cancel counts only while it is pending: this arm, before the others,
             // makes a resolver let go of after its run ended (or went on) cancel nothing.
             case _ where call != nil: return nil
             case .idle:
-                fields.state = .cancelledWhileDriving(thread: nil, holds: 1, call: nil)
+                fields.state = .cancelling(thread: nil, holds: 2, call: nil)
             case .driving(let thread):
                 if pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledHere = true
                 }
-                fields.state = .cancelledWhileDriving(thread: thread, holds: 1, call: nil)
+                fields.state = .cancelling(thread: thread, holds: 2, call: nil)
             case .awaitingQueue:
-                fields.state = .cancelledWhileWaiting(holds: 1, call: nil)
-            case .cancelledWhileDriving(let thread?, _, _)
+                fields.state = .cancelling(thread: nil, holds: 1, call: nil)
+            case .cancelling(let thread?, _, _)
             where pthread_equal(thread, pthread_self()) != 0:
                 // A step that cancels stops the run before the next step, as in a run that is
                 // driving, even once another thread's cancel came.
@@ -3546,28 +3510,28 @@ nonisolated extension Engine.Run {
     /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
     /// the run's end (its `ensure` steps and its completion). `false` if the run is not
     /// cancelled, or has ended.
-    @usableFromInline final func hold() -> Bool { locked { $0.state.changeHolds(by: 1) } }
-
-    /// Releases a hold (the canceller's, once the handlers have returned, a combination's or a
-    /// timeout's): the last ends the run, if no thread drives it.
-    @usableFromInline final func release() {
-        let ends = locked { fields -> Bool in
-            guard fields.state.changeHolds(by: -1) else {
-                preconditionFailure("a hold released on a run \(fields.state)")
+    @usableFromInline final func hold() -> Bool {
+        locked { fields in
+            guard case .cancelling(let thread, let holds, let call) = fields.state else {
+                return false
             }
-            return fields.state.endsUnheld()
+            fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
+            return true
         }
-        if ends { end(with: nil) }
     }
 
-    /// The driving thread stops a cancelled run: it ends it, unless something holds its end.
-    final func stop() {
+    /// Releases a hold: the canceller's, once the handlers have returned, a combination's, a
+    /// timeout's, or the driving thread's as it stops the run (`stopping`). The last ends the run.
+    @usableFromInline final func release(stopping: Bool = false) {
         let ends = locked { fields -> Bool in
-            guard case .cancelledWhileDriving(_, let holds, let call) = fields.state else {
-                preconditionFailure("a run stopped \(fields.state)")
+            guard case .cancelling(let thread, let holds, let call) = fields.state else {
+                preconditionFailure("a hold released on a run \(fields.state)")
             }
-            fields.state = .cancelledWhileWaiting(holds: holds, call: call)
-            return fields.state.endsUnheld()
+            fields.state =
+                holds > 1
+                ? .cancelling(thread: stopping ? nil : thread, holds: holds - 1, call: call)
+                : .cancelled(call: call)
+            return holds == 1
         }
         if ends { end(with: nil) }
     }
@@ -3582,7 +3546,7 @@ nonisolated extension Engine.Run {
         }
         guard deliver else {
             _ = driver.pointee.specialized(self, .dropOutcome(slot))  // the outcome nobody may have
-            return stop()
+            return release(stopping: true)
         }
         end(with: slot)
     }
