@@ -27,11 +27,12 @@
 // - alarm: what a `timeout` races its work against, set on a clock once the work waits.
 // - The four verbs of stopping, one meaning each: `cancel`, ask a run (or a combination's
 //   members) to stop, from any thread; `stop`, what the driving thread does with a cancelled
-//   run at its next check; `skip`, what a stopped run does with each stage still ahead (an
-//   `ensure` step runs all the same); `end`, a run's last transition, with an outcome or
-//   cancelled (its completion hears of it once).
-// - hold: what a cancelled run's end waits for: the canceller's handlers, and the member runs of
-//   a combination it runs (or the work's run of a timeout) that have not stopped yet.
+//   run at its next check (`Next.stop`, then `release(stopping:)`); `skip`, what a stopped run
+//   does with each stage still ahead (an `ensure` step runs all the same); `end`, a run's last
+//   transition, with an outcome or cancelled (its completion hears of it once).
+// - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it,
+//   the canceller's handlers, and the member runs of a combination it runs (or the work's run
+//   of a timeout) that have not stopped yet.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
