@@ -3559,6 +3559,8 @@ nonisolated extension Engine.Run {
     /// cancelled.
     private final func end(with outcome: Slot?) {
         let driver = self.driver
+        // What a drive still to come would resume at: the hop of a run cancelled as it waited for
+        // its queue, or an operation alone's call, until the run's first drive takes it.
         switch driver.pointee.resumesAt.take() {
         case .operation?: _ = slot.take(Engine.Operation.self)
         case .hop?:
@@ -4381,7 +4383,9 @@ nonisolated extension Engine {
             let ended = lock.withLock { () -> Ended in
                 switch guarded.running[index] {
                 // Ended; or stopped by the combination, it stays cancelled for its resolver,
-                // whatever it reports after (a late outcome, its resolver let go of).
+                // whatever it reports after (a late outcome, its resolver let go of). So the
+                // cancel that a called member's resolver sends as it goes, resolved or not (see
+                // `Resolver.deinit`), ends only a member still running.
                 case nil, .cancelled?: return .nothing
                 case .called(let list)?: if !list.isEmpty { handlers = list }
                 case .run?: break

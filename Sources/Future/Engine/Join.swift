@@ -282,7 +282,9 @@ nonisolated extension Engine {
             let ended = lock.withLock { () -> Ended in
                 switch guarded.running[index] {
                 // Ended; or stopped by the combination, it stays cancelled for its resolver,
-                // whatever it reports after (a late outcome, its resolver let go of).
+                // whatever it reports after (a late outcome, its resolver let go of). So the
+                // cancel that a called member's resolver sends as it goes, resolved or not (see
+                // `Resolver.deinit`), ends only a member still running.
                 case nil, .cancelled?: return .nothing
                 case .called(let list)?: if !list.isEmpty { handlers = list }
                 case .run?: break

@@ -801,6 +801,8 @@ nonisolated extension Engine.Run {
     /// cancelled.
     private final func end(with outcome: Slot?) {
         let driver = self.driver
+        // What a drive still to come would resume at: the hop of a run cancelled as it waited for
+        // its queue, or an operation alone's call, until the run's first drive takes it.
         switch driver.pointee.resumesAt.take() {
         case .operation?: _ = slot.take(Engine.Operation.self)
         case .hop?:
