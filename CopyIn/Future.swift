@@ -3215,7 +3215,8 @@ nonisolated extension Engine.Run {
         if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
         switch resumesAt {
         case .hop?: stage = plan.pop()  // past the step that hopped
-        // An operation alone is called through the typed work, which calls `perform`.
+        // An operation alone is called through the typed work (`Specialized.performFirst`, at
+        // the end of this file), which calls `perform`.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledHere:
             // Cancelled before it started, or by this thread while the drive waited for room on
@@ -3450,6 +3451,8 @@ nonisolated extension Engine.Run {
     /// Cancels the run, if it is still going (and call `call`, if given, is still pending): calls
     /// the handlers, then ends the run if it waits, or once the thread driving it stops.
     @usableFromInline final func cancel(call: Int?) -> Bool {
+        // `nil`: it cancelled nothing. Else the handlers to call, none perhaps (`[]`), and then
+        // the canceller's hold to release.
         let handlers = locked { fields -> Engine.CancelHandlers? in
             switch fields.state {
             case .calling(let thread, let pending, let handlers) where (call ?? pending) == pending:
