@@ -169,6 +169,29 @@ func onThread(stackSize: Int, _ body: @escaping @Sendable () -> Void) async {
     }
 }
 
+/// Runs `body` for each index below `iterations` on `threads` threads of their own at once, each
+/// taking the next index, and awaits them: like `DispatchQueue.concurrentPerform`, but holding no
+/// thread of Dispatch's global pool, so that iterations that wait for a timer or for work on a
+/// global queue do not keep that work from the threads it needs.
+func concurrentlyOnThreads(
+    iterations: Int, threads: Int = 4, _ body: @escaping @Sendable (Int) -> Void
+) async {
+    let taken = Counter()
+    await withTaskGroup(of: Void.self) { group in
+        for _ in 0..<threads {
+            group.addTask {
+                await onThread(stackSize: 1 << 20) {
+                    while true {
+                        let index = taken.increment() - 1
+                        guard index < iterations else { return }
+                        body(index)
+                    }
+                }
+            }
+        }
+    }
+}
+
 #if canImport(Darwin)
     typealias PThread = pthread_t?
 #else
