@@ -175,10 +175,10 @@ final class CancelCheck: @unchecked Sendable {
     /// returned, unless it began just before and its run is cancelled already (as when a
     /// combination claimed a member as the cancel came, or the only joiner of a `share()` left).
     @Test(arguments: Work.allCases)
-    func noOperationStartsAfterCancelReturned(work: Work) {
+    func noOperationStartsAfterCancelReturned(work: Work) async {
         let late = Counter()
         let unfinished = Counter()
-        onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
+        await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
             for index in 0..<1_000 {
                 let check = CancelCheck()
                 let announcing = index.isMultiple(of: 4) ? Int.random(in: 0..<work.count) : nil

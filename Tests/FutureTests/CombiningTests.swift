@@ -588,9 +588,9 @@ extension CombiningConcurrency {
 }
 
 @Suite struct CombiningStackAndMemory {
-    @Test func aHundredThousandMembersThatResolveAtOnceJoinOnASmallStack() {
+    @Test func aHundredThousandMembersThatResolveAtOnceJoinOnASmallStack() async {
         let delivered = Delivery<Result<Int, Never>>()
-        onThread(stackSize: smallStack) {
+        await onThread(stackSize: smallStack) {
             let members = (0..<100_000).map { value in Guarantee { $0.fulfill(value) } }
             when(fulfilled: members).map { $0.count }.run { delivered.send($0) }
         }
@@ -602,9 +602,9 @@ extension CombiningConcurrency {
             .then { pair in pair.0 == 0 ? .value(0) : loop(pair.0 - pair.1) }
     }
 
-    @Test func aLoopWhoseEveryStepIsACombinationRunsOnASmallStack() {
+    @Test func aLoopWhoseEveryStepIsACombinationRunsOnASmallStack() async {
         let delivered = Delivery<Result<Int, Never>>()
-        onThread(stackSize: smallStack) { Self.loop(10_000).run { delivered.send($0) } }
+        await onThread(stackSize: smallStack) { Self.loop(10_000).run { delivered.send($0) } }
         #expect(delivered.all == [.success(0)])
     }
 

@@ -10,9 +10,9 @@ let smallStack = 512 * 1024
         n == 0 ? .value(0) : Promise(value: n).then { loop($0 - 1) }
     }
 
-    @Test func aMillionStepRecursiveLoopRunsOnASmallStack() {
+    @Test func aMillionStepRecursiveLoopRunsOnASmallStack() async {
         let delivered = Delivery<Result<Int, Never>>()
-        onThread(stackSize: smallStack) { loop(1_000_000).run { delivered.send($0) } }
+        await onThread(stackSize: smallStack) { loop(1_000_000).run { delivered.send($0) } }
         #expect(delivered.all == [.success(0)])
     }
 
@@ -20,15 +20,15 @@ let smallStack = 512 * 1024
         Promise { $0.fulfill(n) }.then { value in value == 0 ? .value(0) : count(value - 1) }
     }
 
-    @Test func aRecursiveLoopThroughOperationsRunsOnASmallStack() {
+    @Test func aRecursiveLoopThroughOperationsRunsOnASmallStack() async {
         let delivered = Delivery<Result<Int, Never>>()
-        onThread(stackSize: smallStack) { Self.count(100_000).run { delivered.send($0) } }
+        await onThread(stackSize: smallStack) { Self.count(100_000).run { delivered.send($0) } }
         #expect(delivered.all == [.success(0)])
     }
 
-    @Test func aTenThousandLinkChainRunsOnASmallStack() {
+    @Test func aTenThousandLinkChainRunsOnASmallStack() async {
         let delivered = Delivery<Result<Int, Never>>()
-        onThread(stackSize: smallStack) {
+        await onThread(stackSize: smallStack) {
             let chain = (0..<10_000).reduce(Guarantee(value: 0)) { chain, _ in chain.then { $0 + 1 }
             }
             chain.run { delivered.send($0) }
@@ -36,9 +36,9 @@ let smallStack = 512 * 1024
         #expect(delivered.all == [.success(10_000)])
     }
 
-    @Test func aHundredThousandLinkChainIsBuiltRunAndDropped() {
+    @Test func aHundredThousandLinkChainIsBuiltRunAndDropped() async {
         let delivered = Delivery<Result<Int, TestError>>()
-        onThread(stackSize: 8 * 1024 * 1024) {
+        await onThread(stackSize: 8 * 1024 * 1024) {
             var chain = Promise<Int, TestError>(value: 0)
             for index in 0..<100_000 {
                 chain =
@@ -48,7 +48,7 @@ let smallStack = 512 * 1024
             }
             chain.run { delivered.send($0) }
         }
-        #expect(delivered.wait() == .success(100_000))
+        #expect(await delivered.arrival() == .success(100_000))
     }
 
     /// A fallback list built in a loop nests promises through closures: each level's `recover`
@@ -58,9 +58,9 @@ let smallStack = 512 * 1024
     @Test(arguments: [false, true])
     func twoThousandPromisesNestedThroughClosuresRunAndAreReleasedOnASmallStack(
         firstSucceeds: Bool
-    ) {
+    ) async {
         let delivered = Delivery<Result<Int, Never>>()
-        onThread(stackSize: smallStack) {
+        await onThread(stackSize: smallStack) {
             var promise = Promise<Int, TestError>(value: 0)
             for level in 1...2_000 {
                 let previous = promise

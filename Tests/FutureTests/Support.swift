@@ -144,6 +144,62 @@ final class TestLock: @unchecked Sendable {
 
 /// Runs `body` on a new thread with a stack of `stackSize` bytes and waits for it.
 func onThread(stackSize: Int, _ body: @escaping @Sendable () -> Void) {
+    #if canImport(Darwin)
+        pthread_join(startThread(stackSize: stackSize, body)!, nil)
+    #else
+        pthread_join(startThread(stackSize: stackSize, body), nil)
+    #endif
+}
+
+/// Runs `body` on a new thread with a stack of `stackSize` bytes and awaits it, holding up no
+/// thread of Swift's concurrency pool meanwhile: on Linux that pool is Dispatch's global one,
+/// which replaces a thread blocked for long only about once a second, if at all while another
+/// of its threads is busy, so that a few tests each blocked for seconds here stall the run.
+func onThread(stackSize: Int, _ body: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { continuation in
+        let thread = startThread(stackSize: stackSize) {
+            body()
+            continuation.resume()
+        }
+        #if canImport(Darwin)
+            pthread_detach(thread!)
+        #else
+            pthread_detach(thread)
+        #endif
+    }
+}
+
+/// Runs `body` for each index below `iterations` on `threads` threads of their own at once, each
+/// taking the next index, and awaits them: like `DispatchQueue.concurrentPerform`, but holding no
+/// thread of Dispatch's global pool, so that iterations that wait for a timer or for work on a
+/// global queue do not keep that work from the threads it needs.
+func concurrentlyOnThreads(
+    iterations: Int, threads: Int = 4, _ body: @escaping @Sendable (Int) -> Void
+) async {
+    let taken = Counter()
+    await withTaskGroup(of: Void.self) { group in
+        for _ in 0..<threads {
+            group.addTask {
+                await onThread(stackSize: 1 << 20) {
+                    while true {
+                        let index = taken.increment() - 1
+                        guard index < iterations else { return }
+                        body(index)
+                    }
+                }
+            }
+        }
+    }
+}
+
+#if canImport(Darwin)
+    typealias PThread = pthread_t?
+#else
+    typealias PThread = pthread_t
+#endif
+
+/// Starts `body` on a new thread with a stack of `stackSize` bytes, to join or detach.
+private func startThread(stackSize: Int, _ body: @escaping @Sendable () -> Void) -> PThread {
     final class Box: @unchecked Sendable {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
@@ -152,11 +208,7 @@ func onThread(stackSize: Int, _ body: @escaping @Sendable () -> Void) {
     pthread_attr_init(&attributes)
     defer { pthread_attr_destroy(&attributes) }
     pthread_attr_setstacksize(&attributes, stackSize)
-    #if canImport(Darwin)
-        var thread: pthread_t?
-    #else
-        var thread = pthread_t()
-    #endif
+    var thread = PThread()
     let box = Unmanaged.passRetained(Box(body)).toOpaque()
     let created = pthread_create(
         &thread, &attributes,
@@ -170,11 +222,7 @@ func onThread(stackSize: Int, _ body: @escaping @Sendable () -> Void) {
             return nil
         }, box)
     precondition(created == 0, "pthread_create failed: \(created)")
-    #if canImport(Darwin)
-        pthread_join(thread!, nil)
-    #else
-        pthread_join(thread, nil)
-    #endif
+    return thread
 }
 
 /// A promise that resolves with `value` from another thread, as network calls do.

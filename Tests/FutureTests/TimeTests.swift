@@ -327,6 +327,7 @@ enum ZeroTimeout {
     }
 
     @Test func ensureRunsOnlyOnceTheHandlersHaveReturned() async {
+        let canceller = DispatchQueue(label: "canceller")
         for _ in 0..<200 {
             let log = Log()
             let entered = Delivery<Void>()
@@ -345,9 +346,10 @@ enum ZeroTimeout {
             }.ensure { log.record("ensure") }
             let task = Task { await promise.result }
             // The operation holds the task's thread, one of Swift's concurrency pool, until the
-            // handler begins: the cancel comes from a Dispatch thread, not from this test, which
-            // would need a second pool thread to go on, and blocking tests may hold it for seconds.
-            DispatchQueue.global().async { if entered.wait() != nil { task.cancel() } }
+            // handler begins: the cancel comes from a thread of its own (a serial queue's), not
+            // from this test, which would need a second pool thread to go on, and blocking tests
+            // may hold it for seconds; nor from a global queue's, which it would hold as long.
+            canceller.async { if entered.wait() != nil { task.cancel() } }
             #expect(await bounded { await task.value } == .some(nil))
             #expect(log.all == ["handler begins", "handler ends", "ensure"])
         }

@@ -129,9 +129,9 @@ import Testing
         #expect(delivered.value == 1)
     }
 
-    @Test func nestedTimeoutsWhoseDeadlinesPassTogetherEachEndOnce() {
+    @Test func nestedTimeoutsWhoseDeadlinesPassTogetherEachEndOnce() async {
         let settled = Counter()
-        DispatchQueue.concurrentPerform(iterations: 1_000) { index in
+        await concurrentlyOnThreads(iterations: 1_000) { index in
             let outcome = Delivery<Result<Int, TestError>>()
             Self.work(after: 2_000 + index % 3 * 500, cancelled: Counter())
                 .timeout(.milliseconds(1), orFailWith: TestError("inner"))
@@ -293,9 +293,9 @@ import Testing
         #expect(eventually { released.value == nil })
     }
 
-    @Test func manyThreadsArmingAndDisarmingDeadlinesAtOnce() {
+    @Test func manyThreadsArmingAndDisarmingDeadlinesAtOnce() async {
         let settled = Counter()
-        DispatchQueue.concurrentPerform(iterations: 2_000) { index in
+        await concurrentlyOnThreads(iterations: 2_000) { index in
             let outcome = Delivery<Result<Int, TestError>>()
             let work =
                 index % 2 == 0
