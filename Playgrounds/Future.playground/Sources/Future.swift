@@ -2819,12 +2819,15 @@ nonisolated extension Promise {
 //   awaitingQueue           the queue arrives      driving(its thread)       drive
 //   driving(t)              the last step ran      ended(false)              complete
 //   idle                    cancel                 cancelling(-,2,-)         release
-//   driving(t)              cancel                 cancelling(t,2,-)         release
+//   driving(t)              cancel                 cancelling(t,2,-)         release (from t:
+//                                                                            and stop next)
 //   calling(t,c,hs)         cancel                 cancelling(t,2,c)         hs, release
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
 //   awaitingQueue           cancel                 cancelling(-,1,-)         release
 //   ended(false)            cancel                 ended(true)               -
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
+//   cancelling(t,h,c)       the operation returns  unchanged                 stop (if c),
+//                                                                            else go on
 //   cancelling(…,c)         c's onCancel           unchanged                 call it
 //   cancelled(c)            c's onCancel           unchanged                 call it
 //   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -
@@ -2963,8 +2966,9 @@ nonisolated extension Engine {
     @usableFromInline typealias CancelHandlers = [CancelHandler]
     @usableFromInline struct CancelHandler { let call: @Sendable (any Reporter) -> Void }
 
-    /// Where a run is (see the table above). Cancelling moves a run that has not ended to one of
-    /// the `cancelled` states, which end in `.cancelled` once its `ensure` steps have run.
+    /// Where a run is (see the table above). Cancelling moves a run that has not ended to
+    /// `cancelling`, which becomes `cancelled` as its last hold is released; `end` then runs its
+    /// `ensure` steps.
     @usableFromInline enum State {
         /// Made, not started yet.
         case idle
@@ -3159,6 +3163,9 @@ nonisolated extension Engine.Run {
     /// its plan, the first on top, or puts an operation alone in its slot; then drives it (if it
     /// was cancelled first, the drive stops it before its first step).
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
+        // Once a run has ended it may start again (a combination's lane), never before: the
+        // state cannot tell a run cancelled before its start from one cancelled as it waited.
+        precondition(!driver.pointee.hasCompletion, "a run started again before it ended")
         driver.pointee.hasCompletion = true
         switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
@@ -3195,9 +3202,9 @@ nonisolated extension Engine.Run {
     /// Drives the run on this thread: takes its steps, one after another, entering the chains
     /// that steps return, until the end, an operation that has not resolved yet, a hop, or
     /// cancellation. Runs nest on one thread's stack (a combination's member, a resolver called
-    /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and the bottom
-    /// level drives it once the levels above it have returned. `immediately`: now even deep in
-    /// nested runs, as no level.
+    /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and a level
+    /// below (the bottom one, or one inside a settle) drives it once the levels above it have
+    /// returned. `immediately`: now even deep in nested runs, as no level.
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
@@ -3887,10 +3894,11 @@ nonisolated extension Engine {
 // the same stack; and releasing an operation that holds promises (a combination's members, a
 // shared promise's work) releases them from inside its own release. Nested 10,000 deep, either
 // would overflow the stack. So past `limit` levels of either on a thread, the run or the release
-// waits until the levels below have returned: the bottom level does it before it returns, so what
-// a call started is done when the call returns. (So is the closure of a step that enters the
-// promise it makes, which may keep the promise before it. Another step's closure that captured a
-// promise is still released recursively: see the README's "Nesting is flat".)
+// waits until the levels below have returned: a level below does it before it returns (the bottom
+// one, or one inside a settle), so what a call started is done when the call returns. (So is the
+// closure of a step that enters the promise it makes, which may keep the promise before it.
+// Another step's closure that captured a promise is still released recursively: see the README's
+// "Nesting is flat".)
 
 nonisolated extension Engine {
     /// The levels of runs and of releases on one thread, and what waits for them to unwind.
@@ -3955,9 +3963,9 @@ nonisolated extension Engine {
         /// (the bottom level, and every level inside a settle), how much waited before it.
         typealias Level = (outer: Run?, counts: Bool, mark: Int?)
 
-        /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and the
-        /// bottom level drives it once the levels above it have returned (`nil`). `immediately`:
-        /// now, as no level.
+        /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and a
+        /// level below that resumes what waits inside it (see `Level`) drives it once the levels
+        /// above it have returned (`nil`). `immediately`: now, as no level.
         @inline(never) func enterRun(_ run: Run, immediately: Bool) -> Level? {
             if !immediately {
                 guard levels.runs < Nesting.limit else {
@@ -3971,8 +3979,9 @@ nonisolated extension Engine {
             return (driven, !immediately, resumes ? waiting.count : nil)
         }
 
-        /// Leaves a level of runs: the bottom level resumes the runs that waited for room, and a
-        /// level inside a settle the runs that settles inside it made wait (`settling`).
+        /// Leaves a level of runs: the bottom level, and every level inside a settle, resumes what
+        /// waited inside it: runs that waited for room, and those that settles made wait
+        /// (`settling`).
         @inline(never) func leaveRun(_ level: Level) {
             driven = level.outer
             guard level.counts else { return }
@@ -4028,7 +4037,7 @@ nonisolated extension Engine {
         }
 
         /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
-        /// for the bottom level: then after them, as one may be the work the alarm races, which
+        /// for a level below: then after them, as one may be the work the alarm races, which
         /// would have settled at once had it run nested (see `setAlarm`).
         static func afterWaiting(_ fire: @escaping () -> Void) {
             withCurrent { nesting in

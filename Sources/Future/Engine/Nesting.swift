@@ -19,10 +19,11 @@ import Dispatch
 // the same stack; and releasing an operation that holds promises (a combination's members, a
 // shared promise's work) releases them from inside its own release. Nested 10,000 deep, either
 // would overflow the stack. So past `limit` levels of either on a thread, the run or the release
-// waits until the levels below have returned: the bottom level does it before it returns, so what
-// a call started is done when the call returns. (So is the closure of a step that enters the
-// promise it makes, which may keep the promise before it. Another step's closure that captured a
-// promise is still released recursively: see the README's "Nesting is flat".)
+// waits until the levels below have returned: a level below does it before it returns (the bottom
+// one, or one inside a settle), so what a call started is done when the call returns. (So is the
+// closure of a step that enters the promise it makes, which may keep the promise before it.
+// Another step's closure that captured a promise is still released recursively: see the README's
+// "Nesting is flat".)
 
 nonisolated extension Engine {
     /// The levels of runs and of releases on one thread, and what waits for them to unwind.
@@ -87,9 +88,9 @@ nonisolated extension Engine {
         /// (the bottom level, and every level inside a settle), how much waited before it.
         typealias Level = (outer: Run?, counts: Bool, mark: Int?)
 
-        /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and the
-        /// bottom level drives it once the levels above it have returned (`nil`). `immediately`:
-        /// now, as no level.
+        /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and a
+        /// level below that resumes what waits inside it (see `Level`) drives it once the levels
+        /// above it have returned (`nil`). `immediately`: now, as no level.
         @inline(never) func enterRun(_ run: Run, immediately: Bool) -> Level? {
             if !immediately {
                 guard levels.runs < Nesting.limit else {
@@ -103,8 +104,9 @@ nonisolated extension Engine {
             return (driven, !immediately, resumes ? waiting.count : nil)
         }
 
-        /// Leaves a level of runs: the bottom level resumes the runs that waited for room, and a
-        /// level inside a settle the runs that settles inside it made wait (`settling`).
+        /// Leaves a level of runs: the bottom level, and every level inside a settle, resumes what
+        /// waited inside it: runs that waited for room, and those that settles made wait
+        /// (`settling`).
         @inline(never) func leaveRun(_ level: Level) {
             driven = level.outer
             guard level.counts else { return }
@@ -160,7 +162,7 @@ nonisolated extension Engine {
         }
 
         /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
-        /// for the bottom level: then after them, as one may be the work the alarm races, which
+        /// for a level below: then after them, as one may be the work the alarm races, which
         /// would have settled at once had it run nested (see `setAlarm`).
         static func afterWaiting(_ fire: @escaping () -> Void) {
             withCurrent { nesting in

@@ -49,12 +49,15 @@
 //   awaitingQueue           the queue arrives      driving(its thread)       drive
 //   driving(t)              the last step ran      ended(false)              complete
 //   idle                    cancel                 cancelling(-,2,-)         release
-//   driving(t)              cancel                 cancelling(t,2,-)         release
+//   driving(t)              cancel                 cancelling(t,2,-)         release (from t:
+//                                                                            and stop next)
 //   calling(t,c,hs)         cancel                 cancelling(t,2,c)         hs, release
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
 //   awaitingQueue           cancel                 cancelling(-,1,-)         release
 //   ended(false)            cancel                 ended(true)               -
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
+//   cancelling(t,h,c)       the operation returns  unchanged                 stop (if c),
+//                                                                            else go on
 //   cancelling(…,c)         c's onCancel           unchanged                 call it
 //   cancelled(c)            c's onCancel           unchanged                 call it
 //   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -
@@ -205,8 +208,9 @@ nonisolated extension Engine {
     @usableFromInline typealias CancelHandlers = [CancelHandler]
     @usableFromInline struct CancelHandler { let call: @Sendable (any Reporter) -> Void }
 
-    /// Where a run is (see the table above). Cancelling moves a run that has not ended to one of
-    /// the `cancelled` states, which end in `.cancelled` once its `ensure` steps have run.
+    /// Where a run is (see the table above). Cancelling moves a run that has not ended to
+    /// `cancelling`, which becomes `cancelled` as its last hold is released; `end` then runs its
+    /// `ensure` steps.
     @usableFromInline enum State {
         /// Made, not started yet.
         case idle
@@ -401,6 +405,9 @@ nonisolated extension Engine.Run {
     /// its plan, the first on top, or puts an operation alone in its slot; then drives it (if it
     /// was cancelled first, the drive stops it before its first step).
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
+        // Once a run has ended it may start again (a combination's lane), never before: the
+        // state cannot tell a run cancelled before its start from one cancelled as it waited.
+        precondition(!driver.pointee.hasCompletion, "a run started again before it ended")
         driver.pointee.hasCompletion = true
         switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
@@ -437,9 +444,9 @@ nonisolated extension Engine.Run {
     /// Drives the run on this thread: takes its steps, one after another, entering the chains
     /// that steps return, until the end, an operation that has not resolved yet, a hop, or
     /// cancellation. Runs nest on one thread's stack (a combination's member, a resolver called
-    /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and the bottom
-    /// level drives it once the levels above it have returned. `immediately`: now even deep in
-    /// nested runs, as no level.
+    /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and a level
+    /// below (the bottom one, or one inside a settle) drives it once the levels above it have
+    /// returned. `immediately`: now even deep in nested runs, as no level.
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
