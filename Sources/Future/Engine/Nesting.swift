@@ -59,6 +59,7 @@ nonisolated extension Engine {
             case handlers(() -> Void, then: (() -> Void)?)
             case afterwards(() -> Void)
         }
+        /// What releases past `limit` kept, for the bottom level of releases to let go of.
         private var held: [Any] = []
         /// The run this thread drives, the innermost (see `Run.cancel(call:)`).
         private var driven: Run?
