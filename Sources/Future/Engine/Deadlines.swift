@@ -12,15 +12,15 @@ nonisolated extension Engine {
     final class Deadline: @unchecked Sendable {
         let time: DispatchTime
         let queue: DispatchQueue
-        /// What it calls, until it fires or is disarmed, and its place in the heap, or -1 once
-        /// it fired or was disarmed. Guarded by the heap's lock.
-        fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int)
+        /// What it calls, until it fires or is disarmed, and its place in the heap while it is
+        /// armed. Guarded by the heap's lock.
+        fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int?)
 
         init(_ time: DispatchTime, on queue: DispatchQueue, _ fire: @escaping @Sendable () -> Void)
         {
             self.time = time
             self.queue = queue
-            guarded = (fire, -1)
+            guarded = (fire, nil)
         }
     }
 
@@ -69,11 +69,7 @@ nonisolated extension Engine {
         /// Disarms `deadline`, if it has not fired, and lets go of its closure: outside the lock,
         /// as it may keep the last reference to a run.
         func disarm(_ deadline: Deadline) {
-            let fire = lock.withLock { () -> (@Sendable () -> Void)? in
-                guard deadline.guarded.index >= 0 else { return nil }
-                remove(at: deadline.guarded.index)
-                return deadline.guarded.fire.take()
-            }
+            let fire = lock.withLock { deadline.guarded.index.flatMap { remove(at: $0) } }
             _ = consume fire
         }
 
@@ -85,8 +81,7 @@ nonisolated extension Engine {
             lock.withLock {
                 let now = DispatchTime.now()
                 while let first = guarded.heap.first, first.time <= now {
-                    remove(at: 0)
-                    passed.append((first.queue, first.guarded.fire.take()))
+                    passed.append((first.queue, remove(at: 0)))
                 }
                 schedule(guarded.heap.first?.time)
             }
@@ -99,12 +94,14 @@ nonisolated extension Engine {
             time.map { source.schedule(deadline: $0, leeway: .nanoseconds(0)) }
         }
 
-        /// The last deadline takes the place of the one removed, then moves up or down to where
-        /// its time puts it.
-        private func remove(at index: Int) {
+        /// Takes the deadline at `index` out, and returns its closure: the last deadline takes its
+        /// place, then moves up or down to where its time puts it.
+        private func remove(at index: Int) -> (@Sendable () -> Void)? {
             swapAt(index, guarded.heap.count - 1)
-            guarded.heap.removeLast().guarded.index = -1
+            let removed = guarded.heap.removeLast()
             if index < guarded.heap.count { siftDown(siftUp(index)) }
+            removed.guarded.index = nil
+            return removed.guarded.fire.take()
         }
 
         /// Moves the deadline at `index` up while it is earlier than its parent; returns where it

@@ -2,8 +2,6 @@
 // levels that `Run.drive` enters and leaves, and those of a release. Builds on Run.swift, whose
 // runs wait here for room (`Run.drive`).
 
-import Dispatch
-
 #if canImport(Darwin)
     import Darwin
 #elseif canImport(Glibc)
@@ -51,7 +49,8 @@ nonisolated extension Engine {
         private var isSettling = false
         /// What waits for a level to return: runs to resume, and alarms due behind them.
         private var waiting: [() -> Void] = []
-        /// What a cancel under way on this thread set off, to do before it returns.
+        /// What a cancel under way on this thread set off, to do before it returns: there as a
+        /// part's handlers run, `nil` as what comes afterwards runs (see `cancelling`).
         private var cancels: [Cancelling]?
 
         /// A part of cancelling: calling handlers, then, once what they cancelled has ended too,
@@ -60,6 +59,7 @@ nonisolated extension Engine {
             case handlers(() -> Void, then: (() -> Void)?)
             case afterwards(() -> Void)
         }
+        /// What releases past `limit` kept, for the bottom level of releases to let go of.
         private var held: [Any] = []
         /// The run this thread drives, the innermost (see `Run.cancel(call:)`).
         private var driven: Run?
@@ -151,13 +151,10 @@ nonisolated extension Engine {
                         nesting.cancels = []
                         call()
                         afterwards.map { ahead.append(.afterwards($0)) }
-                        ahead += nesting.cancels!.reversed()
-                    case .afterwards(let body):
-                        nesting.cancels = nil
-                        body()
+                        ahead += nesting.cancels.take()!.reversed()
+                    case .afterwards(let body): body()
                     }
                 }
-                nesting.cancels = nil
             }
         }
 

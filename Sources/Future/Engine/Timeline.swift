@@ -90,18 +90,16 @@ nonisolated extension ManualClock {
             lock.withLock { timers.removeValue(forKey: timer)?.fire }
         }
 
-        /// Fires the earliest timer due by `deadline` (any timer if `nil`) and says whether there
-        /// was one; when there is none, time moves to `deadline`.
+        /// Fires the earliest timer due by `deadline` (any timer if `nil`), the first set of those
+        /// due together, and says whether there was one. Time moves to the timer's deadline, or,
+        /// when there is none, to `deadline`.
         func fireNext(until deadline: Instant?) -> Bool {
             let due = lock.withLock { () -> Timer? in
-                let next = timers.min { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
-                guard let next, deadline.map({ next.value.deadline <= $0 }) ?? true else {
-                    instant = max(instant, deadline ?? instant)
-                    return nil
-                }
-                timers[next.key] = nil
-                instant = max(instant, next.value.deadline)
-                return next.value
+                // (With no `deadline`, every timer is due.)
+                let next = timers.lazy.filter { $0.value.deadline <= deadline ?? $0.value.deadline }
+                    .min { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
+                instant = max(instant, next?.value.deadline ?? deadline ?? instant)
+                return next.flatMap { timers.removeValue(forKey: $0.key) }
             }
             due?.fire()
             return due != nil
