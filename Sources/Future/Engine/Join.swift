@@ -218,8 +218,8 @@ nonisolated extension Engine {
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
-        /// caller has claimed the loop (`open`'s `launching`), so that one thread at a time runs
-        /// it.
+        /// caller has claimed the loop (`State.open`'s `launching`), so that one thread at a time
+        /// runs it.
         @inlinable func launch() {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
