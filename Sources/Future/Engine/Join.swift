@@ -3,21 +3,22 @@
 // a run for each other member (inside the combination's run, for its ties); it asks its policy
 // what to do each time a member ends, and settles the combination's resolver with the policy's
 // verdict. The transitions of its `state` (p: an open combination's progress, with r, its
-// resolver; l: whether a thread runs the launch loop; o: an outcome; "runs going": members in runs
-// of their own that have not ended), each in one lock section, then what is done outside the lock
-// (a combination of no members makes no join: its policy's verdict ends its run at once):
+// resolver; l: whether a thread runs the launch loop; o: an outcome; n: "runs going", members in
+// runs of their own that have not ended), each in one lock section, then what is done outside the
+// lock (a combination of no members makes no join: its policy's verdict ends its run at once):
 //
 //   state           event                                        new state        then
-//   open(p, true)   open                                         open(p, true)    launch
+//   open(p, true)   made (`init`)                                open(p, true)    launch
 //   open(p, l)      launch: room, and a member not started       open(p, l)       start it
 //   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
 //   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
 //   open(p, l)      a member ends; verdict settle(o) or cancel   closed           cancel members,
 //                                                                                 then r(o) or
 //                                                                                 cancel r
-//   holding         the last member run ends                     closed           release run
-//   any             its run is cancelled, runs going, and the
-//                   run's end held (see `Run.hold()`)            holding          cancel members
+//   holding(n)      a member run ends, n > 1                     holding(n - 1)   -
+//   holding(1)      a member run ends                            closed           release run
+//   open, closed    its run is cancelled, n > 0 runs going, and
+//                   the run's end held (see `Run.hold()`)        holding(n)       cancel members
 //   open(p, l)      its run is cancelled, else                   closed           cancel members,
 //                                                                                 release a hold
 //   other           the same                                     unchanged        the same
@@ -25,7 +26,10 @@
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
-// was open, to start the members never started that ignore cancel. Beside the state, in every
+// was open, to start the members never started that ignore cancel. Its run's cancel goes in this
+// order, one part after another (see `Nesting.cancelling`): the run's handler (`runCancelled`);
+// each member run's handlers and end; the called members' handlers, in input order; the members
+// that ignore cancel start; the run ends, once nothing holds it. Beside the state, in every
 // state: how each member runs (`running`), which the members' resolvers read and change: a called
 // member keeps the cancel handlers its resolver sets until it is cancelled; after that, it calls
 // them at once, and stays cancelled whatever its resolver reports.
@@ -80,8 +84,8 @@ nonisolated extension Engine {
 
     /// A promise whose every run runs `members` anew, at most `width` at once, and asks `decide`
     /// what to do each time one ends, or at once if there are none: the one mechanism behind
-    /// every combinator. (A chain's first stage, not an operation alone, so that releasing
-    /// combinations nested in combinations stays flat: see `Source`.)
+    /// every combinator. Its operation is a chain's first stage (`Source`), not an operation
+    /// alone as a user's is, so that releasing combinations nested in combinations stays flat.
     @inlinable static func join<Member, Failure, Output, OutFailure>(
         _ members: [Promise<Member, Failure>], _ width: Int = .max,
         _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
@@ -89,7 +93,7 @@ nonisolated extension Engine {
         let operation = Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Output, OutFailure>) in
             guard !members.isEmpty else { return decide(Tally(0), .noMembers).end(resolver) }
-            Join(members, width, resolver, decide).open(resolver)
+            Join(members, width, resolver, decide).launch()
         }
         return Promise(last: Source<Output, OutFailure>(operation))
     }
@@ -138,9 +142,9 @@ nonisolated extension Engine {
             /// Members start and report; with `launching`, a thread runs the launch loop (at
             /// first, the one that starts the run).
             case open(Progress, launching: Bool)
-            /// Its run was cancelled, and the run's end (`outer`'s) waits for the member runs to
-            /// stop.
-            case holding
+            /// Its run was cancelled, and the run's end (`outer`'s) waits for these member runs
+            /// to stop (a count: every member run still going as the cancel came).
+            case holding(runs: Int)
             /// It settled, or was cancelled.
             case closed
         }
@@ -162,11 +166,6 @@ nonisolated extension Engine {
                 self.resolver = resolver
                 self.members = members
                 tally = Tally(members.count)
-            }
-
-            /// The work of the members never started that ignore cancel.
-            @inlinable var ignoringCancel: [@Sendable (Run) -> Void] {
-                members.dropFirst(tally.started).compactMap { $0.chain?.ignoredWork }
             }
         }
 
@@ -193,6 +192,8 @@ nonisolated extension Engine {
             runs: [Run], handlers: [@Sendable (any Reporter) -> Void], closed: Progress?
         )
 
+        /// Opens the combination, which its run's cancel reaches from then on; `launch` starts
+        /// its members.
         @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
             _ resolver: Resolver<Output, OutFailure>,
@@ -209,24 +210,16 @@ nonisolated extension Engine {
                 join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
             }
             cancelled = { join, index in join.memberEnded(index, nil) }
+            // Last, with every field set: a cancel of its run may come at once.
+            resolver.onCancel { [self] _ in runCancelled() }
         }
 
         deinit { lock.free() }
 
-        @inlinable var isRunningAMember: Bool {
-            guarded.running.contains { if case .run? = $0 { true } else { false } }
-        }
-
-        /// Opens the combination: starts its members.
-        @inlinable func open(_ resolver: Resolver<Output, OutFailure>) {
-            resolver.onCancel { [self] _ in runCancelled() }
-            launch()
-        }
-
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
-        /// caller has claimed the loop (`open`'s `launching`), so that one thread at a time runs
-        /// it.
+        /// caller has claimed the loop (`State.open`'s `launching`), so that one thread at a time
+        /// runs it.
         @inlinable func launch() {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
@@ -268,7 +261,8 @@ nonisolated extension Engine {
                     run.start(member, ended)
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
-                    // of as the operation returns: unresolved, it ends its member at once.
+                    // of as the operation returns: unresolved, it ends its member at once. Its
+                    // release after it resolved reports a cancel too, which `memberEnded` ignores.
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 }
             }
@@ -291,10 +285,10 @@ nonisolated extension Engine {
                 }
                 guarded.running[index] = nil
                 switch guarded.state {
-                case .holding where !isRunningAMember:
-                    guarded.state = .closed
-                    return .releases
-                case .closed, .holding: return .nothing
+                case .closed: return .nothing
+                case .holding(let runs):  // the last of them releases the hold
+                    guarded.state = runs > 1 ? .holding(runs: runs - 1) : .closed
+                    return runs > 1 ? .nothing : .releases
                 case .open(let progress, let launching):
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
@@ -332,14 +326,15 @@ nonisolated extension Engine {
             // is going: else it is given back at once.
             let held = outer.hold()
             // It comes once, to a combination open or closed (never `holding`, which it sets).
-            let (members, keepsHold) = lock.withLock { () -> (Cancels, Bool) in
-                let keepsHold = held && isRunningAMember
+            let members = lock.withLock { () -> Cancels in
                 var open: Progress?
                 if case .open(let progress, _) = guarded.state { open = progress }
-                guarded.state = keepsHold ? .holding : .closed
-                return (takeCancels(open), keepsHold)  // the progress goes after the lock
+                let members = takeCancels(open)
+                let runs = members.runs.count
+                guarded.state = held && runs > 0 ? .holding(runs: runs) : .closed
+                return members  // the progress goes after the lock
             }
-            if held && !keepsHold { outer.release() }  // no member run to wait for
+            if held && members.runs.isEmpty { outer.release() }  // no member run to wait for
             cancelMembers(members)
         }
 
@@ -362,7 +357,9 @@ nonisolated extension Engine {
         /// and starts the members never started that ignore cancel.
         @inlinable func cancelMembers(_ members: Cancels) {
             for run in members.runs { _ = run.cancel(call: nil) }
-            let ignored = members.closed?.ignoringCancel ?? []
+            // The work of the members never started that ignore cancel.
+            let unstarted = members.closed.map { $0.members.dropFirst($0.tally.started) } ?? []
+            let ignored = unstarted.compactMap { $0.chain?.ignoredWork }
             guard !members.handlers.isEmpty || !ignored.isEmpty else { return }
             // After the runs' cancels, which a cancel under way on this thread does later.
             Nesting.cancelling(

@@ -189,12 +189,6 @@ nonisolated extension Engine {
             }
         }
 
-        private static func resume(
-            _ waiter: Resolver<Value, Failure>, with outcome: Swift.Result<Value, Failure>?
-        ) {
-            if let outcome { waiter(outcome) } else { waiter.cancel() }
-        }
-
         private func perform(_ action: Action) {
             switch action {
             case .wait(let resolver, let number, let start):
@@ -205,10 +199,11 @@ nonisolated extension Engine {
                 resolver.onCancel { [self] _ in leave(number) }
                 guard let (work, run) = start else { return }
                 run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
-            case .resume(let waiter, let outcome): Self.resume(waiter, with: outcome)
+            case .resume(let waiter, let outcome):
+                if let outcome { waiter(outcome) } else { waiter.cancel() }
             case .settle(let waiters, let outcome):
                 // In the order they came, as nested calls would order them, on a flat stack.
-                Nesting.settling(waiters) { Self.resume($0, with: outcome) }
+                Nesting.settling(waiters) { if let outcome { $0(outcome) } else { $0.cancel() } }
             case .cancelWork(let run): _ = run.cancel(call: nil)
             }
         }

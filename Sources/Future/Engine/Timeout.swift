@@ -8,17 +8,17 @@
 // work's run's lock, which the run never holds as it calls out to the timeout), then does
 // what the state it left says. The transitions (r: the timeout's resolver; a: what cancels the
 // alarm, `nil` until it is set; a?: set or not, for a deadline already past rings as it is set,
-// and work may end before; e: the timeout's error, kept as the call r(failure(e)); "the run": the
-// one the timeout is part of):
+// and work may end before; f: the call r(failure(e)), e the timeout's error; "the run": the one
+// the timeout is part of):
 //
 //   state           event                                  new state      then
 //   going(r, nil)   the work's start returns (`waits`)     unchanged      set the alarm
 //   going(r, nil)   the alarm is set, a (`armed`)          going(r, a)    -
 //   any other       the alarm is set, a                    unchanged      cancel the alarm
-//   going(r, a?)    the alarm rings (`rang`)               ringing(r, e)  cancel the work
+//   going(r, a?)    the alarm rings (`rang`)               ringing(f)     cancel the work
 //   going(r, a?)    the work ends, with an outcome or      ended          cancel a if set, then
 //                   cancelled (`complete`)                                r(outcome) or cancel r
-//   ringing(r, e)   the work ends                          ended          r(failure(e))
+//   ringing(f)      the work ends                          ended          f: r(failure(e))
 //   holding(run)    the work ends                          ended          release the run
 //   going, ringing  the run is cancelled, its end held     holding(run)   cancel the alarm and
 //                   (`runCancelled`; see `Run.hold()`)                    the work
@@ -83,8 +83,9 @@ nonisolated extension Engine {
             work.start(promise, self)
         }
 
-        /// Moves, under the lock, to the state that `next` returns for the state now, or stays
-        /// with `nil`. Returns the state left (`nil` if it stayed), let go of after the lock.
+        /// Moves, under the work's run's lock (a timeout has none of its own: see `work`), to the
+        /// state that `next` returns for the state now, or stays with `nil`. Returns the state
+        /// left (`nil` if it stayed), let go of after the lock.
         @inlinable func move(_ next: (State) -> State?) -> State? {
             work.locked { _ in
                 guard let moved = next(state) else { return nil }
