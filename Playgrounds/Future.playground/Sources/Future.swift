@@ -3752,15 +3752,15 @@ nonisolated extension Engine {
     final class Deadline: @unchecked Sendable {
         let time: DispatchTime
         let queue: DispatchQueue
-        /// What it calls, until it fires or is disarmed, and its place in the heap, or -1 once
-        /// it fired or was disarmed. Guarded by the heap's lock.
-        fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int)
+        /// What it calls, until it fires or is disarmed, and its place in the heap while it is
+        /// armed. Guarded by the heap's lock.
+        fileprivate var guarded: (fire: (@Sendable () -> Void)?, index: Int?)
 
         init(_ time: DispatchTime, on queue: DispatchQueue, _ fire: @escaping @Sendable () -> Void)
         {
             self.time = time
             self.queue = queue
-            guarded = (fire, -1)
+            guarded = (fire, nil)
         }
     }
 
@@ -3809,11 +3809,7 @@ nonisolated extension Engine {
         /// Disarms `deadline`, if it has not fired, and lets go of its closure: outside the lock,
         /// as it may keep the last reference to a run.
         func disarm(_ deadline: Deadline) {
-            let fire = lock.withLock { () -> (@Sendable () -> Void)? in
-                guard deadline.guarded.index >= 0 else { return nil }
-                remove(at: deadline.guarded.index)
-                return deadline.guarded.fire.take()
-            }
+            let fire = lock.withLock { deadline.guarded.index.flatMap { remove(at: $0) } }
             _ = consume fire
         }
 
@@ -3825,8 +3821,7 @@ nonisolated extension Engine {
             lock.withLock {
                 let now = DispatchTime.now()
                 while let first = guarded.heap.first, first.time <= now {
-                    remove(at: 0)
-                    passed.append((first.queue, first.guarded.fire.take()))
+                    passed.append((first.queue, remove(at: 0)))
                 }
                 schedule(guarded.heap.first?.time)
             }
@@ -3839,12 +3834,14 @@ nonisolated extension Engine {
             time.map { source.schedule(deadline: $0, leeway: .nanoseconds(0)) }
         }
 
-        /// The last deadline takes the place of the one removed, then moves up or down to where
-        /// its time puts it.
-        private func remove(at index: Int) {
+        /// Takes the deadline at `index` out, and returns its closure: the last deadline takes its
+        /// place, then moves up or down to where its time puts it.
+        private func remove(at index: Int) -> (@Sendable () -> Void)? {
             swapAt(index, guarded.heap.count - 1)
-            guarded.heap.removeLast().guarded.index = -1
+            let removed = guarded.heap.removeLast()
             if index < guarded.heap.count { siftDown(siftUp(index)) }
+            removed.guarded.index = nil
+            return removed.guarded.fire.take()
         }
 
         /// Moves the deadline at `index` up while it is earlier than its parent; returns where it
@@ -3926,7 +3923,8 @@ nonisolated extension Engine {
         private var isSettling = false
         /// What waits for a level to return: runs to resume, and alarms due behind them.
         private var waiting: [() -> Void] = []
-        /// What a cancel under way on this thread set off, to do before it returns.
+        /// What a cancel under way on this thread set off, to do before it returns: there as a
+        /// part's handlers run, `nil` as what comes afterwards runs (see `cancelling`).
         private var cancels: [Cancelling]?
 
         /// A part of cancelling: calling handlers, then, once what they cancelled has ended too,
@@ -3935,6 +3933,7 @@ nonisolated extension Engine {
             case handlers(() -> Void, then: (() -> Void)?)
             case afterwards(() -> Void)
         }
+        /// What releases past `limit` kept, for the bottom level of releases to let go of.
         private var held: [Any] = []
         /// The run this thread drives, the innermost (see `Run.cancel(call:)`).
         private var driven: Run?
@@ -4026,13 +4025,10 @@ nonisolated extension Engine {
                         nesting.cancels = []
                         call()
                         afterwards.map { ahead.append(.afterwards($0)) }
-                        ahead += nesting.cancels!.reversed()
-                    case .afterwards(let body):
-                        nesting.cancels = nil
-                        body()
+                        ahead += nesting.cancels.take()!.reversed()
+                    case .afterwards(let body): body()
                     }
                 }
-                nesting.cancels = nil
             }
         }
 
@@ -4116,21 +4112,22 @@ nonisolated extension Engine {
 // a run for each other member (inside the combination's run, for its ties); it asks its policy
 // what to do each time a member ends, and settles the combination's resolver with the policy's
 // verdict. The transitions of its `state` (p: an open combination's progress, with r, its
-// resolver; l: whether a thread runs the launch loop; o: an outcome; "runs going": members in runs
-// of their own that have not ended), each in one lock section, then what is done outside the lock
-// (a combination of no members makes no join: its policy's verdict ends its run at once):
+// resolver; l: whether a thread runs the launch loop; o: an outcome; n: "runs going", members in
+// runs of their own that have not ended), each in one lock section, then what is done outside the
+// lock (a combination of no members makes no join: its policy's verdict ends its run at once):
 //
 //   state           event                                        new state        then
-//   open(p, true)   open                                         open(p, true)    launch
+//   open(p, true)   made (`init`)                                open(p, true)    launch
 //   open(p, l)      launch: room, and a member not started       open(p, l)       start it
 //   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
 //   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
 //   open(p, l)      a member ends; verdict settle(o) or cancel   closed           cancel members,
 //                                                                                 then r(o) or
 //                                                                                 cancel r
-//   holding         the last member run ends                     closed           release run
-//   any             its run is cancelled, runs going, and the
-//                   run's end held (see `Run.hold()`)            holding          cancel members
+//   holding(n)      a member run ends, n > 1                     holding(n - 1)   -
+//   holding(1)      a member run ends                            closed           release run
+//   open, closed    its run is cancelled, n > 0 runs going, and
+//                   the run's end held (see `Run.hold()`)        holding(n)       cancel members
 //   open(p, l)      its run is cancelled, else                   closed           cancel members,
 //                                                                                 release a hold
 //   other           the same                                     unchanged        the same
@@ -4138,7 +4135,10 @@ nonisolated extension Engine {
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
-// was open, to start the members never started that ignore cancel. Beside the state, in every
+// was open, to start the members never started that ignore cancel. Its run's cancel goes in this
+// order, one part after another (see `Nesting.cancelling`): the run's handler (`runCancelled`);
+// each member run's handlers and end; the called members' handlers, in input order; the members
+// that ignore cancel start; the run ends, once nothing holds it. Beside the state, in every
 // state: how each member runs (`running`), which the members' resolvers read and change: a called
 // member keeps the cancel handlers its resolver sets until it is cancelled; after that, it calls
 // them at once, and stays cancelled whatever its resolver reports.
@@ -4193,8 +4193,8 @@ nonisolated extension Engine {
 
     /// A promise whose every run runs `members` anew, at most `width` at once, and asks `decide`
     /// what to do each time one ends, or at once if there are none: the one mechanism behind
-    /// every combinator. (A chain's first stage, not an operation alone, so that releasing
-    /// combinations nested in combinations stays flat: see `Source`.)
+    /// every combinator. Its operation is a chain's first stage (`Source`), not an operation
+    /// alone as a user's is, so that releasing combinations nested in combinations stays flat.
     @inlinable static func join<Member, Failure, Output, OutFailure>(
         _ members: [Promise<Member, Failure>], _ width: Int = .max,
         _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
@@ -4202,7 +4202,7 @@ nonisolated extension Engine {
         let operation = Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Output, OutFailure>) in
             guard !members.isEmpty else { return decide(Tally(0), .noMembers).end(resolver) }
-            Join(members, width, resolver, decide).open(resolver)
+            Join(members, width, resolver, decide).launch()
         }
         return Promise(last: Source<Output, OutFailure>(operation))
     }
@@ -4251,9 +4251,9 @@ nonisolated extension Engine {
             /// Members start and report; with `launching`, a thread runs the launch loop (at
             /// first, the one that starts the run).
             case open(Progress, launching: Bool)
-            /// Its run was cancelled, and the run's end (`outer`'s) waits for the member runs to
-            /// stop.
-            case holding
+            /// Its run was cancelled, and the run's end (`outer`'s) waits for these member runs
+            /// to stop (a count: every member run still going as the cancel came).
+            case holding(runs: Int)
             /// It settled, or was cancelled.
             case closed
         }
@@ -4275,11 +4275,6 @@ nonisolated extension Engine {
                 self.resolver = resolver
                 self.members = members
                 tally = Tally(members.count)
-            }
-
-            /// The work of the members never started that ignore cancel.
-            @inlinable var ignoringCancel: [@Sendable (Run) -> Void] {
-                members.dropFirst(tally.started).compactMap { $0.chain?.ignoredWork }
             }
         }
 
@@ -4306,6 +4301,8 @@ nonisolated extension Engine {
             runs: [Run], handlers: [@Sendable (any Reporter) -> Void], closed: Progress?
         )
 
+        /// Opens the combination, which its run's cancel reaches from then on; `launch` starts
+        /// its members.
         @inlinable init(
             _ members: [Promise<Member, Failure>], _ width: Int,
             _ resolver: Resolver<Output, OutFailure>,
@@ -4322,24 +4319,16 @@ nonisolated extension Engine {
                 join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
             }
             cancelled = { join, index in join.memberEnded(index, nil) }
+            // Last, with every field set: a cancel of its run may come at once.
+            resolver.onCancel { [self] _ in runCancelled() }
         }
 
         deinit { lock.free() }
 
-        @inlinable var isRunningAMember: Bool {
-            guarded.running.contains { if case .run? = $0 { true } else { false } }
-        }
-
-        /// Opens the combination: starts its members.
-        @inlinable func open(_ resolver: Resolver<Output, OutFailure>) {
-            resolver.onCancel { [self] _ in runCancelled() }
-            launch()
-        }
-
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
-        /// caller has claimed the loop (`open`'s `launching`), so that one thread at a time runs
-        /// it.
+        /// caller has claimed the loop (`State.open`'s `launching`), so that one thread at a time
+        /// runs it.
         @inlinable func launch() {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
@@ -4381,7 +4370,8 @@ nonisolated extension Engine {
                     run.start(member, ended)
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
-                    // of as the operation returns: unresolved, it ends its member at once.
+                    // of as the operation returns: unresolved, it ends its member at once. Its
+                    // release after it resolved reports a cancel too, which `memberEnded` ignores.
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 }
             }
@@ -4404,10 +4394,10 @@ nonisolated extension Engine {
                 }
                 guarded.running[index] = nil
                 switch guarded.state {
-                case .holding where !isRunningAMember:
-                    guarded.state = .closed
-                    return .releases
-                case .closed, .holding: return .nothing
+                case .closed: return .nothing
+                case .holding(let runs):  // the last of them releases the hold
+                    guarded.state = runs > 1 ? .holding(runs: runs - 1) : .closed
+                    return runs > 1 ? .nothing : .releases
                 case .open(let progress, let launching):
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
@@ -4445,14 +4435,15 @@ nonisolated extension Engine {
             // is going: else it is given back at once.
             let held = outer.hold()
             // It comes once, to a combination open or closed (never `holding`, which it sets).
-            let (members, keepsHold) = lock.withLock { () -> (Cancels, Bool) in
-                let keepsHold = held && isRunningAMember
+            let members = lock.withLock { () -> Cancels in
                 var open: Progress?
                 if case .open(let progress, _) = guarded.state { open = progress }
-                guarded.state = keepsHold ? .holding : .closed
-                return (takeCancels(open), keepsHold)  // the progress goes after the lock
+                let members = takeCancels(open)
+                let runs = members.runs.count
+                guarded.state = held && runs > 0 ? .holding(runs: runs) : .closed
+                return members  // the progress goes after the lock
             }
-            if held && !keepsHold { outer.release() }  // no member run to wait for
+            if held && members.runs.isEmpty { outer.release() }  // no member run to wait for
             cancelMembers(members)
         }
 
@@ -4475,7 +4466,9 @@ nonisolated extension Engine {
         /// and starts the members never started that ignore cancel.
         @inlinable func cancelMembers(_ members: Cancels) {
             for run in members.runs { _ = run.cancel(call: nil) }
-            let ignored = members.closed?.ignoringCancel ?? []
+            // The work of the members never started that ignore cancel.
+            let unstarted = members.closed.map { $0.members.dropFirst($0.tally.started) } ?? []
+            let ignored = unstarted.compactMap { $0.chain?.ignoredWork }
             guard !members.handlers.isEmpty || !ignored.isEmpty else { return }
             // After the runs' cancels, which a cancel under way on this thread does later.
             Nesting.cancelling(
@@ -4528,17 +4521,17 @@ nonisolated extension Engine {
 // work's run's lock, which the run never holds as it calls out to the timeout), then does
 // what the state it left says. The transitions (r: the timeout's resolver; a: what cancels the
 // alarm, `nil` until it is set; a?: set or not, for a deadline already past rings as it is set,
-// and work may end before; e: the timeout's error, kept as the call r(failure(e)); "the run": the
-// one the timeout is part of):
+// and work may end before; f: the call r(failure(e)), e the timeout's error; "the run": the one
+// the timeout is part of):
 //
 //   state           event                                  new state      then
 //   going(r, nil)   the work's start returns (`waits`)     unchanged      set the alarm
 //   going(r, nil)   the alarm is set, a (`armed`)          going(r, a)    -
 //   any other       the alarm is set, a                    unchanged      cancel the alarm
-//   going(r, a?)    the alarm rings (`rang`)               ringing(r, e)  cancel the work
+//   going(r, a?)    the alarm rings (`rang`)               ringing(f)     cancel the work
 //   going(r, a?)    the work ends, with an outcome or      ended          cancel a if set, then
 //                   cancelled (`complete`)                                r(outcome) or cancel r
-//   ringing(r, e)   the work ends                          ended          r(failure(e))
+//   ringing(f)      the work ends                          ended          f: r(failure(e))
 //   holding(run)    the work ends                          ended          release the run
 //   going, ringing  the run is cancelled, its end held     holding(run)   cancel the alarm and
 //                   (`runCancelled`; see `Run.hold()`)                    the work
@@ -4603,8 +4596,9 @@ nonisolated extension Engine {
             work.start(promise, self)
         }
 
-        /// Moves, under the lock, to the state that `next` returns for the state now, or stays
-        /// with `nil`. Returns the state left (`nil` if it stayed), let go of after the lock.
+        /// Moves, under the work's run's lock (a timeout has none of its own: see `work`), to the
+        /// state that `next` returns for the state now, or stays with `nil`. Returns the state
+        /// left (`nil` if it stayed), let go of after the lock.
         @inlinable func move(_ next: (State) -> State?) -> State? {
             work.locked { _ in
                 guard let moved = next(state) else { return nil }
@@ -4857,12 +4851,6 @@ nonisolated extension Engine {
             }
         }
 
-        private static func resume(
-            _ waiter: Resolver<Value, Failure>, with outcome: Swift.Result<Value, Failure>?
-        ) {
-            if let outcome { waiter(outcome) } else { waiter.cancel() }
-        }
-
         private func perform(_ action: Action) {
             switch action {
             case .wait(let resolver, let number, let start):
@@ -4873,10 +4861,11 @@ nonisolated extension Engine {
                 resolver.onCancel { [self] _ in leave(number) }
                 guard let (work, run) = start else { return }
                 run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
-            case .resume(let waiter, let outcome): Self.resume(waiter, with: outcome)
+            case .resume(let waiter, let outcome):
+                if let outcome { waiter(outcome) } else { waiter.cancel() }
             case .settle(let waiters, let outcome):
                 // In the order they came, as nested calls would order them, on a flat stack.
-                Nesting.settling(waiters) { Self.resume($0, with: outcome) }
+                Nesting.settling(waiters) { if let outcome { $0(outcome) } else { $0.cancel() } }
             case .cancelWork(let run): _ = run.cancel(call: nil)
             }
         }
@@ -5014,18 +5003,16 @@ nonisolated extension ManualClock {
             lock.withLock { timers.removeValue(forKey: timer)?.fire }
         }
 
-        /// Fires the earliest timer due by `deadline` (any timer if `nil`) and says whether there
-        /// was one; when there is none, time moves to `deadline`.
+        /// Fires the earliest timer due by `deadline` (any timer if `nil`), the first set of those
+        /// due together, and says whether there was one. Time moves to the timer's deadline, or,
+        /// when there is none, to `deadline`.
         func fireNext(until deadline: Instant?) -> Bool {
             let due = lock.withLock { () -> Timer? in
-                let next = timers.min { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
-                guard let next, deadline.map({ next.value.deadline <= $0 }) ?? true else {
-                    instant = max(instant, deadline ?? instant)
-                    return nil
-                }
-                timers[next.key] = nil
-                instant = max(instant, next.value.deadline)
-                return next.value
+                // (With no `deadline`, every timer is due.)
+                let next = timers.lazy.filter { $0.value.deadline <= deadline ?? $0.value.deadline }
+                    .min { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
+                instant = max(instant, next?.value.deadline ?? deadline ?? instant)
+                return next.flatMap { timers.removeValue(forKey: $0.key) }
             }
             due?.fire()
             return due != nil
