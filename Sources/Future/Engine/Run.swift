@@ -158,7 +158,7 @@ nonisolated extension Engine {
         /// Whether the operation being called resolved on the driving thread (see `resolve`),
         /// which `perform` reads as it returns: the run goes on with no lock of its own.
         @usableFromInline var resolvedHere = false
-        /// Whether the tail holds a completion, still to be called or let go of.
+        /// Whether the tail holds a completion, still to be called: from the start to the end.
         @usableFromInline var hasCompletion = false
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
@@ -274,11 +274,12 @@ nonisolated extension Engine {
         /// A run reports its own calls' outcomes.
         @usableFromInline var run: Run { self }
 
+        // A run is let go of only once it ended, if it started: until then what holds it on
+        // (the driving thread, the resolver it waits for, the queue, each hold on its end, a
+        // drive waiting for room) keeps it. So the completion has been called and destroyed.
         deinit {
+            assert(!driver.pointee.hasCompletion, "a run let go of before its end")
             _ = pthread_mutex_destroy(&fields.pointee.mutex)
-            if driver.pointee.hasCompletion {
-                _ = driver.pointee.specialized(self, .dropCompletion)
-            }
             driver.deinitialize(count: 1)
         }
     }
@@ -811,14 +812,12 @@ nonisolated extension Engine.Run {
     /// cancelled.
     private final func end(with outcome: Slot?) {
         let driver = self.driver
-        // What a drive still to come would resume at: the hop of a run cancelled as it waited for
-        // its queue, or an operation alone's call, until the run's first drive takes it.
-        switch driver.pointee.resumesAt.take() {
-        case .operation?: _ = slot.take(Engine.Operation.self)
-        case .hop?:
+        // The hop of a run cancelled as it waited for its queue, which no drive resumes. (An
+        // operation alone's first call is never left: the run's first drive takes it, and holds
+        // the run's end until it returns.)
+        if driver.pointee.resumesAt.take() == .hop {
             driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
             driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
-        case nil: break
         }
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
@@ -944,12 +943,11 @@ nonisolated extension Engine {
 
     /// What a run does with the types of its outcome and its completion: finish (deliver the
     /// outcome in the slot, or with `nil` hear of cancellation), call the operation it starts
-    /// with, destroy an outcome nobody may have any more, or a completion never called.
+    /// with, or destroy an outcome nobody may have any more.
     @usableFromInline enum Specialized {
         case finish(Slot?)
         case performFirst
         case dropOutcome(Slot)
-        case dropCompletion
     }
 
     @usableFromInline typealias SpecializedWork = (Run, Specialized) -> Next
@@ -973,7 +971,6 @@ nonisolated extension Engine {
                 let operation = run.slot.take(Operation.self)
                 return run.perform(operation, Completion.Value.self, Completion.Failure.self)
             case .dropOutcome(let slot): _ = slot.take(Outcome.self)
-            case .dropCompletion: run.completion(Completion.self).deinitialize(count: 1)
             }
             return .proceed
         }
