@@ -127,9 +127,6 @@ nonisolated extension Engine {
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
-
-        /// For a run made apart from another, that run's user (see `Run.user`).
-        var user: Engine.Run? { if case .user(let user) = ties { user } else { nil } }
     }
 
     /// A run's ties to tokens (`own`: for a user's run, the generation of each token its steps
@@ -252,15 +249,6 @@ nonisolated extension Engine {
             default: false
             }
         }
-
-        /// The call that was pending as the run was cancelled, if any: a cancel handler it adds
-        /// late runs at once, and an outcome it gave before the cancel is dropped.
-        var cancelledCall: Int? {
-            switch self {
-            case .cancelling(_, _, let call), .cancelled(let call): call
-            case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: nil
-            }
-        }
     }
     /// One execution of a chain. Its own code is not generic: what depends on the types of its
     /// outcome and its completion, which waits in its tail, is its `specialized` work.
@@ -349,8 +337,8 @@ nonisolated extension Engine.Run {
     @usableFromInline final var user: Run? {
         var top = self
         while true {
-            let (user, outer) = top.locked { ($0.user, $0.outer) }
-            if let user { return user }
+            let (ties, outer) = top.locked { ($0.ties, $0.outer) }
+            if case .user(let user) = ties { return user }
             guard let outer else { return top === self ? nil : top }
             top = outer
         }
@@ -474,7 +462,7 @@ nonisolated extension Engine.Run {
             // input, its parent's output: a run waits only after a step, which is the next one's
             // parent, or the last of a chain entered by that parent, whose output is the same
             // (`Nest`); or before its first step, which has no parent and no input. With no step
-            // left, the loop below drops the run's outcome.
+            // left, the slot holds the run's outcome, which `complete` drops.
             if let top = plan.top {
                 top.parent?.output.discard(from: slot)
                 next = .stop
@@ -485,12 +473,13 @@ nonisolated extension Engine.Run {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed where driver.pointee.cancelledHere:
+                // With no step run in this drive, the plan is empty (an operation alone's run,
+                // or one that a resolver carries on past its last step): `complete` drops the
+                // outcome.
                 if let stage {
                     stage.borrowed { $0.output }.discard(from: slot)
-                } else {
-                    _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
+                    next = .stop
                 }
-                next = .stop
             case .enter(let inner):
                 fitSlot(size: inner.slotSize, alignment: inner.slotAlignment)
                 slot = self.slot
@@ -585,10 +574,11 @@ nonisolated extension Engine.Run {
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
                 return (.wait, self.driver.pointee.resolver.take())
             case .driving: return (.proceed, nil)
-            default:
-                // Cancelled: an outcome that came first is in the slot, for the loop to drop.
-                let next: Next = fields.state.cancelledCall == nil ? .proceed : .stop
-                return (next, self.driver.pointee.resolver.take())
+            // Cancelled as the call was pending, the run stops; else the outcome came first, in
+            // the slot: the loop drops it if this thread cancelled, else goes on to its next check.
+            case .cancelling(_, _, let call):
+                return (call == nil ? .proceed : .stop, self.driver.pointee.resolver.take())
+            default: preconditionFailure("an operation returned to a run \(fields.state)")
             }
         }
         withExtendedLifetime(released) {}  // see `Lock`
@@ -640,7 +630,9 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(call, let handlers):
                 let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
-            default: return fields.state.cancelledCall == call
+            // Added late, to the call that was pending as the run was cancelled: called at once.
+            case .cancelling(_, _, call?), .cancelled(call?): return true
+            default: return false
             }
             return false
         }
@@ -701,19 +693,19 @@ nonisolated extension Engine.Run {
     /// Cancels the run, if it is still going (and call `call`, if given, is still pending): calls
     /// the handlers, then ends the run if it waits, or once the thread driving it stops.
     @usableFromInline final func cancel(call: Int?) -> Bool {
-        // `nil`: it cancelled nothing. Else the handlers to call, none perhaps (`[]`), and then
-        // the canceller's hold to release.
-        let handlers = locked { fields -> Engine.CancelHandlers? in
+        // Whether this cancel took the run: then the pending call's handlers (if any) are called,
+        // and then the canceller's hold is released.
+        let (cancelled, handlers) = locked { fields -> (Bool, Engine.CancelHandlers?) in
             switch fields.state {
             case .calling(let thread, let pending, let handlers) where (call ?? pending) == pending:
                 fields.state = .cancelling(thread: thread, holds: 2, call: pending)
-                return handlers ?? []
+                return (true, handlers)
             case .awaitingResolver(let pending, let handlers) where (call ?? pending) == pending:
                 fields.state = .cancelling(thread: nil, holds: 1, call: pending)
-                return handlers ?? []
+                return (true, handlers)
             // A call's own cancel counts only while it is pending: this arm, before the others,
             // makes a resolver let go of after its run ended (or went on) cancel nothing.
-            case _ where call != nil: return nil
+            case _ where call != nil: return (false, nil)
             case .idle:
                 fields.state = .cancelling(thread: nil, holds: 2, call: nil)
             case .driving(let thread):
@@ -728,18 +720,18 @@ nonisolated extension Engine.Run {
                 // A step that cancels stops the run before the next step, as in a run that is
                 // driving, even once another thread's cancel came.
                 self.driver.pointee.cancelledHere = true
-                return nil
+                return (false, nil)
             case .ended(cancelledSince: false):
                 fields.state = .ended(cancelledSince: true)
-                return nil
-            default: return nil
+                return (false, nil)
+            default: return (false, nil)
             }
-            return []
+            return (true, nil)
         }
-        if let handlers {
+        if cancelled {
             // Once what the handlers cancelled has ended too, the run ends if it waits.
             Engine.Nesting.cancelling(
-                { for handler in handlers { handler.call(self) } }, then: { self.release() })
+                { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
         }
         // A step that cancels a run it is part of, as a combination's member, a timeout's work or
         // a shared promise's work, stops before its next step: it cancels its own run itself,
@@ -750,7 +742,7 @@ nonisolated extension Engine.Run {
         {
             _ = driven.cancel(call: nil)
         }
-        return handlers != nil
+        return cancelled
     }
 
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
