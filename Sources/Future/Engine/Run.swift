@@ -173,7 +173,7 @@ nonisolated extension Engine {
         /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
         /// What the run does with the types of its outcome and its completion (see `Specialized`).
-        let specialized: SpecializedWork
+        let specialized: Run.SpecializedWork
         /// The type the slot holds, which debug builds check (see `Slot`).
         @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
@@ -185,7 +185,7 @@ nonisolated extension Engine {
         }
 
         @usableFromInline init(
-            completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork
+            completionWords: Int, slotWords: Int, specialized: @escaping Run.SpecializedWork
         ) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
@@ -300,11 +300,46 @@ nonisolated extension Engine.Run {
         run.driver.initialize(
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
-                specialized: Engine.specialized(Completion.self)))
+                specialized: specialized(Completion.self)))
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
+    }
+
+    /// What a run does with the types of its outcome and its completion: finish (deliver the
+    /// outcome in the slot, or with `nil` hear of cancellation), call the operation it starts
+    /// with, or destroy an outcome nobody may have any more.
+    @usableFromInline enum Specialized {
+        case finish(Slot?)
+        case performFirst
+        case dropOutcome(Slot)
+    }
+
+    @usableFromInline typealias SpecializedWork = (Run, Specialized) -> Next
+
+    /// A run's specialized work for a completion of type `Completion`: compiled where the run is
+    /// made, for its types, as a run's own code is not generic (Swift would look the types up at
+    /// every use). A function with nothing to capture costs no allocation.
+    @inlinable static func specialized<Completion: Engine.Completion>(
+        _: Completion.Type
+    ) -> SpecializedWork {
+        { run, work in
+            typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
+            switch work {
+            case .finish(let slot):
+                // Let go of here, on the thread that ends the run (a combination that runs its
+                // next member here gives it again).
+                let completion = run.afterDriver.assumingMemoryBound(to: Completion.self).move()
+                run.driver.pointee.hasCompletion = false
+                completion.complete(slot?.take(Outcome.self), of: run)
+            case .performFirst:
+                let operation = run.slot.take(Engine.Operation.self)
+                return run.perform(operation, Completion.Value.self, Completion.Failure.self)
+            case .dropOutcome(let slot): _ = slot.take(Outcome.self)
+            }
+            return .proceed
+        }
     }
 
     /// The words a run's tail needs before its completion.
@@ -350,16 +385,10 @@ nonisolated extension Engine.Run {
         set { Engine.Spill.make(&driver.pointee.spill).owned.member = newValue }
     }
 
-    /// The tail after what the driving thread owns, where the completion is.
+    /// The tail after what the driving thread owns: the completion, of the type the run was made
+    /// for, then the slot.
     @usableFromInline final var afterDriver: UnsafeMutableRawPointer {
         UnsafeMutableRawPointer(driver) + 8 * Self.driverWords
-    }
-
-    /// The completion, in the tail after what the driving thread owns.
-    @inlinable final func completion<Completion>(
-        _: Completion.Type
-    ) -> UnsafeMutablePointer<Completion> {
-        afterDriver.assumingMemoryBound(to: Completion.self)
     }
 
     /// The slot: in the tail, unless a chain needed a larger one.
@@ -386,7 +415,7 @@ nonisolated extension Engine.Run {
         // The one part that needs the completion's type, inlined where the run starts; the rest is
         // one copy, not inlined at every terminal (measured: inlined, the benchmarks' binary took
         // 19 KB more, and no run took fewer instructions).
-        self.completion(Completion.self).initialize(to: completion)
+        afterDriver.assumingMemoryBound(to: Completion.self).initialize(to: completion)
         start(promise.body, immediately: immediately)
     }
 
@@ -453,8 +482,8 @@ nonisolated extension Engine.Run {
         if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
         switch resumesAt {
         case .hop?: stage = plan.pop()  // past the step that hopped
-        // An operation alone is called through the typed work (`Specialized.performFirst`, at
-        // the end of this file), which calls `perform`.
+        // An operation alone is called through the work typed for the run, made with it (see
+        // `specialized`, below `make`): `.performFirst` calls `perform` with its types.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledHere:
             // Cancelled before it started, or by this thread while the drive waited for room on
@@ -930,41 +959,6 @@ nonisolated extension Engine {
         }
         @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
             body(run, outcome)
-        }
-    }
-
-    /// What a run does with the types of its outcome and its completion: finish (deliver the
-    /// outcome in the slot, or with `nil` hear of cancellation), call the operation it starts
-    /// with, or destroy an outcome nobody may have any more.
-    @usableFromInline enum Specialized {
-        case finish(Slot?)
-        case performFirst
-        case dropOutcome(Slot)
-    }
-
-    @usableFromInline typealias SpecializedWork = (Run, Specialized) -> Next
-
-    /// A run's specialized work for a completion of type `Completion`: compiled where the run is
-    /// made, for its types, as a run's own code is not generic (Swift would look the types up at
-    /// every use). A function with nothing to capture costs no allocation.
-    @inlinable static func specialized<Completion: Engine.Completion>(
-        _: Completion.Type
-    ) -> SpecializedWork {
-        { run, work in
-            typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
-            switch work {
-            case .finish(let slot):
-                // Let go of here, on the thread that ends the run (a combination that runs its
-                // next member here gives it again).
-                let completion = run.completion(Completion.self).move()
-                run.driver.pointee.hasCompletion = false
-                completion.complete(slot?.take(Outcome.self), of: run)
-            case .performFirst:
-                let operation = run.slot.take(Operation.self)
-                return run.perform(operation, Completion.Value.self, Completion.Failure.self)
-            case .dropOutcome(let slot): _ = slot.take(Outcome.self)
-            }
-            return .proceed
         }
     }
 }
