@@ -289,6 +289,24 @@ final class Pending<Value>: @unchecked Sendable {
         #expect(!handle.isCancelled)
     }
 
+    @Test func anOutcomeGivenBeforeTheOperationsThreadCancelsItsRunIsReleased() async {
+        // An operation alone resolves, then its own thread cancels the run (its task's cancel,
+        // before the operation returns): nobody may have the outcome now, and the run drops it.
+        // A task of its own: cancelling the test's would cancel the test.
+        let witness = WeakReference<Witness>()
+        let awaiting = Task {
+            await Promise<Witness, Never> { resolver in
+                let outcome = Witness()
+                witness.value = outcome
+                resolver.fulfill(outcome)
+                withUnsafeCurrentTask { $0?.cancel() }
+            }
+            .value
+        }
+        #expect(await awaiting.value == nil)
+        #expect(eventually { witness.value == nil })
+    }
+
     @Test func aCancelledRunKeepsNothingAlive() {
         weak var witness: Witness?
         let resolvers = Delivery<Resolver<Int, Never>>()
