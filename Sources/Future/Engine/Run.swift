@@ -843,7 +843,9 @@ nonisolated extension Engine.Run {
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
-        driver.pointee.plan.clear(spill: &driver.pointee.spill)
+        // The chains forgotten: the stack's memory stays, in the tail or the spill, for another.
+        driver.pointee.plan = Plan()
+        driver.pointee.spill?.owned.chains = []
         _ = driver.pointee.specialized(self, .finish(outcome))
     }
 
