@@ -826,8 +826,8 @@ nonisolated extension Engine.Run {
         end(with: slot)
     }
 
-    /// Ends the run. A cancelled run first lets go of what it was to start with, or of its hop
-    /// (the deadline, the output), and skips the stages still ahead, innermost chain first. Then
+    /// Ends the run. A cancelled run first lets go of its hop, if it waited for a queue (the
+    /// deadline, the output), and skips the stages still ahead, innermost chain first. Then
     /// the run forgets its chains, keeping the plan's memory for another chain, and its
     /// completion gets the outcome, in the slot given, or with `nil` hears that the run was
     /// cancelled.
