@@ -289,22 +289,22 @@ final class Pending<Value>: @unchecked Sendable {
         #expect(!handle.isCancelled)
     }
 
-    @Test func anOutcomeGivenBeforeTheOperationsThreadCancelsItsRunIsReleased() async {
-        // An operation alone resolves, then its own thread cancels the run (its task's cancel,
-        // before the operation returns): nobody may have the outcome now, and the run drops it.
-        // A task of its own: cancelling the test's would cancel the test.
+    @Test func anOutcomeGivenBeforeTheOperationsThreadCancelsItsRunIsReleased() {
+        // An operation alone resolves, then its own thread cancels the run, before the operation
+        // returns: nobody may have the outcome now, and the run drops it as it stops. A run made
+        // here, so that the operation has its handle.
+        typealias Outcomes = Engine.Outcomes<Witness, Never>
         let witness = WeakReference<Witness>()
-        let awaiting = Task {
-            await Promise<Witness, Never> { resolver in
-                let outcome = Witness()
-                witness.value = outcome
-                resolver.fulfill(outcome)
-                withUnsafeCurrentTask { $0?.cancel() }
-            }
-            .value
+        let handle = RunHandle(Engine.Run.make(for: nil, completing: Outcomes.self))
+        let promise = Promise<Witness, Never> { resolver in
+            let outcome = Witness()
+            witness.value = outcome
+            resolver.fulfill(outcome)
+            handle.cancel()
         }
-        #expect(await awaiting.value == nil)
-        #expect(eventually { witness.value == nil })
+        handle.run.start(promise, Outcomes { _ in Issue.record("a cancelled run delivered") })
+        #expect(handle.isCancelled)
+        #expect(witness.value == nil)
     }
 
     @Test func aCancelledRunKeepsNothingAlive() {
