@@ -289,6 +289,24 @@ final class Pending<Value>: @unchecked Sendable {
         #expect(!handle.isCancelled)
     }
 
+    @Test func anOutcomeGivenBeforeTheOperationsThreadCancelsItsRunIsReleased() {
+        // An operation alone resolves, then its own thread cancels the run, before the operation
+        // returns: nobody may have the outcome now, and the run drops it as it stops. A run made
+        // here, so that the operation has its handle.
+        typealias Outcomes = Engine.Outcomes<Witness, Never>
+        let witness = WeakReference<Witness>()
+        let handle = RunHandle(Engine.Run.make(for: nil, completing: Outcomes.self))
+        let promise = Promise<Witness, Never> { resolver in
+            let outcome = Witness()
+            witness.value = outcome
+            resolver.fulfill(outcome)
+            handle.cancel()
+        }
+        handle.run.start(promise, Outcomes { _ in Issue.record("a cancelled run delivered") })
+        #expect(handle.isCancelled)
+        #expect(witness.value == nil)
+    }
+
     @Test func aCancelledRunKeepsNothingAlive() {
         weak var witness: Witness?
         let resolvers = Delivery<Resolver<Int, Never>>()

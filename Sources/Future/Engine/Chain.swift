@@ -351,13 +351,12 @@ nonisolated extension Engine {
         private var capacity: Int32 = 0
         private var root: Stage?
 
-        /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or in
-        /// `spill`'s memory if it holds more.
+        /// Loads the stages of the run's own chain, as the run starts (the plan is new, or that
+        /// of a run that ended): in `room`, its tail, or in `spill`'s memory if it holds more.
         mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
             let memory = spill?.owned.stages ?? room
             stages = memory.baseAddress
             capacity = Int32(memory.count)
-            count = 0
             push(chain, spill: &spill)
             root = consume chain
         }
@@ -410,14 +409,6 @@ nonisolated extension Engine {
 
         /// Puts back the stage just popped, still in its place, for a run that hops.
         mutating func putBack() { count += 1 }
-
-        /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
-        /// run.
-        mutating func clear(spill: inout Spill?) {
-            root = nil
-            count = 0
-            spill?.owned.chains = []
-        }
     }
 
     /// Memory for a plan's stages.
