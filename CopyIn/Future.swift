@@ -2606,13 +2606,12 @@ nonisolated extension Engine {
         private var capacity: Int32 = 0
         private var root: Stage?
 
-        /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or in
-        /// `spill`'s memory if it holds more.
+        /// Loads the stages of the run's own chain, as the run starts (the plan is new, or that
+        /// of a run that ended): in `room`, its tail, or in `spill`'s memory if it holds more.
         mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
             let memory = spill?.owned.stages ?? room
             stages = memory.baseAddress
             capacity = Int32(memory.count)
-            count = 0
             push(chain, spill: &spill)
             root = consume chain
         }
@@ -2665,14 +2664,6 @@ nonisolated extension Engine {
 
         /// Puts back the stage just popped, still in its place, for a run that hops.
         mutating func putBack() { count += 1 }
-
-        /// Forgets the chains of a run whose stack is empty, keeping the stack's memory for another
-        /// run.
-        mutating func clear(spill: inout Spill?) {
-            root = nil
-            count = 0
-            spill?.owned.chains = []
-        }
     }
 
     /// Memory for a plan's stages.
@@ -2885,9 +2876,6 @@ nonisolated extension Engine {
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
-
-        /// For a run made apart from another, that run's user (see `Run.user`).
-        var user: Engine.Run? { if case .user(let user) = ties { user } else { nil } }
     }
 
     /// A run's ties to tokens (`own`: for a user's run, the generation of each token its steps
@@ -2916,7 +2904,7 @@ nonisolated extension Engine {
         /// Whether the operation being called resolved on the driving thread (see `resolve`),
         /// which `perform` reads as it returns: the run goes on with no lock of its own.
         @usableFromInline var resolvedHere = false
-        /// Whether the tail holds a completion, still to be called or let go of.
+        /// Whether the tail holds a completion, still to be called: from the start to the end.
         @usableFromInline var hasCompletion = false
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
@@ -2934,7 +2922,7 @@ nonisolated extension Engine {
         /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
         /// What the run does with the types of its outcome and its completion (see `Specialized`).
-        let specialized: SpecializedWork
+        let specialized: Run.SpecializedWork
         /// The type the slot holds, which debug builds check (see `Slot`).
         @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
@@ -2946,7 +2934,7 @@ nonisolated extension Engine {
         }
 
         @usableFromInline init(
-            completionWords: Int, slotWords: Int, specialized: @escaping SpecializedWork
+            completionWords: Int, slotWords: Int, specialized: @escaping Run.SpecializedWork
         ) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
@@ -3010,15 +2998,6 @@ nonisolated extension Engine {
             default: false
             }
         }
-
-        /// The call that was pending as the run was cancelled, if any: a cancel handler it adds
-        /// late runs at once, and an outcome it gave before the cancel is dropped.
-        var cancelledCall: Int? {
-            switch self {
-            case .cancelling(_, _, let call), .cancelled(let call): call
-            case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: nil
-            }
-        }
     }
     /// One execution of a chain. Its own code is not generic: what depends on the types of its
     /// outcome and its completion, which waits in its tail, is its `specialized` work.
@@ -3032,11 +3011,12 @@ nonisolated extension Engine {
         /// A run reports its own calls' outcomes.
         @usableFromInline var run: Run { self }
 
+        // A run is let go of only once it ended, if it started: until then what holds it on
+        // (the driving thread, the resolver it waits for, the queue, each hold on its end, a
+        // drive waiting for room) keeps it. So the completion has been called and destroyed.
         deinit {
+            assert(!driver.pointee.hasCompletion, "a run let go of before its end")
             _ = pthread_mutex_destroy(&fields.pointee.mutex)
-            if driver.pointee.hasCompletion {
-                _ = driver.pointee.specialized(self, .dropCompletion)
-            }
             driver.deinitialize(count: 1)
         }
     }
@@ -3069,11 +3049,46 @@ nonisolated extension Engine.Run {
         run.driver.initialize(
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
-                specialized: Engine.specialized(Completion.self)))
+                specialized: specialized(Completion.self)))
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
+    }
+
+    /// What a run does with the types of its outcome and its completion: finish (deliver the
+    /// outcome in the slot, or with `nil` hear of cancellation), call the operation it starts
+    /// with, or destroy an outcome nobody may have any more.
+    @usableFromInline enum Specialized {
+        case finish(Slot?)
+        case performFirst
+        case dropOutcome(Slot)
+    }
+
+    @usableFromInline typealias SpecializedWork = (Run, Specialized) -> Next
+
+    /// A run's specialized work for a completion of type `Completion`: compiled where the run is
+    /// made, for its types, as a run's own code is not generic (Swift would look the types up at
+    /// every use). A function with nothing to capture costs no allocation.
+    @inlinable static func specialized<Completion: Engine.Completion>(
+        _: Completion.Type
+    ) -> SpecializedWork {
+        { run, work in
+            typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
+            switch work {
+            case .finish(let slot):
+                // Let go of here, on the thread that ends the run (a combination that runs its
+                // next member here gives it again).
+                let completion = run.afterDriver.assumingMemoryBound(to: Completion.self).move()
+                run.driver.pointee.hasCompletion = false
+                completion.complete(slot?.take(Outcome.self), of: run)
+            case .performFirst:
+                let operation = run.slot.take(Engine.Operation.self)
+                return run.perform(operation, Completion.Value.self, Completion.Failure.self)
+            case .dropOutcome(let slot): _ = slot.take(Outcome.self)
+            }
+            return .proceed
+        }
     }
 
     /// The words a run's tail needs before its completion.
@@ -3106,8 +3121,8 @@ nonisolated extension Engine.Run {
     @usableFromInline final var user: Run? {
         var top = self
         while true {
-            let (user, outer) = top.locked { ($0.user, $0.outer) }
-            if let user { return user }
+            let (ties, outer) = top.locked { ($0.ties, $0.outer) }
+            if case .user(let user) = ties { return user }
             guard let outer else { return top === self ? nil : top }
             top = outer
         }
@@ -3119,16 +3134,10 @@ nonisolated extension Engine.Run {
         set { Engine.Spill.make(&driver.pointee.spill).owned.member = newValue }
     }
 
-    /// The tail after what the driving thread owns, where the completion is.
+    /// The tail after what the driving thread owns: the completion, of the type the run was made
+    /// for, then the slot.
     @usableFromInline final var afterDriver: UnsafeMutableRawPointer {
         UnsafeMutableRawPointer(driver) + 8 * Self.driverWords
-    }
-
-    /// The completion, in the tail after what the driving thread owns.
-    @inlinable final func completion<Completion>(
-        _: Completion.Type
-    ) -> UnsafeMutablePointer<Completion> {
-        afterDriver.assumingMemoryBound(to: Completion.self)
     }
 
     /// The slot: in the tail, unless a chain needed a larger one.
@@ -3155,7 +3164,7 @@ nonisolated extension Engine.Run {
         // The one part that needs the completion's type, inlined where the run starts; the rest is
         // one copy, not inlined at every terminal (measured: inlined, the benchmarks' binary took
         // 19 KB more, and no run took fewer instructions).
-        self.completion(Completion.self).initialize(to: completion)
+        afterDriver.assumingMemoryBound(to: Completion.self).initialize(to: completion)
         start(promise.body, immediately: immediately)
     }
 
@@ -3222,8 +3231,8 @@ nonisolated extension Engine.Run {
         if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
         switch resumesAt {
         case .hop?: stage = plan.pop()  // past the step that hopped
-        // An operation alone is called through the typed work (`Specialized.performFirst`, at
-        // the end of this file), which calls `perform`.
+        // An operation alone is called through the work typed for the run, made with it (see
+        // `specialized`, below `make`): `.performFirst` calls `perform` with its types.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
         case nil where driver.pointee.cancelledHere:
             // Cancelled before it started, or by this thread while the drive waited for room on
@@ -3231,7 +3240,7 @@ nonisolated extension Engine.Run {
             // input, its parent's output: a run waits only after a step, which is the next one's
             // parent, or the last of a chain entered by that parent, whose output is the same
             // (`Nest`); or before its first step, which has no parent and no input. With no step
-            // left, the loop below drops the run's outcome.
+            // left, the slot holds the run's outcome, which `complete` drops.
             if let top = plan.top {
                 top.parent?.output.discard(from: slot)
                 next = .stop
@@ -3242,12 +3251,13 @@ nonisolated extension Engine.Run {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed where driver.pointee.cancelledHere:
+                // With no step run in this drive, the plan is empty (an operation alone's run,
+                // or one that a resolver carries on past its last step): `complete` drops the
+                // outcome.
                 if let stage {
                     stage.borrowed { $0.output }.discard(from: slot)
-                } else {
-                    _ = driver.pointee.specialized(self, .dropOutcome(slot))  // an operation's
+                    next = .stop
                 }
-                next = .stop
             case .enter(let inner):
                 fitSlot(size: inner.slotSize, alignment: inner.slotAlignment)
                 slot = self.slot
@@ -3342,10 +3352,11 @@ nonisolated extension Engine.Run {
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
                 return (.wait, self.driver.pointee.resolver.take())
             case .driving: return (.proceed, nil)
-            default:
-                // Cancelled: an outcome that came first is in the slot, for the loop to drop.
-                let next: Next = fields.state.cancelledCall == nil ? .proceed : .stop
-                return (next, self.driver.pointee.resolver.take())
+            // Cancelled as the call was pending, the run stops; else the outcome came first, in
+            // the slot: the loop drops it if this thread cancelled, else goes on to its next check.
+            case .cancelling(_, _, let call):
+                return (call == nil ? .proceed : .stop, self.driver.pointee.resolver.take())
+            default: preconditionFailure("an operation returned to a run \(fields.state)")
             }
         }
         withExtendedLifetime(released) {}  // see `Lock`
@@ -3397,7 +3408,9 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(call, let handlers):
                 let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
-            default: return fields.state.cancelledCall == call
+            // Added late, to the call that was pending as the run was cancelled: called at once.
+            case .cancelling(_, _, call?), .cancelled(call?): return true
+            default: return false
             }
             return false
         }
@@ -3458,19 +3471,19 @@ nonisolated extension Engine.Run {
     /// Cancels the run, if it is still going (and call `call`, if given, is still pending): calls
     /// the handlers, then ends the run if it waits, or once the thread driving it stops.
     @usableFromInline final func cancel(call: Int?) -> Bool {
-        // `nil`: it cancelled nothing. Else the handlers to call, none perhaps (`[]`), and then
-        // the canceller's hold to release.
-        let handlers = locked { fields -> Engine.CancelHandlers? in
+        // Whether this cancel took the run: then the pending call's handlers (if any) are called,
+        // and then the canceller's hold is released.
+        let (cancelled, handlers) = locked { fields -> (Bool, Engine.CancelHandlers?) in
             switch fields.state {
             case .calling(let thread, let pending, let handlers) where (call ?? pending) == pending:
                 fields.state = .cancelling(thread: thread, holds: 2, call: pending)
-                return handlers ?? []
+                return (true, handlers)
             case .awaitingResolver(let pending, let handlers) where (call ?? pending) == pending:
                 fields.state = .cancelling(thread: nil, holds: 1, call: pending)
-                return handlers ?? []
+                return (true, handlers)
             // A call's own cancel counts only while it is pending: this arm, before the others,
             // makes a resolver let go of after its run ended (or went on) cancel nothing.
-            case _ where call != nil: return nil
+            case _ where call != nil: return (false, nil)
             case .idle:
                 fields.state = .cancelling(thread: nil, holds: 2, call: nil)
             case .driving(let thread):
@@ -3485,18 +3498,18 @@ nonisolated extension Engine.Run {
                 // A step that cancels stops the run before the next step, as in a run that is
                 // driving, even once another thread's cancel came.
                 self.driver.pointee.cancelledHere = true
-                return nil
+                return (false, nil)
             case .ended(cancelledSince: false):
                 fields.state = .ended(cancelledSince: true)
-                return nil
-            default: return nil
+                return (false, nil)
+            default: return (false, nil)
             }
-            return []
+            return (true, nil)
         }
-        if let handlers {
+        if cancelled {
             // Once what the handlers cancelled has ended too, the run ends if it waits.
             Engine.Nesting.cancelling(
-                { for handler in handlers { handler.call(self) } }, then: { self.release() })
+                { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
         }
         // A step that cancels a run it is part of, as a combination's member, a timeout's work or
         // a shared promise's work, stops before its next step: it cancels its own run itself,
@@ -3507,7 +3520,7 @@ nonisolated extension Engine.Run {
         {
             _ = driven.cancel(call: nil)
         }
-        return handlers != nil
+        return cancelled
     }
 
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
@@ -3562,26 +3575,26 @@ nonisolated extension Engine.Run {
         end(with: slot)
     }
 
-    /// Ends the run. A cancelled run first lets go of what it was to start with, or of its hop
-    /// (the deadline, the output), and skips the stages still ahead, innermost chain first. Then
+    /// Ends the run. A cancelled run first lets go of its hop, if it waited for a queue (the
+    /// deadline, the output), and skips the stages still ahead, innermost chain first. Then
     /// the run forgets its chains, keeping the plan's memory for another chain, and its
     /// completion gets the outcome, in the slot given, or with `nil` hears that the run was
     /// cancelled.
     private final func end(with outcome: Slot?) {
         let driver = self.driver
-        // What a drive still to come would resume at: the hop of a run cancelled as it waited for
-        // its queue, or an operation alone's call, until the run's first drive takes it.
-        switch driver.pointee.resumesAt.take() {
-        case .operation?: _ = slot.take(Engine.Operation.self)
-        case .hop?:
+        // The hop of a run cancelled as it waited for its queue, which no drive resumes. (An
+        // operation alone's first call is never left: the run's first drive takes it, and holds
+        // the run's end until it returns.)
+        if driver.pointee.resumesAt.take() == .hop {
             driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
             driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
-        case nil: break
         }
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
-        driver.pointee.plan.clear(spill: &driver.pointee.spill)
+        // The chains forgotten: the stack's memory stays, in the tail or the spill, for another.
+        driver.pointee.plan = Plan()
+        driver.pointee.spill?.owned.chains = []
         _ = driver.pointee.specialized(self, .finish(outcome))
     }
 
@@ -3697,43 +3710,6 @@ nonisolated extension Engine {
         }
         @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
             body(run, outcome)
-        }
-    }
-
-    /// What a run does with the types of its outcome and its completion: finish (deliver the
-    /// outcome in the slot, or with `nil` hear of cancellation), call the operation it starts
-    /// with, destroy an outcome nobody may have any more, or a completion never called.
-    @usableFromInline enum Specialized {
-        case finish(Slot?)
-        case performFirst
-        case dropOutcome(Slot)
-        case dropCompletion
-    }
-
-    @usableFromInline typealias SpecializedWork = (Run, Specialized) -> Next
-
-    /// A run's specialized work for a completion of type `Completion`: compiled where the run is
-    /// made, for its types, as a run's own code is not generic (Swift would look the types up at
-    /// every use). A function with nothing to capture costs no allocation.
-    @inlinable static func specialized<Completion: Engine.Completion>(
-        _: Completion.Type
-    ) -> SpecializedWork {
-        { run, work in
-            typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
-            switch work {
-            case .finish(let slot):
-                // Let go of here, on the thread that ends the run (a combination that runs its
-                // next member here gives it again).
-                let completion = run.completion(Completion.self).move()
-                run.driver.pointee.hasCompletion = false
-                completion.complete(slot?.take(Outcome.self), of: run)
-            case .performFirst:
-                let operation = run.slot.take(Operation.self)
-                return run.perform(operation, Completion.Value.self, Completion.Failure.self)
-            case .dropOutcome(let slot): _ = slot.take(Outcome.self)
-            case .dropCompletion: run.completion(Completion.self).deinitialize(count: 1)
-            }
-            return .proceed
         }
     }
 }
