@@ -464,7 +464,8 @@ nonisolated extension Engine.Run {
     /// cancellation. Runs nest on one thread's stack (a combination's member, a resolver called
     /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and a level
     /// below (the bottom one, or one inside a settle) drives it once the levels above it have
-    /// returned. `immediately`: now even deep in nested runs, as no level.
+    /// returned. `immediately`: now even past the limit, as a level that resumes nothing (see
+    /// `Nesting.enterRun`).
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
