@@ -478,36 +478,27 @@ nonisolated extension Engine.Run {
         swap(&plan, &driver.pointee.plan)
         var slot = self.slot
         var next: Next = .proceed
-        var stage: Unmanaged<Stage>?  // the step that ran last, if any
         let resumesAt = driver.pointee.resumesAt.take()
         if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
         switch resumesAt {
-        case .hop?: stage = plan.pop()  // past the step that hopped
+        case .hop?: _ = plan.pop()  // past the step that hopped
         // An operation alone is called through the work typed for the run, made with it (see
         // `specialized`, below `make`): `.performFirst` calls `perform` with its types.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
-        case nil where driver.pointee.cancelledHere:
-            // Cancelled before it started, or by this thread while the drive waited for room on
-            // its stack (`Nesting.enterRun`): no step starts. The slot holds the next step's
-            // input, its parent's output: a run waits only after a step, which is the next one's
-            // parent, or the last of a chain entered by that parent, whose output is the same
-            // (`Nest`); or before its first step, which has no parent and no input. With no step
-            // left, the slot holds the run's outcome, which `complete` drops.
-            if let top = plan.top {
-                top.parent?.output.discard(from: slot)
-                next = .stop
-            }
         case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
         }
         while true {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed where driver.pointee.cancelledHere:
-                // With no step run in this drive, the plan is empty (an operation alone's run,
-                // or one that a resolver carries on past its last step): `complete` drops the
-                // outcome.
-                if let stage {
-                    stage.borrowed { $0.output }.discard(from: slot)
+                // Cancelled by a step of this thread, before the run started, or while the drive
+                // waited for room on the stack (`Nesting.enterRun`): no step starts. The slot
+                // holds the next step's input, its parent's output: the step that ran last is the
+                // next one's parent, or the last of a chain entered by that parent, whose output
+                // is the same (`Nest`); before the first step, which has no parent, it is empty.
+                // With no step left, it holds the run's outcome, which `complete` drops.
+                if let top = plan.top {
+                    top.parent?.output.discard(from: slot)
                     next = .stop
                 }
             case .enter(let inner):
@@ -518,9 +509,8 @@ nonisolated extension Engine.Run {
             case .called, .wait: return
             case .proceed, .stop, .hop: break
             }
-            guard case .proceed = next, let popped = plan.pop() else { break }
-            stage = popped
-            next = popped.borrowed { $0.step($0, slot, self) }
+            guard case .proceed = next, let stage = plan.pop() else { break }
+            next = stage.borrowed { $0.step($0, slot, self) }
         }
         // A hop puts the step back on the plan, its output in the slot, until the queue carries
         // the run on. The plan is moved back, not kept: a thread that kept it could release the
