@@ -12,12 +12,11 @@
 // popping one stage at a time, while each step says what comes next; it calls an operation
 // (`perform`: a `Source` step's, or an operation alone's through its `specialized` work,
 // `.performFirst`, which knows its types) and goes on when the operation's resolver reports
-// (`resolve`), now or later, from any thread; the last step ran, it completes (`complete`), and
-// ends (`end`): its completion gets the outcome (`.finish`, its `specialized` work). Cancelled
-// (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread driving it stops it
-// (`release(stopping:)`), and once nothing holds its end (`hold`, `release`) it ends (`end`): it
-// skips the stages ahead, running their `ensure` steps, and its completion hears of it
-// (`.finish(nil)`).
+// (`resolve`), now or later, from any thread; the last step ran, the drive ends it (`end`): its
+// completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`),
+// its handlers run (`Nesting.cancelling`), the thread driving it stops it (`release(stopping:)`),
+// and once nothing holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead,
+// running their `ensure` steps, and its completion hears of it (`.finish(nil)`).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -47,7 +46,7 @@
 //   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
 //   driving(t)              a hop                  awaitingQueue             wait
 //   awaitingQueue           the queue arrives      driving(its thread)       drive
-//   driving(t)              the last step ran      ended(false)              complete
+//   driving(t)              the last step ran      ended(false)              end
 //   idle                    cancel                 cancelling(-,2,-)         release
 //   driving(t)              cancel                 cancelling(t,2,-)         release (from t:
 //                                                                            and stop next)
@@ -496,7 +495,7 @@ nonisolated extension Engine.Run {
                 // holds the next step's input, its parent's output: the step that ran last is the
                 // next one's parent, or the last of a chain entered by that parent, whose output
                 // is the same (`Nest`); before the first step, which has no parent, it is empty.
-                // With no step left, it holds the run's outcome, which `complete` drops.
+                // With no step left, it holds the run's outcome, which the drive drops as it ends.
                 if let top = plan.top {
                     top.parent?.output.discard(from: slot)
                     next = .stop
@@ -519,10 +518,20 @@ nonisolated extension Engine.Run {
         if case .hop = next { plan.putBack() }
         swap(&plan, &driver.pointee.plan)
         switch next {
-        case .stop: release(stopping: true)
-        case .hop(let queue, let deadline): awaitQueue(queue, at: deadline)
-        default: complete()  // the last step ran
+        case .hop(let queue, let deadline): return awaitQueue(queue, at: deadline)
+        case .stop: break
+        default:
+            // The last step ran: the outcome goes to the completion, unless the run was cancelled
+            // (then nobody may have it).
+            let delivers = locked { fields -> Bool in
+                guard case .driving = fields.state else { return false }
+                fields.state = .ended(cancelledSince: false)
+                return true
+            }
+            if delivers { return end(with: slot) }
+            _ = driver.pointee.specialized(self, .dropOutcome(slot))
         }
+        release(stopping: true)  // the run stops: the driving thread lets go of its hold
     }
 
     /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not, for a chain's
@@ -800,21 +809,6 @@ nonisolated extension Engine.Run {
             return holds == 1
         }
         if ends { end(with: nil) }
-    }
-
-    /// The chain's last step has run: the outcome goes to the completion, unless the run was
-    /// cancelled.
-    private final func complete() {
-        let deliver = locked { fields -> Bool in
-            guard case .driving = fields.state else { return false }
-            fields.state = .ended(cancelledSince: false)
-            return true
-        }
-        guard deliver else {
-            _ = driver.pointee.specialized(self, .dropOutcome(slot))  // the outcome nobody may have
-            return release(stopping: true)
-        }
-        end(with: slot)
     }
 
     /// Ends the run. A cancelled run first lets go of its hop, if it waited for a queue (the
