@@ -307,6 +307,26 @@ final class Pending<Value>: @unchecked Sendable {
         #expect(witness.value == nil)
     }
 
+    @Test func theOutputOfALastStepThatCancelsItsRunIsReleased() {
+        // The chain's last step cancels its own run: nobody may have its output, the run's
+        // outcome, now, and the run drops it as it stops. A run made here, so that the step has
+        // its handle.
+        typealias Outcomes = Engine.Outcomes<Witness, Never>
+        let witness = WeakReference<Witness>()
+        let handles = Delivery<RunHandle>()
+        let promise = Guarantee(value: 1).map { _ in
+            let output = Witness()
+            witness.value = output
+            handles.wait()!.cancel()
+            return output
+        }
+        let handle = RunHandle(Engine.Run.make(for: promise.chain, completing: Outcomes.self))
+        handles.send(handle)
+        handle.run.start(promise, Outcomes { _ in Issue.record("a cancelled run delivered") })
+        #expect(handle.isCancelled)
+        #expect(witness.value == nil)
+    }
+
     @Test func aCancelledRunKeepsNothingAlive() {
         weak var witness: Witness?
         let resolvers = Delivery<Resolver<Int, Never>>()

@@ -83,25 +83,26 @@ nonisolated extension Engine {
         /// Whether a cancel is under way on this thread (see `cancelling`).
         static var isCancelling: Bool { withCurrent { $0.cancels != nil } }
 
-        /// A level of runs (see `Run.drive`): the run driven around it, whether it counts (one
-        /// driven `immediately` does not), and, if it resumes what waits inside it as it returns
-        /// (the bottom level, and every level inside a settle), how much waited before it.
-        typealias Level = (outer: Run?, counts: Bool, mark: Int?)
+        /// A level of runs (see `Run.drive`): the run driven around it, and, if it resumes what
+        /// waits inside it as it returns (the bottom level, and every level inside a settle), how
+        /// much waited before it.
+        typealias Level = (outer: Run?, mark: Int?)
 
         /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and a
         /// level below that resumes what waits inside it (see `Level`) drives it once the levels
-        /// above it have returned (`nil`). `immediately`: now, as no level.
+        /// above it have returned (`nil`). `immediately`: now, even past `limit`, as a level that
+        /// resumes nothing: a run that waited, driven by what resumes it (a level, or a settle),
+        /// which goes on to what waits inside it too; or `pending()`'s, whose operation starts
+        /// none.
         @inline(never) func enterRun(_ run: Run, immediately: Bool) -> Level? {
-            if !immediately {
-                guard levels.runs < Nesting.limit else {
-                    waiting.append { run.drive(immediately: true) }
-                    return nil
-                }
-                levels.runs += 1
+            guard immediately || levels.runs < Nesting.limit else {
+                waiting.append { run.drive(immediately: true) }
+                return nil
             }
+            levels.runs += 1
             defer { driven = run }
             let resumes = !immediately && (levels.runs == 1 || isSettling)
-            return (driven, !immediately, resumes ? waiting.count : nil)
+            return (driven, resumes ? waiting.count : nil)
         }
 
         /// Leaves a level of runs: the bottom level, and every level inside a settle, resumes what
@@ -109,7 +110,6 @@ nonisolated extension Engine {
         /// (`settling`).
         @inline(never) func leaveRun(_ level: Level) {
             driven = level.outer
-            guard level.counts else { return }
             if let mark = level.mark, waiting.count > mark { resumeWaiting(since: mark) }
             levels.runs -= 1
         }

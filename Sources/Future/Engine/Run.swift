@@ -12,12 +12,11 @@
 // popping one stage at a time, while each step says what comes next; it calls an operation
 // (`perform`: a `Source` step's, or an operation alone's through its `specialized` work,
 // `.performFirst`, which knows its types) and goes on when the operation's resolver reports
-// (`resolve`), now or later, from any thread; the last step ran, it completes (`complete`), and
-// ends (`end`): its completion gets the outcome (`.finish`, its `specialized` work). Cancelled
-// (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread driving it stops it
-// (`release(stopping:)`), and once nothing holds its end (`hold`, `release`) it ends (`end`): it
-// skips the stages ahead, running their `ensure` steps, and its completion hears of it
-// (`.finish(nil)`).
+// (`resolve`), now or later, from any thread; the last step ran, the drive ends it (`end`): its
+// completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`),
+// its handlers run (`Nesting.cancelling`), the thread driving it stops it (`release(stopping:)`),
+// and once nothing holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead,
+// running their `ensure` steps, and its completion hears of it (`.finish(nil)`).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -47,7 +46,7 @@
 //   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
 //   driving(t)              a hop                  awaitingQueue             wait
 //   awaitingQueue           the queue arrives      driving(its thread)       drive
-//   driving(t)              the last step ran      ended(false)              complete
+//   driving(t)              the last step ran      ended(false)              end
 //   idle                    cancel                 cancelling(-,2,-)         release
 //   driving(t)              cancel                 cancelling(t,2,-)         release (from t:
 //                                                                            and stop next)
@@ -464,7 +463,8 @@ nonisolated extension Engine.Run {
     /// cancellation. Runs nest on one thread's stack (a combination's member, a resolver called
     /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and a level
     /// below (the bottom one, or one inside a settle) drives it once the levels above it have
-    /// returned. `immediately`: now even deep in nested runs, as no level.
+    /// returned. `immediately`: now even past the limit, as a level that resumes nothing (see
+    /// `Nesting.enterRun`).
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
@@ -477,36 +477,27 @@ nonisolated extension Engine.Run {
         swap(&plan, &driver.pointee.plan)
         var slot = self.slot
         var next: Next = .proceed
-        var stage: Unmanaged<Stage>?  // the step that ran last, if any
         let resumesAt = driver.pointee.resumesAt.take()
         if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
         switch resumesAt {
-        case .hop?: stage = plan.pop()  // past the step that hopped
+        case .hop?: _ = plan.pop()  // past the step that hopped
         // An operation alone is called through the work typed for the run, made with it (see
         // `specialized`, below `make`): `.performFirst` calls `perform` with its types.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
-        case nil where driver.pointee.cancelledHere:
-            // Cancelled before it started, or by this thread while the drive waited for room on
-            // its stack (`Nesting.enterRun`): no step starts. The slot holds the next step's
-            // input, its parent's output: a run waits only after a step, which is the next one's
-            // parent, or the last of a chain entered by that parent, whose output is the same
-            // (`Nest`); or before its first step, which has no parent and no input. With no step
-            // left, the slot holds the run's outcome, which `complete` drops.
-            if let top = plan.top {
-                top.parent?.output.discard(from: slot)
-                next = .stop
-            }
         case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
         }
         while true {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed where driver.pointee.cancelledHere:
-                // With no step run in this drive, the plan is empty (an operation alone's run,
-                // or one that a resolver carries on past its last step): `complete` drops the
-                // outcome.
-                if let stage {
-                    stage.borrowed { $0.output }.discard(from: slot)
+                // Cancelled by a step of this thread, before the run started, or while the drive
+                // waited for room on the stack (`Nesting.enterRun`): no step starts. The slot
+                // holds the next step's input, its parent's output: the step that ran last is the
+                // next one's parent, or the last of a chain entered by that parent, whose output
+                // is the same (`Nest`); before the first step, which has no parent, it is empty.
+                // With no step left, it holds the run's outcome, which the drive drops as it ends.
+                if let top = plan.top {
+                    top.parent?.output.discard(from: slot)
                     next = .stop
                 }
             case .enter(let inner):
@@ -517,9 +508,8 @@ nonisolated extension Engine.Run {
             case .called, .wait: return
             case .proceed, .stop, .hop: break
             }
-            guard case .proceed = next, let popped = plan.pop() else { break }
-            stage = popped
-            next = popped.borrowed { $0.step($0, slot, self) }
+            guard case .proceed = next, let stage = plan.pop() else { break }
+            next = stage.borrowed { $0.step($0, slot, self) }
         }
         // A hop puts the step back on the plan, its output in the slot, until the queue carries
         // the run on. The plan is moved back, not kept: a thread that kept it could release the
@@ -528,10 +518,20 @@ nonisolated extension Engine.Run {
         if case .hop = next { plan.putBack() }
         swap(&plan, &driver.pointee.plan)
         switch next {
-        case .stop: release(stopping: true)
-        case .hop(let queue, let deadline): awaitQueue(queue, at: deadline)
-        default: complete()  // the last step ran
+        case .hop(let queue, let deadline): return awaitQueue(queue, at: deadline)
+        case .stop: break
+        default:
+            // The last step ran: the outcome goes to the completion, unless the run was cancelled
+            // (then nobody may have it).
+            let delivers = locked { fields -> Bool in
+                guard case .driving = fields.state else { return false }
+                fields.state = .ended(cancelledSince: false)
+                return true
+            }
+            if delivers { return end(with: slot) }
+            _ = driver.pointee.specialized(self, .dropOutcome(slot))
         }
+        release(stopping: true)  // the run stops: the driving thread lets go of its hold
     }
 
     /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not, for a chain's
@@ -809,21 +809,6 @@ nonisolated extension Engine.Run {
             return holds == 1
         }
         if ends { end(with: nil) }
-    }
-
-    /// The chain's last step has run: the outcome goes to the completion, unless the run was
-    /// cancelled.
-    private final func complete() {
-        let deliver = locked { fields -> Bool in
-            guard case .driving = fields.state else { return false }
-            fields.state = .ended(cancelledSince: false)
-            return true
-        }
-        guard deliver else {
-            _ = driver.pointee.specialized(self, .dropOutcome(slot))  // the outcome nobody may have
-            return release(stopping: true)
-        }
-        end(with: slot)
     }
 
     /// Ends the run. A cancelled run first lets go of its hop, if it waited for a queue (the
