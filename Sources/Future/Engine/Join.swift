@@ -1,8 +1,8 @@
 // Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race` and
 // `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts
-// a run for each other member (inside the combination's run, for its ties); it asks its policy
-// what to do each time a member ends, and settles the combination's resolver with the policy's
-// verdict. The transitions of its `state` (p: an open combination's progress, with r, its
+// a run for each other member, whose completion it is (inside the combination's run, for its
+// ties); it asks its policy what to do each time a member ends, and settles the combination's
+// resolver with the policy's verdict. The transitions of its `state` (p: an open combination's progress, with r, its
 // resolver; l: whether a thread runs the launch loop; o: an outcome; n: "runs going", members in
 // runs of their own that have not ended), each in one lock section, then what is done outside the
 // lock (a combination of no members makes no join: its policy's verdict ends its run at once):
@@ -119,7 +119,7 @@ nonisolated extension Engine {
     /// fan-out: measure with Benchmarks/instructions.sh before removing the closures.)
     @usableFromInline
     final class Join<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error>:
-        Reporter, @unchecked Sendable
+        Reporter, Completion, @unchecked Sendable
     {
         @usableFromInline let lock = Lock()
         @usableFromInline let width: Int
@@ -224,9 +224,6 @@ nonisolated extension Engine {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
             var lane: (run: Run, member: Int)?
-            let ended = Callback<Member, Failure> { [self] run, outcome in
-                memberEnded(run.member, outcome)
-            }
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member cancelled before `start` never begins (even on a run
             // whose last member has finished: see `State.ended(cancelledSince:)`). The claim
@@ -248,17 +245,14 @@ nonisolated extension Engine {
                     guarded.running[index] = .called([])
                     return (index, member, nil)
                 }
-                let run =
-                    lane?.run
-                    ?? .make(
-                        for: last, completing: Callback<Member, Failure>.self, cancelledWith: outer)
+                let run = lane?.run ?? .make(for: last, completing: Join.self, cancelledWith: outer)
                 guarded.running[index] = .run(run)
                 return (index, member, run)
             }) {
                 if let run {
                     lane = (run, index)
                     run.member = index
-                    run.start(member, ended)
+                    run.start(member, self)
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
                     // of as the operation returns: unresolved, it ends its member at once. Its
@@ -266,6 +260,12 @@ nonisolated extension Engine {
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 }
             }
+        }
+
+        /// A member's run ended (`Run.member`, the member it ran last), with `outcome` or (`nil`)
+        /// by cancellation.
+        @inlinable func complete(_ outcome: sending Swift.Result<Member, Failure>?, of run: Run) {
+            memberEnded(run.member, outcome)
         }
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if it had
@@ -304,9 +304,9 @@ nonisolated extension Engine {
                 }
             }
             // A member that cancelled its own run hears its handlers, as an operation run alone
-            // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
+            // does (see `Run.cancel(call:)`); one that resolved lets go of them, after the lock
+            // (see `Lock`).
             if outcome == nil, let handlers { for handler in handlers { handler(self) } }
-            withExtendedLifetime(handlers) {}
             switch ended {
             case .nothing: return false
             case .waits(let launch): if launch { self.launch() }
