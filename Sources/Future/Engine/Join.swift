@@ -226,8 +226,8 @@ nonisolated extension Engine {
             var lane: (run: Run, member: Int)?
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member cancelled before `start` never begins (even on a run
-            // whose last member has finished: see `State.ended(cancelledSince:)`). The claim
-            // gives the member, and the run it starts in, unless it is an operation alone.
+            // whose last member has finished: see `Run`'s `State.ended(cancelledSince:)`). The
+            // claim gives the member, and the run it starts in, unless it is an operation alone.
             while case (let index, let member, let run)? = lock.withLock({
                 () -> (Int, Promise<Member, Failure>, Run?)? in
                 guard case .open(let progress, _) = guarded.state else { return nil }
