@@ -1,11 +1,12 @@
 // Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race` and
 // `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts
-// a run for each other member, whose completion it is (inside the combination's run, for its
-// ties); it asks its policy what to do each time a member ends, and settles the combination's
-// resolver with the policy's verdict. The transitions of its `state` (p: an open combination's progress, with r, its
-// resolver; l: whether a thread runs the launch loop; o: an outcome; n: "runs going", members in
-// runs of their own that have not ended), each in one lock section, then what is done outside the
-// lock (a combination of no members makes no join: its policy's verdict ends its run at once):
+// a run for each other member (inside the combination's run, for its ties), whose completion
+// (`MemberRun`) reports to it; it asks its policy what to do each time a member ends, and settles
+// the combination's resolver with the policy's verdict. The transitions of its `state` (p: an
+// open combination's progress, with r, its resolver; l: whether a thread runs the launch loop; o:
+// an outcome; n: "runs going", members in runs of their own that have not ended), each in one
+// lock section, then what is done outside the lock (a combination of no members makes no join:
+// its policy's verdict ends its run at once):
 //
 //   state           event                                        new state        then
 //   open(p, true)   made (`init`)                                open(p, true)    launch
@@ -119,7 +120,7 @@ nonisolated extension Engine {
     /// fan-out: measure with Benchmarks/instructions.sh before removing the closures.)
     @usableFromInline
     final class Join<Member, Failure: Swift.Error, Output, OutFailure: Swift.Error>:
-        Reporter, Completion, @unchecked Sendable
+        Reporter, @unchecked Sendable
     {
         @usableFromInline let lock = Lock()
         @usableFromInline let width: Int
@@ -245,14 +246,14 @@ nonisolated extension Engine {
                     guarded.running[index] = .called([])
                     return (index, member, nil)
                 }
-                let run = lane?.run ?? .make(for: last, completing: Join.self, cancelledWith: outer)
+                let run =
+                    lane?.run ?? .make(for: last, completing: MemberRun.self, cancelledWith: outer)
                 guarded.running[index] = .run(run)
                 return (index, member, run)
             }) {
                 if let run {
                     lane = (run, index)
-                    run.member = index
-                    run.start(member, self)
+                    run.start(member, MemberRun(self, index))
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
                     // of as the operation returns: unresolved, it ends its member at once. Its
@@ -262,10 +263,15 @@ nonisolated extension Engine {
             }
         }
 
-        /// A member's run ended (`Run.member`, the member it ran last), with `outcome` or (`nil`)
-        /// by cancellation.
-        @inlinable func complete(_ outcome: sending Swift.Result<Member, Failure>?, of run: Run) {
-            memberEnded(run.member, outcome)
+        /// What gets a member run's outcome: the join, and the member the run runs (a lane's
+        /// run runs several, each started with its own).
+        @usableFromInline struct MemberRun: Completion {
+            @usableFromInline let join: Join
+            @usableFromInline let index: Int
+            @inlinable init(_ join: Join, _ index: Int) { (self.join, self.index) = (join, index) }
+            @inlinable func complete(_ outcome: sending Swift.Result<Member, Failure>?, of _: Run) {
+                join.memberEnded(index, outcome)
+            }
         }
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if it had
