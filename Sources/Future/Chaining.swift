@@ -57,10 +57,10 @@ nonisolated extension Promise {
         guard let convert = Self.errorConversion(from: StepFailure.self) else {
             // One error type (checked): the step enters the promise `next` makes (see
             // `Run.callOrEnter`), or passes a failure on.
-            typealias Next = Engine.Nest<Value, NewValue, StepFailure>
+            typealias Nest = Engine.Nest<Value, NewValue, StepFailure>
             let entering: Promise<NewValue, StepFailure> = nesting(next) { stage, slot, run in
                 switch slot.take(Swift.Result<Value, StepFailure>.self) {
-                case .success(let value): return run.callOrEnter(Next.next(of: stage)(value))
+                case .success(let value): return run.callOrEnter(Nest.next(of: stage)(value))
                 case .failure(let error):
                     slot.put(Swift.Result<NewValue, StepFailure>.failure(error))
                     return .proceed
@@ -289,9 +289,9 @@ nonisolated extension Promise where Failure == Never {
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        typealias Next = Engine.Nest<Value, NewValue, NewFailure>
+        typealias Nest = Engine.Nest<Value, NewValue, NewFailure>
         return nesting(next) { stage, slot, run in
-            run.callOrEnter(Next.next(of: stage)(slot.take(Outcome.self).get()))
+            run.callOrEnter(Nest.next(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 

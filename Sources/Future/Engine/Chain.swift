@@ -222,9 +222,7 @@ nonisolated extension Engine {
         }
 
         /// Calls the operation, which its promise made for resolvers of this type.
-        @inlinable func callAsFunction<Value, Failure: Swift.Error>(
-            _ resolver: Resolver<Value, Failure>
-        ) {
+        @inlinable func callAsFunction<Value, Failure>(_ resolver: Resolver<Value, Failure>) {
             closure.body(resolver)
         }
     }

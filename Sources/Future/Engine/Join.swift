@@ -1,11 +1,12 @@
 // Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race` and
 // `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts
-// a run for each other member (inside the combination's run, for its ties); it asks its policy
-// what to do each time a member ends, and settles the combination's resolver with the policy's
-// verdict. The transitions of its `state` (p: an open combination's progress, with r, its
-// resolver; l: whether a thread runs the launch loop; o: an outcome; n: "runs going", members in
-// runs of their own that have not ended), each in one lock section, then what is done outside the
-// lock (a combination of no members makes no join: its policy's verdict ends its run at once):
+// a run for each other member (inside the combination's run, for its ties), whose completion
+// (`MemberRun`) reports to it; it asks its policy what to do each time a member ends, and settles
+// the combination's resolver with the policy's verdict. The transitions of its `state` (p: an
+// open combination's progress, with r, its resolver; l: whether a thread runs the launch loop; o:
+// an outcome; n: "runs going", members in runs of their own that have not ended), each in one
+// lock section, then what is done outside the lock (a combination of no members makes no join:
+// its policy's verdict ends its run at once):
 //
 //   state           event                                        new state        then
 //   open(p, true)   made (`init`)                                open(p, true)    launch
@@ -224,13 +225,10 @@ nonisolated extension Engine {
             // The run that runs members one after another while each ends at once (see `start`),
             // and the member it ran last.
             var lane: (run: Run, member: Int)?
-            let ended = Callback<Member, Failure> { [self] run, outcome in
-                memberEnded(run.member, outcome)
-            }
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member cancelled before `start` never begins (even on a run
-            // whose last member has finished: see `State.ended(cancelledSince:)`). The claim
-            // gives the member, and the run it starts in, unless it is an operation alone.
+            // whose last member has finished: see `Run`'s `State.ended(cancelledSince:)`). The
+            // claim gives the member, and the run it starts in, unless it is an operation alone.
             while case (let index, let member, let run)? = lock.withLock({
                 () -> (Int, Promise<Member, Failure>, Run?)? in
                 guard case .open(let progress, _) = guarded.state else { return nil }
@@ -249,22 +247,30 @@ nonisolated extension Engine {
                     return (index, member, nil)
                 }
                 let run =
-                    lane?.run
-                    ?? .make(
-                        for: last, completing: Callback<Member, Failure>.self, cancelledWith: outer)
+                    lane?.run ?? .make(for: last, completing: MemberRun.self, cancelledWith: outer)
                 guarded.running[index] = .run(run)
                 return (index, member, run)
             }) {
                 if let run {
                     lane = (run, index)
-                    run.member = index
-                    run.start(member, ended)
+                    run.start(member, MemberRun(self, index))
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
                     // of as the operation returns: unresolved, it ends its member at once. Its
                     // release after it resolved reports a cancel too, which `memberEnded` ignores.
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 }
+            }
+        }
+
+        /// What gets a member run's outcome: the join, and the member the run runs (a lane's
+        /// run runs several, each started with its own).
+        @usableFromInline struct MemberRun: Completion {
+            @usableFromInline let join: Join
+            @usableFromInline let index: Int
+            @inlinable init(_ join: Join, _ index: Int) { (self.join, self.index) = (join, index) }
+            @inlinable func complete(_ outcome: sending Swift.Result<Member, Failure>?, of _: Run) {
+                join.memberEnded(index, outcome)
             }
         }
 
@@ -304,9 +310,9 @@ nonisolated extension Engine {
                 }
             }
             // A member that cancelled its own run hears its handlers, as an operation run alone
-            // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
+            // does (see `Run.cancel(call:)`); one that resolved lets go of them, after the lock
+            // (see `Lock`).
             if outcome == nil, let handlers { for handler in handlers { handler(self) } }
-            withExtendedLifetime(handlers) {}
             switch ended {
             case .nothing: return false
             case .waits(let launch): if launch { self.launch() }
