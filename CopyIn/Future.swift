@@ -667,10 +667,10 @@ nonisolated extension Promise {
         guard let convert = Self.errorConversion(from: StepFailure.self) else {
             // One error type (checked): the step enters the promise `next` makes (see
             // `Run.callOrEnter`), or passes a failure on.
-            typealias Next = Engine.Nest<Value, NewValue, StepFailure>
+            typealias Nest = Engine.Nest<Value, NewValue, StepFailure>
             let entering: Promise<NewValue, StepFailure> = nesting(next) { stage, slot, run in
                 switch slot.take(Swift.Result<Value, StepFailure>.self) {
-                case .success(let value): return run.callOrEnter(Next.next(of: stage)(value))
+                case .success(let value): return run.callOrEnter(Nest.next(of: stage)(value))
                 case .failure(let error):
                     slot.put(Swift.Result<NewValue, StepFailure>.failure(error))
                     return .proceed
@@ -899,9 +899,9 @@ nonisolated extension Promise where Failure == Never {
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        typealias Next = Engine.Nest<Value, NewValue, NewFailure>
+        typealias Nest = Engine.Nest<Value, NewValue, NewFailure>
         return nesting(next) { stage, slot, run in
-            run.callOrEnter(Next.next(of: stage)(slot.take(Outcome.self).get()))
+            run.callOrEnter(Nest.next(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 
@@ -986,13 +986,13 @@ nonisolated extension Promise {
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
-        typealias Next = Engine.Nest<Failure, Value, NewFailure>
+        typealias Nest = Engine.Nest<Failure, Value, NewFailure>
         return nesting(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return run.callOrEnter(Next.next(of: stage)(error))
+            case .failure(let error): return run.callOrEnter(Nest.next(of: stage)(error))
             }
         }
     }
@@ -1113,7 +1113,8 @@ nonisolated extension Promise {
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
-// ignore cancel), and keeps input order. A member that ends by
+// ignore cancel), and keeps input order. The steps after a combination go on on the thread where
+// the member that settled it ended (its resolver's, or its run's). A member that ends by
 // cancellation ends a `when` or `any` as cancelled, and drops out of a race or of a
 // `when(resolved:concurrently:until:)`, which a signal stops.
 
@@ -2477,9 +2478,7 @@ nonisolated extension Engine {
         }
 
         /// Calls the operation, which its promise made for resolvers of this type.
-        @inlinable func callAsFunction<Value, Failure: Swift.Error>(
-            _ resolver: Resolver<Value, Failure>
-        ) {
+        @inlinable func callAsFunction<Value, Failure>(_ resolver: Resolver<Value, Failure>) {
             closure.body(resolver)
         }
     }
@@ -2679,8 +2678,6 @@ nonisolated extension Engine {
 
         struct Owned {
             var chains: [(last: Stage, base: Int32)] = []
-            /// Which member of a combination the run runs (see `Join`).
-            var member = 0
             /// The deadline of the queue the run waits for, if it has one.
             var hopDeadline: Deadline?
             fileprivate(set) var stages: Room?
@@ -2773,12 +2770,11 @@ nonisolated extension Promise {
 // popping one stage at a time, while each step says what comes next; it calls an operation
 // (`perform`: a `Source` step's, or an operation alone's through its `specialized` work,
 // `.performFirst`, which knows its types) and goes on when the operation's resolver reports
-// (`resolve`), now or later, from any thread; the last step ran, it completes (`complete`), and
-// ends (`end`): its completion gets the outcome (`.finish`, its `specialized` work). Cancelled
-// (`cancel(call:)`), its handlers run (`Nesting.cancelling`), the thread driving it stops it
-// (`release(stopping:)`), and once nothing holds its end (`hold`, `release`) it ends (`end`): it
-// skips the stages ahead, running their `ensure` steps, and its completion hears of it
-// (`.finish(nil)`).
+// (`resolve`), now or later, from any thread; the last step ran, the drive ends it (`end`): its
+// completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`),
+// its handlers run (`Nesting.cancelling`), the thread driving it stops it (`release(stopping:)`),
+// and once nothing holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead,
+// running their `ensure` steps, and its completion hears of it (`.finish(nil)`).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -2808,14 +2804,14 @@ nonisolated extension Promise {
 //   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
 //   driving(t)              a hop                  awaitingQueue             wait
 //   awaitingQueue           the queue arrives      driving(its thread)       drive
-//   driving(t)              the last step ran      ended(false)              complete
+//   driving(t)              the last step ran      ended(false)              end
 //   idle                    cancel                 cancelling(-,2,-)         release
 //   driving(t)              cancel                 cancelling(t,2,-)         release (from t:
 //                                                                            and stop next)
 //   calling(t,c,hs)         cancel                 cancelling(t,2,c)         hs, release
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
 //   awaitingQueue           cancel                 cancelling(-,1,-)         release
-//   ended(false)            cancel                 ended(true)               -
+//   ended(false)            a handle's cancel      ended(true)               -
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
 //   cancelling(t,h,c)       the operation returns  unchanged                 stop (if c),
 //                                                                            else go on
@@ -3128,12 +3124,6 @@ nonisolated extension Engine.Run {
         }
     }
 
-    /// Which member of a combination the run runs, for a run made inside the combination's.
-    @usableFromInline final var member: Int {
-        get { driver.pointee.spill!.owned.member }
-        set { Engine.Spill.make(&driver.pointee.spill).owned.member = newValue }
-    }
-
     /// The tail after what the driving thread owns: the completion, of the type the run was made
     /// for, then the slot.
     @usableFromInline final var afterDriver: UnsafeMutableRawPointer {
@@ -3213,7 +3203,8 @@ nonisolated extension Engine.Run {
     /// cancellation. Runs nest on one thread's stack (a combination's member, a resolver called
     /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and a level
     /// below (the bottom one, or one inside a settle) drives it once the levels above it have
-    /// returned. `immediately`: now even deep in nested runs, as no level.
+    /// returned. `immediately`: now even past the limit, as a level that resumes nothing (see
+    /// `Nesting.enterRun`).
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
@@ -3226,36 +3217,27 @@ nonisolated extension Engine.Run {
         swap(&plan, &driver.pointee.plan)
         var slot = self.slot
         var next: Next = .proceed
-        var stage: Unmanaged<Stage>?  // the step that ran last, if any
         let resumesAt = driver.pointee.resumesAt.take()
         if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
         switch resumesAt {
-        case .hop?: stage = plan.pop()  // past the step that hopped
+        case .hop?: _ = plan.pop()  // past the step that hopped
         // An operation alone is called through the work typed for the run, made with it (see
         // `specialized`, below `make`): `.performFirst` calls `perform` with its types.
         case .operation?: next = driver.pointee.specialized(self, .performFirst)
-        case nil where driver.pointee.cancelledHere:
-            // Cancelled before it started, or by this thread while the drive waited for room on
-            // its stack (`Nesting.enterRun`): no step starts. The slot holds the next step's
-            // input, its parent's output: a run waits only after a step, which is the next one's
-            // parent, or the last of a chain entered by that parent, whose output is the same
-            // (`Nest`); or before its first step, which has no parent and no input. With no step
-            // left, the slot holds the run's outcome, which `complete` drops.
-            if let top = plan.top {
-                top.parent?.output.discard(from: slot)
-                next = .stop
-            }
         case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
         }
         while true {
             if case .called = next { next = operationReturned(&plan) }
             switch next {
             case .proceed where driver.pointee.cancelledHere:
-                // With no step run in this drive, the plan is empty (an operation alone's run,
-                // or one that a resolver carries on past its last step): `complete` drops the
-                // outcome.
-                if let stage {
-                    stage.borrowed { $0.output }.discard(from: slot)
+                // Cancelled by a step of this thread, before the run started, or while the drive
+                // waited for room on the stack (`Nesting.enterRun`): no step starts. The slot
+                // holds the next step's input, its parent's output: the step that ran last is the
+                // next one's parent, or the last of a chain entered by that parent, whose output
+                // is the same (`Nest`); before the first step, which has no parent, it is empty.
+                // With no step left, it holds the run's outcome, which the drive drops as it ends.
+                if let top = plan.top {
+                    top.parent?.output.discard(from: slot)
                     next = .stop
                 }
             case .enter(let inner):
@@ -3263,12 +3245,11 @@ nonisolated extension Engine.Run {
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
                 next = locked({ $0.state.isCancelled }) ? .stop : .proceed
-            case .called, .wait: return
+            case .called, .wait: return  // `operationReturned` handed the plan back to the run
             case .proceed, .stop, .hop: break
             }
-            guard case .proceed = next, let popped = plan.pop() else { break }
-            stage = popped
-            next = popped.borrowed { $0.step($0, slot, self) }
+            guard case .proceed = next, let stage = plan.pop() else { break }
+            next = stage.borrowed { $0.step($0, slot, self) }
         }
         // A hop puts the step back on the plan, its output in the slot, until the queue carries
         // the run on. The plan is moved back, not kept: a thread that kept it could release the
@@ -3277,10 +3258,20 @@ nonisolated extension Engine.Run {
         if case .hop = next { plan.putBack() }
         swap(&plan, &driver.pointee.plan)
         switch next {
-        case .stop: release(stopping: true)
-        case .hop(let queue, let deadline): awaitQueue(queue, at: deadline)
-        default: complete()  // the last step ran
+        case .hop(let queue, let deadline): return awaitQueue(queue, at: deadline)
+        case .stop: break
+        default:
+            // The last step ran: the outcome goes to the completion, unless the run was cancelled
+            // (then nobody may have it).
+            let delivers = locked { fields -> Bool in
+                guard case .driving = fields.state else { return false }
+                fields.state = .ended(cancelledSince: false)
+                return true
+            }
+            if delivers { return end(with: slot) }
+            _ = driver.pointee.specialized(self, .dropOutcome(slot))
         }
+        release(stopping: true)  // the run stops: the driving thread lets go of its hold
     }
 
     /// Grows the slot to hold `size` bytes aligned to `alignment`, if it does not, for a chain's
@@ -3370,7 +3361,8 @@ nonisolated extension Engine.Run {
         // The slot is written only while the call is pending: the driving thread is inside the
         // operation, or the run waits. The cancel handlers no longer needed go outside the lock:
         // releasing a handler may run any deinit. The state is moved out, not copied, so that
-        // they move too.
+        // they move too. (`call` in a pattern is this call's number, not a new name: a report of
+        // another call matches no case.)
         let (resume, unneeded) = locked { fields -> (Bool, Engine.CancelHandlers?) in
             var state = Engine.State.idle
             swap(&state, &fields.state)
@@ -3558,21 +3550,6 @@ nonisolated extension Engine.Run {
             return holds == 1
         }
         if ends { end(with: nil) }
-    }
-
-    /// The chain's last step has run: the outcome goes to the completion, unless the run was
-    /// cancelled.
-    private final func complete() {
-        let deliver = locked { fields -> Bool in
-            guard case .driving = fields.state else { return false }
-            fields.state = .ended(cancelledSince: false)
-            return true
-        }
-        guard deliver else {
-            _ = driver.pointee.specialized(self, .dropOutcome(slot))  // the outcome nobody may have
-            return release(stopping: true)
-        }
-        end(with: slot)
     }
 
     /// Ends the run. A cancelled run first lets go of its hop, if it waited for a queue (the
@@ -3933,25 +3910,26 @@ nonisolated extension Engine {
         /// Whether a cancel is under way on this thread (see `cancelling`).
         static var isCancelling: Bool { withCurrent { $0.cancels != nil } }
 
-        /// A level of runs (see `Run.drive`): the run driven around it, whether it counts (one
-        /// driven `immediately` does not), and, if it resumes what waits inside it as it returns
-        /// (the bottom level, and every level inside a settle), how much waited before it.
-        typealias Level = (outer: Run?, counts: Bool, mark: Int?)
+        /// A level of runs (see `Run.drive`): the run driven around it, and, if it resumes what
+        /// waits inside it as it returns (the bottom level, and every level inside a settle), how
+        /// much waited before it.
+        typealias Level = (outer: Run?, mark: Int?)
 
         /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and a
         /// level below that resumes what waits inside it (see `Level`) drives it once the levels
-        /// above it have returned (`nil`). `immediately`: now, as no level.
+        /// above it have returned (`nil`). `immediately`: now, even past `limit`, as a level that
+        /// resumes nothing: a run that waited, driven by what resumes it (a level, or a settle),
+        /// which goes on to what waits inside it too; or `pending()`'s, whose operation starts
+        /// none.
         @inline(never) func enterRun(_ run: Run, immediately: Bool) -> Level? {
-            if !immediately {
-                guard levels.runs < Nesting.limit else {
-                    waiting.append { run.drive(immediately: true) }
-                    return nil
-                }
-                levels.runs += 1
+            guard immediately || levels.runs < Nesting.limit else {
+                waiting.append { run.drive(immediately: true) }
+                return nil
             }
+            levels.runs += 1
             defer { driven = run }
             let resumes = !immediately && (levels.runs == 1 || isSettling)
-            return (driven, !immediately, resumes ? waiting.count : nil)
+            return (driven, resumes ? waiting.count : nil)
         }
 
         /// Leaves a level of runs: the bottom level, and every level inside a settle, resumes what
@@ -3959,7 +3937,6 @@ nonisolated extension Engine {
         /// (`settling`).
         @inline(never) func leaveRun(_ level: Level) {
             driven = level.outer
-            guard level.counts else { return }
             if let mark = level.mark, waiting.count > mark { resumeWaiting(since: mark) }
             levels.runs -= 1
         }
@@ -4085,12 +4062,13 @@ nonisolated extension Engine {
 
 // Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race` and
 // `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts
-// a run for each other member (inside the combination's run, for its ties); it asks its policy
-// what to do each time a member ends, and settles the combination's resolver with the policy's
-// verdict. The transitions of its `state` (p: an open combination's progress, with r, its
-// resolver; l: whether a thread runs the launch loop; o: an outcome; n: "runs going", members in
-// runs of their own that have not ended), each in one lock section, then what is done outside the
-// lock (a combination of no members makes no join: its policy's verdict ends its run at once):
+// a run for each other member (inside the combination's run, for its ties), whose completion
+// (`MemberRun`) reports to it; it asks its policy what to do each time a member ends, and settles
+// the combination's resolver with the policy's verdict. The transitions of its `state` (p: an
+// open combination's progress, with r, its resolver; l: whether a thread runs the launch loop; o:
+// an outcome; n: "runs going", members in runs of their own that have not ended), each in one
+// lock section, then what is done outside the lock (a combination of no members makes no join:
+// its policy's verdict ends its run at once):
 //
 //   state           event                                        new state        then
 //   open(p, true)   made (`init`)                                open(p, true)    launch
@@ -4104,8 +4082,8 @@ nonisolated extension Engine {
 //   holding(1)      a member run ends                            closed           release run
 //   open, closed    its run is cancelled, n > 0 runs going, and
 //                   the run's end held (see `Run.hold()`)        holding(n)       cancel members
-//   open(p, l)      its run is cancelled, else                   closed           cancel members,
-//                                                                                 release a hold
+//   open(p, l)      its run is cancelled, else                   closed           release a hold,
+//                                                                                 cancel members
 //   other           the same                                     unchanged        the same
 //   any other       a member ends, or the launch loop asks       unchanged        -
 //
@@ -4307,15 +4285,13 @@ nonisolated extension Engine {
         /// runs it.
         @inlinable func launch() {
             // The run that runs members one after another while each ends at once (see `start`),
-            // and the member it ran last.
+            // and the member it ran last. (A member that is an operation alone needs no run: it is
+            // called at the end of the loop, and the lane does not concern it.)
             var lane: (run: Run, member: Int)?
-            let ended = Callback<Member, Failure> { [self] run, outcome in
-                memberEnded(run.member, outcome)
-            }
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member cancelled before `start` never begins (even on a run
-            // whose last member has finished: see `State.ended(cancelledSince:)`). The claim
-            // gives the member, and the run it starts in, unless it is an operation alone.
+            // whose last member has finished: see `Run`'s `State.ended(cancelledSince:)`). The
+            // claim gives the member, and the run it starts in, unless it is an operation alone.
             while case (let index, let member, let run)? = lock.withLock({
                 () -> (Int, Promise<Member, Failure>, Run?)? in
                 guard case .open(let progress, _) = guarded.state else { return nil }
@@ -4334,22 +4310,30 @@ nonisolated extension Engine {
                     return (index, member, nil)
                 }
                 let run =
-                    lane?.run
-                    ?? .make(
-                        for: last, completing: Callback<Member, Failure>.self, cancelledWith: outer)
+                    lane?.run ?? .make(for: last, completing: MemberRun.self, cancelledWith: outer)
                 guarded.running[index] = .run(run)
                 return (index, member, run)
             }) {
                 if let run {
                     lane = (run, index)
-                    run.member = index
-                    run.start(member, ended)
+                    run.start(member, MemberRun(self, index))
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
                     // of as the operation returns: unresolved, it ends its member at once. Its
                     // release after it resolved reports a cancel too, which `memberEnded` ignores.
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 }
+            }
+        }
+
+        /// What gets a member run's outcome: the join, and the member the run runs (a lane's
+        /// run runs several, each started with its own).
+        @usableFromInline struct MemberRun: Completion {
+            @usableFromInline let join: Join
+            @usableFromInline let index: Int
+            @inlinable init(_ join: Join, _ index: Int) { (self.join, self.index) = (join, index) }
+            @inlinable func complete(_ outcome: sending Swift.Result<Member, Failure>?, of _: Run) {
+                join.memberEnded(index, outcome)
             }
         }
 
@@ -4389,7 +4373,8 @@ nonisolated extension Engine {
                 }
             }
             // A member that cancelled its own run hears its handlers, as an operation run alone
-            // does (see `Run.cancel(call:)`); one that resolved lets go of them (see `Lock`).
+            // does (see `Run.cancel(call:)`); one that resolved lets go of them, after the lock
+            // (see `Lock`).
             if outcome == nil, let handlers { for handler in handlers { handler(self) } }
             withExtendedLifetime(handlers) {}
             switch ended {

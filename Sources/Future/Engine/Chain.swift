@@ -422,8 +422,6 @@ nonisolated extension Engine {
 
         struct Owned {
             var chains: [(last: Stage, base: Int32)] = []
-            /// Which member of a combination the run runs (see `Join`).
-            var member = 0
             /// The deadline of the queue the run waits for, if it has one.
             var hopDeadline: Deadline?
             fileprivate(set) var stages: Room?

@@ -20,8 +20,8 @@
 //   holding(1)      a member run ends                            closed           release run
 //   open, closed    its run is cancelled, n > 0 runs going, and
 //                   the run's end held (see `Run.hold()`)        holding(n)       cancel members
-//   open(p, l)      its run is cancelled, else                   closed           cancel members,
-//                                                                                 release a hold
+//   open(p, l)      its run is cancelled, else                   closed           release a hold,
+//                                                                                 cancel members
 //   other           the same                                     unchanged        the same
 //   any other       a member ends, or the launch loop asks       unchanged        -
 //
@@ -223,7 +223,8 @@ nonisolated extension Engine {
         /// runs it.
         @inlinable func launch() {
             // The run that runs members one after another while each ends at once (see `start`),
-            // and the member it ran last.
+            // and the member it ran last. (A member that is an operation alone needs no run: it is
+            // called at the end of the loop, and the lane does not concern it.)
             var lane: (run: Run, member: Int)?
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member cancelled before `start` never begins (even on a run
@@ -313,6 +314,7 @@ nonisolated extension Engine {
             // does (see `Run.cancel(call:)`); one that resolved lets go of them, after the lock
             // (see `Lock`).
             if outcome == nil, let handlers { for handler in handlers { handler(self) } }
+            withExtendedLifetime(handlers) {}
             switch ended {
             case .nothing: return false
             case .waits(let launch): if launch { self.launch() }

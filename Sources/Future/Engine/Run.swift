@@ -53,7 +53,7 @@
 //   calling(t,c,hs)         cancel                 cancelling(t,2,c)         hs, release
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
 //   awaitingQueue           cancel                 cancelling(-,1,-)         release
-//   ended(false)            cancel                 ended(true)               -
+//   ended(false)            a handle's cancel      ended(true)               -
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
 //   cancelling(t,h,c)       the operation returns  unchanged                 stop (if c),
 //                                                                            else go on
@@ -378,12 +378,6 @@ nonisolated extension Engine.Run {
         }
     }
 
-    /// Which member of a combination the run runs, for a run made inside the combination's.
-    @usableFromInline final var member: Int {
-        get { driver.pointee.spill!.owned.member }
-        set { Engine.Spill.make(&driver.pointee.spill).owned.member = newValue }
-    }
-
     /// The tail after what the driving thread owns: the completion, of the type the run was made
     /// for, then the slot.
     @usableFromInline final var afterDriver: UnsafeMutableRawPointer {
@@ -505,7 +499,7 @@ nonisolated extension Engine.Run {
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
                 next = locked({ $0.state.isCancelled }) ? .stop : .proceed
-            case .called, .wait: return
+            case .called, .wait: return  // `operationReturned` handed the plan back to the run
             case .proceed, .stop, .hop: break
             }
             guard case .proceed = next, let stage = plan.pop() else { break }
@@ -621,7 +615,8 @@ nonisolated extension Engine.Run {
         // The slot is written only while the call is pending: the driving thread is inside the
         // operation, or the run waits. The cancel handlers no longer needed go outside the lock:
         // releasing a handler may run any deinit. The state is moved out, not copied, so that
-        // they move too.
+        // they move too. (`call` in a pattern is this call's number, not a new name: a report of
+        // another call matches no case.)
         let (resume, unneeded) = locked { fields -> (Bool, Engine.CancelHandlers?) in
             var state = Engine.State.idle
             swap(&state, &fields.state)
