@@ -262,4 +262,51 @@ final class CancelCheck: @unchecked Sendable {
             }
         }
     }
+
+    /// A cancelled `when` holds its run's end until every member run still going as the cancel
+    /// came has stopped (it counts them down, `Join.State.holding(runs:)`): its `ensure` step
+    /// runs after every member's steps and `ensure` steps, and always comes. Members end at once
+    /// (one after another on one run) or after a hop, each spinning in a step, while this thread
+    /// cancels, with and without a limit. (A count that released the end one member run early
+    /// failed here, with 379 member steps after the end.)
+    @Test func aCancelledWhenEndsOnceEveryMemberRunHasStopped() async {
+        let early = Counter()
+        let unfinished = Counter()
+        await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
+            for round in 0..<1_000 {
+                let ended = Counter()
+                let stepping = Counter()
+                let check = { @Sendable in if ended.value > 0 { early.increment() } }
+                let members = (0..<8).map { index -> Guarantee<Int> in
+                    let member =
+                        index.isMultiple(of: 3)
+                        ? Guarantee(value: index).map { value -> Int in
+                            check()
+                            return value
+                        }
+                        : on(.global()).map { () -> Int in
+                            check()
+                            stepping.increment()
+                            spin(microseconds: Int.random(in: 0...200))
+                            check()
+                            return index
+                        }
+                    return member.ensure { check() }
+                }
+                let done = Delivery<Void>()
+                let handle = when(fulfilled: members, concurrently: round.isMultiple(of: 2) ? 3 : 8)
+                    .ensure {
+                        ended.increment()
+                        done.send(())
+                    }
+                    .run { _ in }
+                spin(until: { stepping.value > 0 })
+                spin(microseconds: Int.random(in: 0...100))
+                handle.cancel()
+                if done.wait() == nil { unfinished.increment() }
+            }
+        }
+        #expect(early.value == 0, "member steps after the when ended")
+        #expect(unfinished.value == 0, "rounds that did not end")
+    }
 }

@@ -1114,8 +1114,9 @@ nonisolated extension Promise {
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
 // ignore cancel), and keeps input order. The steps after a combination go on on the thread where
-// the member that settled it ended (its resolver's, or its run's). A member that ends by
-// cancellation ends a `when` or `any` as cancelled, and drops out of a race or of a
+// the member that settled it ended (its resolver's, or its run's), or, if that came before the
+// combination's launch returned, on the thread that launched it, as after any resolver. A member
+// that ends by cancellation ends a `when` or `any` as cancelled, and drops out of a race or of a
 // `when(resolved:concurrently:until:)`, which a signal stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
@@ -4082,8 +4083,9 @@ nonisolated extension Engine {
 //   holding(1)      a member run ends                            closed           release run
 //   open, closed    its run is cancelled, n > 0 runs going, and
 //                   the run's end held (see `Run.hold()`)        holding(n)       cancel members
-//   open(p, l)      its run is cancelled, else                   closed           release a hold,
-//                                                                                 cancel members
+//   open(p, l)      its run is cancelled, else                   closed           release the hold
+//                                                                                 taken, cancel
+//                                                                                 members
 //   other           the same                                     unchanged        the same
 //   any other       a member ends, or the launch loop asks       unchanged        -
 //
@@ -4337,8 +4339,10 @@ nonisolated extension Engine {
             }
         }
 
-        /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if it had
-        /// ended already, or the combination had.
+        /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if nothing
+        /// came of it: it had ended already, the combination had, or other member runs still hold
+        /// the run's end. (A called member's resolver reads it, for the debug report of a
+        /// resolver let go of unresolved.)
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's

@@ -20,8 +20,9 @@
 //   holding(1)      a member run ends                            closed           release run
 //   open, closed    its run is cancelled, n > 0 runs going, and
 //                   the run's end held (see `Run.hold()`)        holding(n)       cancel members
-//   open(p, l)      its run is cancelled, else                   closed           release a hold,
-//                                                                                 cancel members
+//   open(p, l)      its run is cancelled, else                   closed           release the hold
+//                                                                                 taken, cancel
+//                                                                                 members
 //   other           the same                                     unchanged        the same
 //   any other       a member ends, or the launch loop asks       unchanged        -
 //
@@ -275,8 +276,10 @@ nonisolated extension Engine {
             }
         }
 
-        /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if it had
-        /// ended already, or the combination had.
+        /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if nothing
+        /// came of it: it had ended already, the combination had, or other member runs still hold
+        /// the run's end. (A called member's resolver reads it, for the debug report of a
+        /// resolver let go of unresolved.)
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
