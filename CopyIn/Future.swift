@@ -246,7 +246,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// Check it between the pieces of long synchronous work, to stop early. To stop work that waits
     /// (a request, a timer), register ``onCancel(_:)`` instead, which is called as soon as the run
     /// is cancelled.
-    public var isCancelled: Bool { reporter.isCancelled(since: call) }
+    public var isCancelled: Bool { reporter.isCancelled(call) }
 
     /// Registers work to do if the run is cancelled before this operation resolves.
     ///
@@ -2794,8 +2794,7 @@ nonisolated extension Promise {
 // step (`Driver.cancelledHere`), and stopping releases its hold.
 //
 //   state                   event                  new state                 then
-//   idle, ended(false)      start                  driving(t)                drive
-//   ended(true)             start                  cancelling(t,1,-)         stop next
+//   idle                    start                  driving(t)                drive
 //   cancelling(-,h,-)       start                  unchanged                 stop next
 //   driving(t)              an operation called    calling(t,c,-)            call it
 //   calling(t,c,hs)         c's onCancel           calling(t,c,hs+1)         -
@@ -2805,14 +2804,13 @@ nonisolated extension Promise {
 //   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
 //   driving(t)              a hop                  awaitingQueue             wait
 //   awaitingQueue           the queue arrives      driving(its thread)       drive
-//   driving(t)              the last step ran      ended(false)              end
+//   driving(t)              the last step ran      ended                     end
 //   idle                    cancel                 cancelling(-,2,-)         release
 //   driving(t)              cancel                 cancelling(t,2,-)         release (from t:
 //                                                                            and stop next)
 //   calling(t,c,hs)         cancel                 cancelling(t,2,c)         hs, release
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
 //   awaitingQueue           cancel                 cancelling(-,1,-)         release
-//   ended(false)            a handle's cancel      ended(true)               -
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
 //   cancelling(t,h,c)       the operation returns  unchanged                 stop (if c),
 //                                                                            else go on
@@ -2825,9 +2823,8 @@ nonisolated extension Promise {
 //   any other               any other event        unchanged                 -
 //
 // Beside the state, under the lock, what means the same in every state: the ties to tokens (or,
-// for a run made apart from another, its user's run), the run whose cancel reaches this one
-// (`outer`), and the first call of the chain now running (see `isCancelled(since:)`). The count
-// of calls is the driving thread's (`Driver.calls`): it begins every call.
+// for a run made apart from another, its user's run), and the run whose cancel reaches this one
+// (`outer`). The count of calls is the driving thread's (`Driver.calls`): it begins every call.
 
 /// A run of a promise, returned by every terminal, to cancel it.
 ///
@@ -2864,8 +2861,6 @@ nonisolated extension Engine {
         @usableFromInline var state = State.idle
         /// The ties of a user's run; for a run made apart from another, that run's user's run.
         @usableFromInline var ties = Ties.own([])
-        /// The first call of the chain now running: a combination's lane may have run others.
-        var firstCallOfChain = 1
         /// The run whose cancel reaches this one, through the cancel handler that a combination,
         /// timeout or share adds: for a member or a timeout's work, the run it is made inside
         /// (`make`'s `cancelledWith`); for a shared promise's work, the one run that waits for
@@ -2975,9 +2970,8 @@ nonisolated extension Engine {
         /// `Int32`, so that the state takes four words, not five. `call`: the call that was
         /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
-        /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
-        /// had claimed the run for its next member, which then never starts.
-        case ended(cancelledSince: Bool)
+        /// Ended with an outcome.
+        case ended
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled(call: Int?)
 
@@ -3074,8 +3068,7 @@ nonisolated extension Engine.Run {
             typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
             switch work {
             case .finish(let slot):
-                // Let go of here, on the thread that ends the run (a combination that runs its
-                // next member here gives it again).
+                // Let go of here, on the thread that ends the run.
                 let completion = run.afterDriver.assumingMemoryBound(to: Completion.self).move()
                 run.driver.pointee.hasCompletion = false
                 completion.complete(slot?.take(Outcome.self), of: run)
@@ -3144,10 +3137,8 @@ nonisolated extension Engine.Run {
 
 nonisolated extension Engine.Run {
     /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
-    /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
-    /// can run another promise so: how a combination runs the members that end at once, one
-    /// after another, on one run and in the same memory. `immediately` runs it on this stack
-    /// even deep in nested runs (see `drive`).
+    /// cancellation (after its `ensure` steps), exactly once. A run starts once. `immediately`
+    /// runs it on this stack even deep in nested runs (see `drive`).
     @inlinable final func start<Completion: Engine.Completion>(
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
@@ -3163,9 +3154,6 @@ nonisolated extension Engine.Run {
     /// its plan, the first on top, or puts an operation alone in its slot; then drives it (if it
     /// was cancelled first, the drive stops it before its first step).
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
-        // Once a run has ended it may start again (a combination's lane), never before: the
-        // state cannot tell a run cancelled before its start from one cancelled as it waited.
-        precondition(!driver.pointee.hasCompletion, "a run started again before it ended")
         driver.pointee.hasCompletion = true
         switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
@@ -3180,14 +3168,10 @@ nonisolated extension Engine.Run {
             slot.put(operation)
             driver.pointee.resumesAt = .operation
         }
-        let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
         // Cancelled first, it stops before its first step.
         driver.pointee.cancelledHere = locked { fields -> Bool in
-            fields.firstCallOfChain = firstCall
             switch fields.state {
-            case .ended(cancelledSince: true):
-                fields.state = .cancelling(thread: pthread_self(), holds: 1, call: nil)
-            case .idle, .ended(cancelledSince: false):
+            case .idle:
                 fields.state = .driving(thread: pthread_self())
             case .cancelling(nil, _, _):
                 break  // cancelled before the start, e.g. an awaiting task
@@ -3266,7 +3250,7 @@ nonisolated extension Engine.Run {
             // (then nobody may have it).
             let delivers = locked { fields -> Bool in
                 guard case .driving = fields.state else { return false }
-                fields.state = .ended(cancelledSince: false)
+                fields.state = .ended
                 return true
             }
             if delivers { return end(with: slot) }
@@ -3410,11 +3394,8 @@ nonisolated extension Engine.Run {
         if callNow { handler(self) }
     }
 
-    /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
-    /// ran before ended with an outcome, so it was not.
-    @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isCancelled && call >= $0.firstCallOfChain }
-    }
+    /// Whether the run was cancelled, which every call of it was.
+    @usableFromInline final func isCancelled(_: Int) -> Bool { locked { $0.state.isCancelled } }
 
     /// Call `call`'s resolver cancels the run (`Resolver.cancel()`, or its release unresolved),
     /// if the call is still pending: the reporter's side of `cancel(call:)`, which a handle calls
@@ -3492,9 +3473,6 @@ nonisolated extension Engine.Run {
                 // driving, even once another thread's cancel came.
                 self.driver.pointee.cancelledHere = true
                 return (false, nil)
-            case .ended(cancelledSince: false):
-                fields.state = .ended(cancelledSince: true)
-                return (false, nil)
             default: return (false, nil)
             }
             return (true, nil)
@@ -3555,9 +3533,8 @@ nonisolated extension Engine.Run {
 
     /// Ends the run. A cancelled run first lets go of its hop, if it waited for a queue (the
     /// deadline, the output), and skips the stages still ahead, innermost chain first. Then
-    /// the run forgets its chains, keeping the plan's memory for another chain, and its
-    /// completion gets the outcome, in the slot given, or with `nil` hears that the run was
-    /// cancelled.
+    /// the run lets go of its chains, and its completion gets the outcome, in the slot given, or
+    /// with `nil` hears that the run was cancelled.
     private final func end(with outcome: Slot?) {
         let driver = self.driver
         // The hop of a run cancelled as it waited for its queue, which no drive resumes. (An
@@ -3570,7 +3547,8 @@ nonisolated extension Engine.Run {
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
-        // The chains forgotten: the stack's memory stays, in the tail or the spill, for another.
+        // A handle, or a resolver an operation kept, may keep the run long after its end: not
+        // what the chains' steps captured.
         driver.pointee.plan = Plan()
         driver.pointee.spill?.owned.chains = []
         _ = driver.pointee.specialized(self, .finish(outcome))
@@ -3631,7 +3609,8 @@ nonisolated extension Engine {
     @usableFromInline protocol Reporter: AnyObject {
         func resolve(_ call: Int, with write: (Slot) -> Void)
         func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
-        func isCancelled(since call: Int) -> Bool
+        /// Whether `call` was cancelled.
+        func isCancelled(_ call: Int) -> Bool
         /// Cancels `call`, if it is pending; returns whether it did.
         func cancel(_ call: Int) -> Bool
         /// The run the operation is part of, or that the combination is part of.
@@ -4174,7 +4153,7 @@ nonisolated extension Engine {
 
     /// One run of a combination. A member made from an operation alone is called with a
     /// resolver that reports here, as a run's resolver reports to its run; any other member runs
-    /// in a run of its own (or on the `lane`, after a member that ended at once).
+    /// in a run of its own.
     ///
     /// Swift calls a generic class's protocol methods unspecialized, and unspecialized code here
     /// would look types up at every use: so what the resolvers call (`Reporter`, at the end of
@@ -4286,14 +4265,9 @@ nonisolated extension Engine {
         /// caller has claimed the loop (`State.open`'s `launching`), so that one thread at a time
         /// runs it.
         @inlinable func launch() {
-            // The run that runs members one after another while each ends at once (see `start`),
-            // and the member it ran last. (A member that is an operation alone needs no run: it is
-            // called at the end of the loop, and the lane does not concern it.)
-            var lane: (run: Run, member: Int)?
             // A member is in `running` from the moment it is claimed, before it starts, so that a
-            // stop reaches it: a member cancelled before `start` never begins (even on a run
-            // whose last member has finished: see `Run`'s `State.ended(cancelledSince:)`). The
-            // claim gives the member, and the run it starts in, unless it is an operation alone.
+            // stop reaches it: a member cancelled before `start` never begins. The claim gives the
+            // member, and the run it starts in, unless it is an operation alone.
             while case (let index, let member, let run)? = lock.withLock({
                 () -> (Int, Promise<Member, Failure>, Run?)? in
                 guard case .open(let progress, _) = guarded.state else { return nil }
@@ -4302,22 +4276,17 @@ nonisolated extension Engine {
                     guarded.state = .open(progress, launching: false)
                     return nil
                 }
-                // The lane goes on only if its member ended with an outcome: else it goes on
-                // elsewhere, or was cancelled.
-                if let member = lane?.member, progress.tally.outcomes[member] == nil { lane = nil }
                 progress.tally.started += 1
                 let member = progress.members[index]
                 guard let last = member.chain else {
                     guarded.running[index] = .called([])
                     return (index, member, nil)
                 }
-                let run =
-                    lane?.run ?? .make(for: last, completing: MemberRun.self, cancelledWith: outer)
+                let run = Run.make(for: last, completing: MemberRun.self, cancelledWith: outer)
                 guarded.running[index] = .run(run)
                 return (index, member, run)
             }) {
                 if let run {
-                    lane = (run, index)
                     run.start(member, MemberRun(self, index))
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
@@ -4328,8 +4297,7 @@ nonisolated extension Engine {
             }
         }
 
-        /// What gets a member run's outcome: the join, and the member the run runs (a lane's
-        /// run runs several, each started with its own).
+        /// What gets a member run's outcome: the join, and the member the run runs.
         @usableFromInline struct MemberRun: Completion {
             @usableFromInline let join: Join
             @usableFromInline let index: Int
@@ -4464,7 +4432,7 @@ nonisolated extension Engine {
             if callNow { handler(self) }
         }
 
-        @usableFromInline func isCancelled(since call: Int) -> Bool {
+        @usableFromInline func isCancelled(_ call: Int) -> Bool {
             lock.withLock { if case .cancelled? = guarded.running[call] { true } else { false } }
         }
 

@@ -113,7 +113,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// Check it between the pieces of long synchronous work, to stop early. To stop work that waits
     /// (a request, a timer), register ``onCancel(_:)`` instead, which is called as soon as the run
     /// is cancelled.
-    public var isCancelled: Bool { reporter.isCancelled(since: call) }
+    public var isCancelled: Bool { reporter.isCancelled(call) }
 
     /// Registers work to do if the run is cancelled before this operation resolves.
     ///

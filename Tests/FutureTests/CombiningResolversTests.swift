@@ -64,7 +64,7 @@ import Testing
             func onCancel(
                 _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
             ) { handler(self) }
-            func isCancelled(since call: Int) -> Bool { true }
+            func isCancelled(_ call: Int) -> Bool { true }
             func cancel(_ call: Int) -> Bool {
                 reports.append("cancel")
                 return false  // as a call no longer pending does: nothing to diagnose

@@ -111,7 +111,7 @@ nonisolated extension Engine {
 
     /// One run of a combination. A member made from an operation alone is called with a
     /// resolver that reports here, as a run's resolver reports to its run; any other member runs
-    /// in a run of its own (or on the `lane`, after a member that ended at once).
+    /// in a run of its own.
     ///
     /// Swift calls a generic class's protocol methods unspecialized, and unspecialized code here
     /// would look types up at every use: so what the resolvers call (`Reporter`, at the end of
@@ -223,14 +223,9 @@ nonisolated extension Engine {
         /// caller has claimed the loop (`State.open`'s `launching`), so that one thread at a time
         /// runs it.
         @inlinable func launch() {
-            // The run that runs members one after another while each ends at once (see `start`),
-            // and the member it ran last. (A member that is an operation alone needs no run: it is
-            // called at the end of the loop, and the lane does not concern it.)
-            var lane: (run: Run, member: Int)?
             // A member is in `running` from the moment it is claimed, before it starts, so that a
-            // stop reaches it: a member cancelled before `start` never begins (even on a run
-            // whose last member has finished: see `Run`'s `State.ended(cancelledSince:)`). The
-            // claim gives the member, and the run it starts in, unless it is an operation alone.
+            // stop reaches it: a member cancelled before `start` never begins. The claim gives the
+            // member, and the run it starts in, unless it is an operation alone.
             while case (let index, let member, let run)? = lock.withLock({
                 () -> (Int, Promise<Member, Failure>, Run?)? in
                 guard case .open(let progress, _) = guarded.state else { return nil }
@@ -239,22 +234,17 @@ nonisolated extension Engine {
                     guarded.state = .open(progress, launching: false)
                     return nil
                 }
-                // The lane goes on only if its member ended with an outcome: else it goes on
-                // elsewhere, or was cancelled.
-                if let member = lane?.member, progress.tally.outcomes[member] == nil { lane = nil }
                 progress.tally.started += 1
                 let member = progress.members[index]
                 guard let last = member.chain else {
                     guarded.running[index] = .called([])
                     return (index, member, nil)
                 }
-                let run =
-                    lane?.run ?? .make(for: last, completing: MemberRun.self, cancelledWith: outer)
+                let run = Run.make(for: last, completing: MemberRun.self, cancelledWith: outer)
                 guarded.running[index] = .run(run)
                 return (index, member, run)
             }) {
                 if let run {
-                    lane = (run, index)
                     run.start(member, MemberRun(self, index))
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
@@ -265,8 +255,7 @@ nonisolated extension Engine {
             }
         }
 
-        /// What gets a member run's outcome: the join, and the member the run runs (a lane's
-        /// run runs several, each started with its own).
+        /// What gets a member run's outcome: the join, and the member the run runs.
         @usableFromInline struct MemberRun: Completion {
             @usableFromInline let join: Join
             @usableFromInline let index: Int
@@ -401,7 +390,7 @@ nonisolated extension Engine {
             if callNow { handler(self) }
         }
 
-        @usableFromInline func isCancelled(since call: Int) -> Bool {
+        @usableFromInline func isCancelled(_ call: Int) -> Bool {
             lock.withLock { if case .cancelled? = guarded.running[call] { true } else { false } }
         }
 

@@ -35,8 +35,7 @@
 // step (`Driver.cancelledHere`), and stopping releases its hold.
 //
 //   state                   event                  new state                 then
-//   idle, ended(false)      start                  driving(t)                drive
-//   ended(true)             start                  cancelling(t,1,-)         stop next
+//   idle                    start                  driving(t)                drive
 //   cancelling(-,h,-)       start                  unchanged                 stop next
 //   driving(t)              an operation called    calling(t,c,-)            call it
 //   calling(t,c,hs)         c's onCancel           calling(t,c,hs+1)         -
@@ -46,14 +45,13 @@
 //   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
 //   driving(t)              a hop                  awaitingQueue             wait
 //   awaitingQueue           the queue arrives      driving(its thread)       drive
-//   driving(t)              the last step ran      ended(false)              end
+//   driving(t)              the last step ran      ended                     end
 //   idle                    cancel                 cancelling(-,2,-)         release
 //   driving(t)              cancel                 cancelling(t,2,-)         release (from t:
 //                                                                            and stop next)
 //   calling(t,c,hs)         cancel                 cancelling(t,2,c)         hs, release
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
 //   awaitingQueue           cancel                 cancelling(-,1,-)         release
-//   ended(false)            a handle's cancel      ended(true)               -
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
 //   cancelling(t,h,c)       the operation returns  unchanged                 stop (if c),
 //                                                                            else go on
@@ -66,9 +64,8 @@
 //   any other               any other event        unchanged                 -
 //
 // Beside the state, under the lock, what means the same in every state: the ties to tokens (or,
-// for a run made apart from another, its user's run), the run whose cancel reaches this one
-// (`outer`), and the first call of the chain now running (see `isCancelled(since:)`). The count
-// of calls is the driving thread's (`Driver.calls`): it begins every call.
+// for a run made apart from another, its user's run), and the run whose cancel reaches this one
+// (`outer`). The count of calls is the driving thread's (`Driver.calls`): it begins every call.
 
 import Dispatch
 
@@ -117,8 +114,6 @@ nonisolated extension Engine {
         @usableFromInline var state = State.idle
         /// The ties of a user's run; for a run made apart from another, that run's user's run.
         @usableFromInline var ties = Ties.own([])
-        /// The first call of the chain now running: a combination's lane may have run others.
-        var firstCallOfChain = 1
         /// The run whose cancel reaches this one, through the cancel handler that a combination,
         /// timeout or share adds: for a member or a timeout's work, the run it is made inside
         /// (`make`'s `cancelledWith`); for a shared promise's work, the one run that waits for
@@ -228,9 +223,8 @@ nonisolated extension Engine {
         /// `Int32`, so that the state takes four words, not five. `call`: the call that was
         /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
-        /// Ended with an outcome. `cancelledSince`: a cancel came after, from a combination that
-        /// had claimed the run for its next member, which then never starts.
-        case ended(cancelledSince: Bool)
+        /// Ended with an outcome.
+        case ended
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled(call: Int?)
 
@@ -327,8 +321,7 @@ nonisolated extension Engine.Run {
             typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
             switch work {
             case .finish(let slot):
-                // Let go of here, on the thread that ends the run (a combination that runs its
-                // next member here gives it again).
+                // Let go of here, on the thread that ends the run.
                 let completion = run.afterDriver.assumingMemoryBound(to: Completion.self).move()
                 run.driver.pointee.hasCompletion = false
                 completion.complete(slot?.take(Outcome.self), of: run)
@@ -397,10 +390,8 @@ nonisolated extension Engine.Run {
 
 nonisolated extension Engine.Run {
     /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
-    /// cancellation (after its `ensure` steps), exactly once. A run that ended with an outcome
-    /// can run another promise so: how a combination runs the members that end at once, one
-    /// after another, on one run and in the same memory. `immediately` runs it on this stack
-    /// even deep in nested runs (see `drive`).
+    /// cancellation (after its `ensure` steps), exactly once. A run starts once. `immediately`
+    /// runs it on this stack even deep in nested runs (see `drive`).
     @inlinable final func start<Completion: Engine.Completion>(
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
         _ completion: Completion, immediately: Bool = false
@@ -416,9 +407,6 @@ nonisolated extension Engine.Run {
     /// its plan, the first on top, or puts an operation alone in its slot; then drives it (if it
     /// was cancelled first, the drive stops it before its first step).
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
-        // Once a run has ended it may start again (a combination's lane), never before: the
-        // state cannot tell a run cancelled before its start from one cancelled as it waited.
-        precondition(!driver.pointee.hasCompletion, "a run started again before it ended")
         driver.pointee.hasCompletion = true
         switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
@@ -433,14 +421,10 @@ nonisolated extension Engine.Run {
             slot.put(operation)
             driver.pointee.resumesAt = .operation
         }
-        let firstCall = driver.pointee.calls + 1  // a combination's lane may have run others
         // Cancelled first, it stops before its first step.
         driver.pointee.cancelledHere = locked { fields -> Bool in
-            fields.firstCallOfChain = firstCall
             switch fields.state {
-            case .ended(cancelledSince: true):
-                fields.state = .cancelling(thread: pthread_self(), holds: 1, call: nil)
-            case .idle, .ended(cancelledSince: false):
+            case .idle:
                 fields.state = .driving(thread: pthread_self())
             case .cancelling(nil, _, _):
                 break  // cancelled before the start, e.g. an awaiting task
@@ -519,7 +503,7 @@ nonisolated extension Engine.Run {
             // (then nobody may have it).
             let delivers = locked { fields -> Bool in
                 guard case .driving = fields.state else { return false }
-                fields.state = .ended(cancelledSince: false)
+                fields.state = .ended
                 return true
             }
             if delivers { return end(with: slot) }
@@ -663,11 +647,8 @@ nonisolated extension Engine.Run {
         if callNow { handler(self) }
     }
 
-    /// Whether the chain that call `call` belongs to was cancelled: a call of a chain this run
-    /// ran before ended with an outcome, so it was not.
-    @usableFromInline final func isCancelled(since call: Int) -> Bool {
-        locked { $0.state.isCancelled && call >= $0.firstCallOfChain }
-    }
+    /// Whether the run was cancelled, which every call of it was.
+    @usableFromInline final func isCancelled(_: Int) -> Bool { locked { $0.state.isCancelled } }
 
     /// Call `call`'s resolver cancels the run (`Resolver.cancel()`, or its release unresolved),
     /// if the call is still pending: the reporter's side of `cancel(call:)`, which a handle calls
@@ -745,9 +726,6 @@ nonisolated extension Engine.Run {
                 // driving, even once another thread's cancel came.
                 self.driver.pointee.cancelledHere = true
                 return (false, nil)
-            case .ended(cancelledSince: false):
-                fields.state = .ended(cancelledSince: true)
-                return (false, nil)
             default: return (false, nil)
             }
             return (true, nil)
@@ -808,9 +786,8 @@ nonisolated extension Engine.Run {
 
     /// Ends the run. A cancelled run first lets go of its hop, if it waited for a queue (the
     /// deadline, the output), and skips the stages still ahead, innermost chain first. Then
-    /// the run forgets its chains, keeping the plan's memory for another chain, and its
-    /// completion gets the outcome, in the slot given, or with `nil` hears that the run was
-    /// cancelled.
+    /// the run lets go of its chains, and its completion gets the outcome, in the slot given, or
+    /// with `nil` hears that the run was cancelled.
     private final func end(with outcome: Slot?) {
         let driver = self.driver
         // The hop of a run cancelled as it waited for its queue, which no drive resumes. (An
@@ -823,7 +800,8 @@ nonisolated extension Engine.Run {
         driver.pointee.resolver = nil
         driver.pointee.queue = nil
         while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
-        // The chains forgotten: the stack's memory stays, in the tail or the spill, for another.
+        // A handle, or a resolver an operation kept, may keep the run long after its end: not
+        // what the chains' steps captured.
         driver.pointee.plan = Plan()
         driver.pointee.spill?.owned.chains = []
         _ = driver.pointee.specialized(self, .finish(outcome))
@@ -884,7 +862,8 @@ nonisolated extension Engine {
     @usableFromInline protocol Reporter: AnyObject {
         func resolve(_ call: Int, with write: (Slot) -> Void)
         func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
-        func isCancelled(since call: Int) -> Bool
+        /// Whether `call` was cancelled.
+        func isCancelled(_ call: Int) -> Bool
         /// Cancels `call`, if it is pending; returns whether it did.
         func cancel(_ call: Int) -> Bool
         /// The run the operation is part of, or that the combination is part of.
