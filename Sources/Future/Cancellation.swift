@@ -11,8 +11,9 @@ nonisolated extension RunHandle {
     /// Cancels the run; see ``RunHandle`` for what that does.
     ///
     /// Safe from any thread, and as often as you like:
-    /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call does anything,
-    /// and none after the run ended.
+    /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call cancels, and
+    /// none after the run ended; a later call from a step of the run still stops it before its
+    /// next step (see ``RunHandle``).
     public func cancel() { _ = run.cancel(call: nil) }
 
     /// Puts the run in `bag`, to be cancelled with it.

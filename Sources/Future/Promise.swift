@@ -11,7 +11,7 @@
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
 // A step that returns a promise enters it (`then`, Chaining.swift): its stages run in the
 // same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
-// races its work against an alarm (Time.swift).
+// races its work against an alarm (Time.swift, Engine/Timeout.swift).
 
 /// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
 ///

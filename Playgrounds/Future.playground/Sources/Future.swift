@@ -32,7 +32,7 @@ import Dispatch
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
 // A step that returns a promise enters it (`then`, Chaining.swift): its stages run in the
 // same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
-// races its work against an alarm (Time.swift).
+// races its work against an alarm (Time.swift, Engine/Timeout.swift).
 
 /// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
 ///
@@ -1942,8 +1942,9 @@ nonisolated extension RunHandle {
     /// Cancels the run; see ``RunHandle`` for what that does.
     ///
     /// Safe from any thread, and as often as you like:
-    /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call does anything,
-    /// and none after the run ended.
+    /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call cancels, and
+    /// none after the run ended; a later call from a step of the run still stops it before its
+    /// next step (see ``RunHandle``).
     public func cancel() { _ = run.cancel(call: nil) }
 
     /// Puts the run in `bag`, to be cancelled with it.
@@ -2273,10 +2274,12 @@ nonisolated public enum PromiseDiagnostics {
 // - operation: the closure a promise is made from, called with a resolver. A promise of an
 //   operation alone keeps the `Operation`; a `Source` stage keeps it once a step is added.
 // - call: one call of an operation in a run. A run numbers its calls; a resolver carries its
-//   call's number, so that the resolver of an earlier call counts for nothing.
+//   call's number, so that the resolver of an earlier call counts for nothing. (A join numbers
+//   the members it calls by their index.)
 // - run: one execution of a chain, which a terminal starts and a `RunHandle` refers to.
 // - drive: take a run's steps one after another; one thread at a time drives a run.
-// - slot: the run's memory, where a step's output waits for the next step.
+// - slot: the run's memory, where a step's output waits for the next step (and a promise's
+//   operation alone waits for the run's first drive).
 // - plan: the stages a run has still to take, on a stack (`Plan`): its chain's, every one of
 //   them, loaded as it starts, then those of the chains its steps enter.
 // - enter: push the stages of a promise that a step returned onto the plan, rather than run it
@@ -2814,6 +2817,10 @@ nonisolated extension Promise {
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
 //   cancelling(t,h,c)       the operation returns  unchanged                 stop (if c),
 //                                                                            else go on
+//   cancelling(t,h,-)       t reaches an           unchanged                 stop
+//                           operation, a chain
+//                           entered, a hop or
+//                           the end
 //   cancelling(…,c)         c's onCancel           unchanged                 call it
 //   cancelled(c)            c's onCancel           unchanged                 call it
 //   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -
@@ -4051,7 +4058,8 @@ nonisolated extension Engine {
 // its policy's verdict ends its run at once):
 //
 //   state           event                                        new state        then
-//   open(p, true)   made (`init`)                                open(p, true)    launch
+//   open(p, true)   made (`init`), by the combination's          open(p, true)    launch
+//                   operation, which then calls `launch`
 //   open(p, l)      launch: room, and a member not started       open(p, l)       start it
 //   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
 //   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
@@ -4374,7 +4382,10 @@ nonisolated extension Engine {
                 let members = takeCancels(open)
                 let runs = members.runs.count
                 guarded.state = held && runs > 0 ? .holding(runs: runs) : .closed
-                return members  // the progress goes after the lock
+                // The progress goes after the lock, and with it the combination's resolver,
+                // unresolved: its release cancels a call of a run already cancelled, which does
+                // nothing.
+                return members
             }
             if held && members.runs.isEmpty { outer.release() }  // no member run to wait for
             cancelMembers(members)
@@ -4469,6 +4480,8 @@ nonisolated extension Engine {
 //   going, ringing  the run is cancelled, its end held     holding(run)   cancel the alarm and
 //                   (`runCancelled`; see `Run.hold()`)                    the work
 //   going, ringing  the run is cancelled, else             ended          the same
+//   holding, ended  the run is cancelled                   unchanged      release the hold
+//                                                                         taken
 //   any other       any other event                        unchanged      -
 //
 // So the first of the work and the alarm to settle decides; work that settles at once wins with

@@ -14,10 +14,12 @@
 // - operation: the closure a promise is made from, called with a resolver. A promise of an
 //   operation alone keeps the `Operation`; a `Source` stage keeps it once a step is added.
 // - call: one call of an operation in a run. A run numbers its calls; a resolver carries its
-//   call's number, so that the resolver of an earlier call counts for nothing.
+//   call's number, so that the resolver of an earlier call counts for nothing. (A join numbers
+//   the members it calls by their index.)
 // - run: one execution of a chain, which a terminal starts and a `RunHandle` refers to.
 // - drive: take a run's steps one after another; one thread at a time drives a run.
-// - slot: the run's memory, where a step's output waits for the next step.
+// - slot: the run's memory, where a step's output waits for the next step (and a promise's
+//   operation alone waits for the run's first drive).
 // - plan: the stages a run has still to take, on a stack (`Plan`): its chain's, every one of
 //   them, loaded as it starts, then those of the chains its steps enter.
 // - enter: push the stages of a promise that a step returned onto the plan, rather than run it

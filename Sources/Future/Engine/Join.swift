@@ -9,7 +9,8 @@
 // its policy's verdict ends its run at once):
 //
 //   state           event                                        new state        then
-//   open(p, true)   made (`init`)                                open(p, true)    launch
+//   open(p, true)   made (`init`), by the combination's          open(p, true)    launch
+//                   operation, which then calls `launch`
 //   open(p, l)      launch: room, and a member not started       open(p, l)       start it
 //   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
 //   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
@@ -332,7 +333,10 @@ nonisolated extension Engine {
                 let members = takeCancels(open)
                 let runs = members.runs.count
                 guarded.state = held && runs > 0 ? .holding(runs: runs) : .closed
-                return members  // the progress goes after the lock
+                // The progress goes after the lock, and with it the combination's resolver,
+                // unresolved: its release cancels a call of a run already cancelled, which does
+                // nothing.
+                return members
             }
             if held && members.runs.isEmpty { outer.release() }  // no member run to wait for
             cancelMembers(members)

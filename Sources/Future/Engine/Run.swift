@@ -55,6 +55,10 @@
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
 //   cancelling(t,h,c)       the operation returns  unchanged                 stop (if c),
 //                                                                            else go on
+//   cancelling(t,h,-)       t reaches an           unchanged                 stop
+//                           operation, a chain
+//                           entered, a hop or
+//                           the end
 //   cancelling(…,c)         c's onCancel           unchanged                 call it
 //   cancelled(c)            c's onCancel           unchanged                 call it
 //   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -

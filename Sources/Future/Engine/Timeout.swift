@@ -23,6 +23,8 @@
 //   going, ringing  the run is cancelled, its end held     holding(run)   cancel the alarm and
 //                   (`runCancelled`; see `Run.hold()`)                    the work
 //   going, ringing  the run is cancelled, else             ended          the same
+//   holding, ended  the run is cancelled                   unchanged      release the hold
+//                                                                         taken
 //   any other       any other event                        unchanged      -
 //
 // So the first of the work and the alarm to settle decides; work that settles at once wins with
