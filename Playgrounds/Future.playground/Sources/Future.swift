@@ -2915,8 +2915,6 @@ nonisolated extension Engine {
         /// How many operations the run has called: each call's number is its count, so that a
         /// resolver of an earlier call matches no pending one. Only the driving thread calls.
         @usableFromInline var calls = 0
-        /// The latest call's resolver, kept through the call (see `perform`).
-        @usableFromInline var resolver: AnyObject?
         var plan = Plan()
         /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
@@ -3300,11 +3298,10 @@ nonisolated extension Engine.Run {
         }
         driver.pointee.calls = call
         // A resolver of its own for each call: one that served an earlier call may still be held
-        // where no reference count shows it (an Objective-C weak reference), and report late. The
-        // run keeps it through the call, and lets go of it after a lock: as the operation returns
-        // unresolved (see `operationReturned`), else at the next call or as the run ends.
+        // where no reference count shows it (an Objective-C weak reference), and report late.
+        // Let go of here as the operation returns: if the operation let go of it unresolved, its
+        // deinit cancels the call, still pending (see the table).
         let resolver = Resolver<Value, Failure>(reporter: self, call: call, of: operation)
-        driver.pointee.resolver = resolver
         operation(resolver)
         guard driver.pointee.resolvedHere else { return .called }
         driver.pointee.resolvedHere = false
@@ -3327,22 +3324,18 @@ nonisolated extension Engine.Run {
     /// thread, else wait for it.
     private final func operationReturned(_ plan: inout Plan) -> Next {
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
-        // A resolver the run no longer keeps is let go of after the lock: if the operation let go
-        // of it unresolved, its deinit cancels the run.
-        let (next, released) = locked { fields -> (Next, AnyObject?) in
+        let next = locked { fields -> Next in
             switch fields.state {
             case .calling(_, let call, let handlers):
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
-                return (.wait, self.driver.pointee.resolver.take())
-            case .driving: return (.proceed, nil)
+                return .wait
+            case .driving: return .proceed
             // Cancelled as the call was pending, the run stops; else the outcome came first, in
             // the slot: the loop drops it if this thread cancelled, else goes on to its next check.
-            case .cancelling(_, _, let call):
-                return (call == nil ? .proceed : .stop, self.driver.pointee.resolver.take())
+            case .cancelling(_, _, let call): return call == nil ? .proceed : .stop
             default: preconditionFailure("an operation returned to a run \(fields.state)")
             }
         }
-        withExtendedLifetime(released) {}  // see `Lock`
         if case .wait = next { return next }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
@@ -3551,7 +3544,6 @@ nonisolated extension Engine.Run {
             driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
             driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
         }
-        driver.pointee.resolver = nil
         driver.pointee.queue = nil
         while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
         // A handle, or a resolver an operation kept, may keep the run long after its end: not
