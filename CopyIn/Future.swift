@@ -166,10 +166,10 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @usableFromInline let call: Int
     /// Whether its release, if unresolved, is reported: not that of the one a cancel handler is
     /// given, whose call has ended, so that a reader need not prove that report harmless; nor
-    /// that of one its run saw resolve, whose report would take a lock to find nothing pending
-    /// (its run's driving thread sets it, holding it: its deinit comes after). Written once so,
-    /// and read only by its deinit, no access can overlap a write: so it skips exclusivity
-    /// checks, which would cost one at every resolver's release.
+    /// that of one whose outcome counted, whose report would take a lock to find nothing pending
+    /// (the resolving thread sets it, holding it: its deinit comes after). Written once so (one
+    /// outcome counts), and read only by its deinit, no access can overlap a write: so it skips
+    /// exclusivity checks, which would cost one at every resolver's release.
     @exclusivity(unchecked) @usableFromInline var reportsRelease: Bool
     #if DEBUG
         let origin: (file: StaticString, line: UInt)
@@ -194,9 +194,9 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @usableFromInline var run: Engine.Run { reporter.run }
 
     /// A resolver let go of while its call is pending (it never resolved) means nothing will: it
-    /// cancels the call, and debug builds say where its promise was made. One that resolved, or
-    /// whose call ended otherwise, may report too, unless its run knows (`reportsRelease`): its
-    /// run or combination ignores the cancel of a call that is no longer pending.
+    /// cancels the call, and debug builds say where its promise was made. One whose call ended
+    /// otherwise (cancelled, say) reports too: its run or combination ignores the cancel of a
+    /// call that is no longer pending.
     deinit {
         guard reportsRelease else { return }
         #if DEBUG
@@ -218,7 +218,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        reporter.resolve(call) { slot in slot.put(result) }
+        // Resolved: nothing to report as it goes. Only the one report that counts writes it.
+        if reporter.resolve(call, with: { slot in slot.put(result) }) { reportsRelease = false }
     }
 
     /// Reports success.
@@ -3305,7 +3306,6 @@ nonisolated extension Engine.Run {
         operation(resolver)
         guard driver.pointee.resolvedHere else { return .called }
         driver.pointee.resolvedHere = false
-        resolver.reportsRelease = false  // resolved: nothing to report as it goes
         return .proceed
     }
 
@@ -3341,14 +3341,16 @@ nonisolated extension Engine.Run {
         return next
     }
 
-    /// Takes the outcome of call `call`, which `write` puts in the slot, if it still counts.
-    @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
+    /// Takes the outcome of call `call`, which `write` puts in the slot, if it still counts;
+    /// returns whether it did.
+    @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool {
         // The slot is written only while the call is pending: the driving thread is inside the
         // operation, or the run waits. The cancel handlers no longer needed go outside the lock:
         // releasing a handler may run any deinit. The state is moved out, not copied, so that
         // they move too. (`call` in a pattern is this call's number, not a new name: a report of
         // another call matches no case.)
-        let (resume, unneeded) = locked { fields -> (Bool, Engine.CancelHandlers?) in
+        // `resumes`: `nil` if the outcome does not count, else whether this thread drives on.
+        let (resumes, unneeded) = locked { fields -> (Bool?, Engine.CancelHandlers?) in
             var state = Engine.State.idle
             swap(&state, &fields.state)
             switch state {
@@ -3366,11 +3368,12 @@ nonisolated extension Engine.Run {
                 return (true, handlers)
             default:
                 fields.state = state
-                return (false, nil)
+                return (nil, nil)
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
-        if resume { drive() }
+        if resumes == true { drive() }
+        return resumes != nil
     }
 
     @usableFromInline final func onCancel(
@@ -3606,7 +3609,8 @@ nonisolated extension Engine {
     /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
     /// its members without runs of their own (see `Join`). `call` numbers the operation.
     @usableFromInline protocol Reporter: AnyObject {
-        func resolve(_ call: Int, with write: (Slot) -> Void)
+        /// Reports `call`'s outcome, which `write` puts in a slot; returns whether it counted.
+        func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool
         func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
         /// Whether `call` was cancelled.
         func isCancelled(_ call: Int) -> Bool
@@ -4290,8 +4294,7 @@ nonisolated extension Engine {
                     run.start(member, MemberRun(self, index))
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
-                    // of as the operation returns: unresolved, it ends its member at once. Its
-                    // release after it resolved reports a cancel too, which `memberEnded` ignores.
+                    // of as the operation returns: unresolved, it ends its member at once.
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 }
             }
@@ -4309,8 +4312,8 @@ nonisolated extension Engine {
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if nothing
         /// came of it: it had ended already, the combination had, or other member runs still hold
-        /// the run's end. (A called member's resolver reads it, for the debug report of a
-        /// resolver let go of unresolved.)
+        /// the run's end. (A called member's resolver reads it: as it resolves, to report nothing
+        /// as it goes; as it goes unresolved, for the debug report.)
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
@@ -4416,8 +4419,8 @@ nonisolated extension Engine {
         // through the stored `reported` (`Slot.value`, then `memberEnded`), a cancel through
         // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
-        @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) {
-            _ = reported(self, call, write)
+        @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool {
+            reported(self, call, write)
         }
 
         @usableFromInline func onCancel(

@@ -33,10 +33,10 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @usableFromInline let call: Int
     /// Whether its release, if unresolved, is reported: not that of the one a cancel handler is
     /// given, whose call has ended, so that a reader need not prove that report harmless; nor
-    /// that of one its run saw resolve, whose report would take a lock to find nothing pending
-    /// (its run's driving thread sets it, holding it: its deinit comes after). Written once so,
-    /// and read only by its deinit, no access can overlap a write: so it skips exclusivity
-    /// checks, which would cost one at every resolver's release.
+    /// that of one whose outcome counted, whose report would take a lock to find nothing pending
+    /// (the resolving thread sets it, holding it: its deinit comes after). Written once so (one
+    /// outcome counts), and read only by its deinit, no access can overlap a write: so it skips
+    /// exclusivity checks, which would cost one at every resolver's release.
     @exclusivity(unchecked) @usableFromInline var reportsRelease: Bool
     #if DEBUG
         let origin: (file: StaticString, line: UInt)
@@ -61,9 +61,9 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     @usableFromInline var run: Engine.Run { reporter.run }
 
     /// A resolver let go of while its call is pending (it never resolved) means nothing will: it
-    /// cancels the call, and debug builds say where its promise was made. One that resolved, or
-    /// whose call ended otherwise, may report too, unless its run knows (`reportsRelease`): its
-    /// run or combination ignores the cancel of a call that is no longer pending.
+    /// cancels the call, and debug builds say where its promise was made. One whose call ended
+    /// otherwise (cancelled, say) reports too: its run or combination ignores the cancel of a
+    /// call that is no longer pending.
     deinit {
         guard reportsRelease else { return }
         #if DEBUG
@@ -85,7 +85,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        reporter.resolve(call) { slot in slot.put(result) }
+        // Resolved: nothing to report as it goes. Only the one report that counts writes it.
+        if reporter.resolve(call, with: { slot in slot.put(result) }) { reportsRelease = false }
     }
 
     /// Reports success.

@@ -56,27 +56,9 @@ import Testing
     /// The resolver a cancel handler is given answers for a call that has ended: let go of, it
     /// reports nothing to its run or combination (which, for a call still pending, would end it).
     @Test func aCancelHandlersResolverReportsNothingAsItIsLetGoOf() {
-        final class Recorder: Engine.Reporter, @unchecked Sendable {
-            var reports: [String] = []
-            func resolve(_ call: Int, with write: (Engine.Slot) -> Void) {
-                reports.append("resolve")
-            }
-            func onCancel(
-                _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
-            ) { handler(self) }
-            func isCancelled(_ call: Int) -> Bool { true }
-            func cancel(_ call: Int) -> Bool {
-                reports.append("cancel")
-                return false  // as a call no longer pending does: nothing to diagnose
-            }
-            var run: Engine.Run { preconditionFailure("not asked") }
-        }
         let recorder = Recorder()
         let handled = Counter()
         do {
-            let operation = Engine.Operation(file: #fileID, line: #line) {
-                (_: Resolver<Int, TestError>) in
-            }
             let resolver = Resolver<Int, TestError>(reporter: recorder, call: 0, of: operation)
             withExtendedLifetime(resolver) {
                 resolver.onCancel { _ in handled.increment() }
@@ -86,4 +68,43 @@ import Testing
         }
         #expect(recorder.reports == ["cancel"], "the operation's own resolver reports it")
     }
+
+    /// A resolver whose outcome counted reports nothing more as it is let go of (finding its
+    /// call ended would take a lock); one whose outcome did not count (its call had ended)
+    /// reports its release, which its run or combination ignores.
+    @Test func aResolverWhoseOutcomeCountedReportsNothingAsItIsLetGoOf() {
+        for counts in [true, false] {
+            let recorder = Recorder(outcomesCount: counts)
+            do {
+                let resolver = Resolver<Int, TestError>(reporter: recorder, call: 0, of: operation)
+                resolver.fulfill(1)
+            }
+            #expect(recorder.reports == (counts ? ["resolve"] : ["resolve", "cancel"]))
+        }
+    }
+}
+
+/// A reporter that records what a resolver reports to it.
+private final class Recorder: Engine.Reporter, @unchecked Sendable {
+    var reports: [String] = []
+    let outcomesCount: Bool
+    init(outcomesCount: Bool = true) { self.outcomesCount = outcomesCount }
+    func resolve(_ call: Int, with write: (Engine.Slot) -> Void) -> Bool {
+        reports.append("resolve")
+        return outcomesCount
+    }
+    func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void) {
+        handler(self)
+    }
+    func isCancelled(_ call: Int) -> Bool { true }
+    func cancel(_ call: Int) -> Bool {
+        reports.append("cancel")
+        return false  // as a call no longer pending does: nothing to diagnose
+    }
+    var run: Engine.Run { preconditionFailure("not asked") }
+}
+
+/// An operation, for a resolver to be made for.
+private let operation = Engine.Operation(file: #fileID, line: #line) {
+    (_: Resolver<Int, TestError>) in
 }

@@ -249,8 +249,7 @@ nonisolated extension Engine {
                     run.start(member, MemberRun(self, index))
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
-                    // of as the operation returns: unresolved, it ends its member at once. Its
-                    // release after it resolved reports a cancel too, which `memberEnded` ignores.
+                    // of as the operation returns: unresolved, it ends its member at once.
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 }
             }
@@ -268,8 +267,8 @@ nonisolated extension Engine {
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if nothing
         /// came of it: it had ended already, the combination had, or other member runs still hold
-        /// the run's end. (A called member's resolver reads it, for the debug report of a
-        /// resolver let go of unresolved.)
+        /// the run's end. (A called member's resolver reads it: as it resolves, to report nothing
+        /// as it goes; as it goes unresolved, for the debug report.)
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
@@ -375,8 +374,8 @@ nonisolated extension Engine {
         // through the stored `reported` (`Slot.value`, then `memberEnded`), a cancel through
         // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
-        @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) {
-            _ = reported(self, call, write)
+        @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool {
+            reported(self, call, write)
         }
 
         @usableFromInline func onCancel(

@@ -555,7 +555,6 @@ nonisolated extension Engine.Run {
         operation(resolver)
         guard driver.pointee.resolvedHere else { return .called }
         driver.pointee.resolvedHere = false
-        resolver.reportsRelease = false  // resolved: nothing to report as it goes
         return .proceed
     }
 
@@ -591,14 +590,16 @@ nonisolated extension Engine.Run {
         return next
     }
 
-    /// Takes the outcome of call `call`, which `write` puts in the slot, if it still counts.
-    @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) {
+    /// Takes the outcome of call `call`, which `write` puts in the slot, if it still counts;
+    /// returns whether it did.
+    @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool {
         // The slot is written only while the call is pending: the driving thread is inside the
         // operation, or the run waits. The cancel handlers no longer needed go outside the lock:
         // releasing a handler may run any deinit. The state is moved out, not copied, so that
         // they move too. (`call` in a pattern is this call's number, not a new name: a report of
         // another call matches no case.)
-        let (resume, unneeded) = locked { fields -> (Bool, Engine.CancelHandlers?) in
+        // `resumes`: `nil` if the outcome does not count, else whether this thread drives on.
+        let (resumes, unneeded) = locked { fields -> (Bool?, Engine.CancelHandlers?) in
             var state = Engine.State.idle
             swap(&state, &fields.state)
             switch state {
@@ -616,11 +617,12 @@ nonisolated extension Engine.Run {
                 return (true, handlers)
             default:
                 fields.state = state
-                return (false, nil)
+                return (nil, nil)
             }
         }
         withExtendedLifetime(unneeded) {}  // see `Lock`
-        if resume { drive() }
+        if resumes == true { drive() }
+        return resumes != nil
     }
 
     @usableFromInline final func onCancel(
@@ -856,7 +858,8 @@ nonisolated extension Engine {
     /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
     /// its members without runs of their own (see `Join`). `call` numbers the operation.
     @usableFromInline protocol Reporter: AnyObject {
-        func resolve(_ call: Int, with write: (Slot) -> Void)
+        /// Reports `call`'s outcome, which `write` puts in a slot; returns whether it counted.
+        func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool
         func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
         /// Whether `call` was cancelled.
         func isCancelled(_ call: Int) -> Bool
