@@ -109,7 +109,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// ``resolve(_:_:cancelledIf:)`` does this for you.
     public func cancel() { _ = reporter.cancel(call) }
 
-    /// Whether the run was cancelled while this operation was part of it.
+    /// Whether the run this operation is part of (for a combination's member, the member) was
+    /// cancelled before it ended.
     ///
     /// Check it between the pieces of long synchronous work, to stop early. To stop work that waits
     /// (a request, a timer), register ``onCancel(_:)`` instead, which is called as soon as the run

@@ -3,11 +3,12 @@ import Testing
 @testable import Future
 
 @Suite struct CombiningResolvers {
-    /// Members of a combination that end at once run one after another on one handle, but a
-    /// resolver answers for its own operation only: member 0 ended with a value, member 1 still
+    /// A resolver answers for its own member only: member 0 ended with a value, member 1 still
     /// waits, and cancelling the combination cancels member 1, while member 0's resolver (kept
-    /// by its work) goes on saying that its operation was not cancelled, and runs no handler.
-    @Test func aFinishedMembersResolverDoesNotReportALaterMembersCancellation() {
+    /// by its work) goes on saying that its member was not cancelled, and runs no handler; for
+    /// members the join calls, and for members in runs of their own.
+    @Test(arguments: [false, true])
+    func aFinishedMembersResolverDoesNotReportALaterMembersCancellation(inRuns: Bool) {
         let first = Delivery<Resolver<Int, TestError>>()
         let second = Delivery<Resolver<Int, TestError>>()
         let finished = Promise<Int, TestError> { resolver in
@@ -15,7 +16,8 @@ import Testing
             resolver.fulfill(1)  // ends at once
         }
         let waiting = Promise<Int, TestError> { second.send($0) }
-        let handle = when(fulfilled: [finished, waiting]).run { _ in
+        let members = inRuns ? [finished.map { $0 }, waiting.map { $0 }] : [finished, waiting]
+        let handle = when(fulfilled: members).run { _ in
             Issue.record("cancelled: no completion")
         }
         let kept = first.wait()

@@ -435,7 +435,7 @@ extension WhenFulfilled {
         members.resolver(1)?.fulfill(1)  // too late: ignored
     }
 
-    // Members that end at once run one after another on one run handle (see `Join.launch`): these
+    // Members that end at once, each in a run of its own (see `Join.launch`), or called: these
     // check that no member sees what the one before it left there.
     @Test func membersThatEndAtOnceAreRunsOfTheirOwn() {
         let ensured = Counter()

@@ -242,7 +242,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// ``resolve(_:_:cancelledIf:)`` does this for you.
     public func cancel() { _ = reporter.cancel(call) }
 
-    /// Whether the run was cancelled while this operation was part of it.
+    /// Whether the run this operation is part of (for a combination's member, the member) was
+    /// cancelled before it ended.
     ///
     /// Check it between the pieces of long synchronous work, to stop early. To stop work that waits
     /// (a request, a timer), register ``onCancel(_:)`` instead, which is called as soon as the run
@@ -2610,12 +2611,11 @@ nonisolated extension Engine {
         private var capacity: Int32 = 0
         private var root: Stage?
 
-        /// Loads the stages of the run's own chain, as the run starts (the plan is new, or that
-        /// of a run that ended): in `room`, its tail, or in `spill`'s memory if it holds more.
+        /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or if
+        /// they need more room, in `spill`'s memory.
         mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
-            let memory = spill?.owned.stages ?? room
-            stages = memory.baseAddress
-            capacity = Int32(memory.count)
+            stages = room.baseAddress
+            capacity = Int32(room.count)
             push(chain, spill: &spill)
             root = consume chain
         }
@@ -3160,6 +3160,7 @@ nonisolated extension Engine.Run {
     /// its plan, the first on top, or puts an operation alone in its slot; then drives it (if it
     /// was cancelled first, the drive stops it before its first step).
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
+        precondition(!driver.pointee.hasCompletion, "a run started twice")
         driver.pointee.hasCompletion = true
         switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
@@ -3397,7 +3398,8 @@ nonisolated extension Engine.Run {
         if callNow { handler(self) }
     }
 
-    /// Whether the run was cancelled, which every call of it was.
+    /// Whether the run was cancelled before it ended: what the resolver of each of its calls
+    /// answers.
     @usableFromInline final func isCancelled(_: Int) -> Bool { locked { $0.state.isCancelled } }
 
     /// Call `call`'s resolver cancels the run (`Resolver.cancel()`, or its release unresolved),

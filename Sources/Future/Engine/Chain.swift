@@ -351,12 +351,11 @@ nonisolated extension Engine {
         private var capacity: Int32 = 0
         private var root: Stage?
 
-        /// Loads the stages of the run's own chain, as the run starts (the plan is new, or that
-        /// of a run that ended): in `room`, its tail, or in `spill`'s memory if it holds more.
+        /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or if
+        /// they need more room, in `spill`'s memory.
         mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
-            let memory = spill?.owned.stages ?? room
-            stages = memory.baseAddress
-            capacity = Int32(memory.count)
+            stages = room.baseAddress
+            capacity = Int32(room.count)
             push(chain, spill: &spill)
             root = consume chain
         }

@@ -409,6 +409,7 @@ nonisolated extension Engine.Run {
     /// its plan, the first on top, or puts an operation alone in its slot; then drives it (if it
     /// was cancelled first, the drive stops it before its first step).
     @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
+        precondition(!driver.pointee.hasCompletion, "a run started twice")
         driver.pointee.hasCompletion = true
         switch consume body {  // memory only: no step runs before `drive`
         case .chain(let last):
@@ -646,7 +647,8 @@ nonisolated extension Engine.Run {
         if callNow { handler(self) }
     }
 
-    /// Whether the run was cancelled, which every call of it was.
+    /// Whether the run was cancelled before it ended: what the resolver of each of its calls
+    /// answers.
     @usableFromInline final func isCancelled(_: Int) -> Bool { locked { $0.state.isCancelled } }
 
     /// Call `call`'s resolver cancels the run (`Resolver.cancel()`, or its release unresolved),
