@@ -309,4 +309,52 @@ final class CancelCheck: @unchecked Sendable {
         #expect(early.value == 0, "member steps after the when ended")
         #expect(unfinished.value == 0, "rounds that did not end")
     }
+
+    /// A cancelled combination ends once the members it calls itself (operations alone, which
+    /// run in no run of their own) have returned, as it does for its member runs: its `ensure`
+    /// step comes after every member operation called, even one called on a thread other than
+    /// the combination's run's. Each member of a `when(fulfilled:concurrently: 1)` settles on a
+    /// global queue, whose thread then calls the next one while the combination's run waits,
+    /// and this thread cancels the run: in half the rounds once a member announced that it is
+    /// in its operation (it spins there until `cancel()` has returned, a while at most), else at
+    /// a random moment, which may land as the next member is claimed, before its call.
+    @Test func aCancelledWhenEndsOnceTheOperationsItCalledHaveReturned() async {
+        let early = Counter()
+        let unfinished = Counter()
+        await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
+            for round in 0..<500 {
+                let ended = Counter()
+                let started = Counter()
+                let cancelReturned = Counter()
+                let announcing = round.isMultiple(of: 2) ? Int.random(in: 1..<4) : nil
+                let members = (0..<4).map { index in
+                    Guarantee<Int> { resolver in
+                        if ended.value > 0 { early.increment() }
+                        started.increment()
+                        if index == announcing {
+                            spin(until: { cancelReturned.value > 0 }, for: .milliseconds(100))
+                        } else {
+                            spin(microseconds: Int.random(in: 0...20))
+                        }
+                        if ended.value > 0 { early.increment() }
+                        DispatchQueue.global().async { resolver.fulfill(index) }
+                    }
+                }
+                let done = Delivery<Void>()
+                let handle = when(fulfilled: members, concurrently: 1)
+                    .ensure {
+                        ended.increment()
+                        done.send(())
+                    }
+                    .run { _ in }
+                spin(until: { started.value > (announcing ?? 0) })
+                if announcing == nil { spin(microseconds: Int.random(in: 0...60)) }
+                handle.cancel()
+                cancelReturned.increment()
+                if done.wait() == nil { unfinished.increment() }
+            }
+        }
+        #expect(early.value == 0, "member operations that ran after the when ended")
+        #expect(unfinished.value == 0, "rounds that did not end")
+    }
 }
