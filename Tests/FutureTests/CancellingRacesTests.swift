@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Testing
 
 @testable import Future
@@ -349,6 +350,63 @@ final class CancelCheck: @unchecked Sendable {
                     .run { _ in }
                 spin(until: { started.value > (announcing ?? 0) })
                 if announcing == nil { spin(microseconds: Int.random(in: 0...60)) }
+                handle.cancel()
+                cancelReturned.increment()
+                if done.wait() == nil { unfinished.increment() }
+            }
+        }
+        #expect(early.value == 0, "member operations that ran after the when ended")
+        #expect(unfinished.value == 0, "rounds that did not end")
+    }
+
+    /// The same as the combination settles: a member's failure settles a `when` while the launch
+    /// loop, on another thread, is in a member's operation, and the run is cancelled before the
+    /// failure reaches it (as the failure cancels that member, whose cancel handler waits for
+    /// `cancel()` to return, a while at most). The combination closed, but its launch loop still
+    /// runs, and the run's end waits for it.
+    @Test func aWhenCancelledAsItSettlesEndsOnceTheOperationItCalledHasReturned() async {
+        let early = Counter()
+        let unfinished = Counter()
+        await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
+            for _ in 0..<200 {
+                let ended = Counter()
+                let calling = Counter()  // member 2 is in its operation
+                let settling = Counter()  // member 1's failure cancels member 2
+                let cancelReturned = Counter()
+                let waitForTheCancel = { @Sendable in
+                    _ = spin(until: { cancelReturned.value > 0 }, for: .milliseconds(100))
+                }
+                let first = Delivery<Resolver<Int, TestError>>()
+                let failing = Delivery<Resolver<Int, TestError>>()
+                let members = [
+                    Promise<Int, TestError> { first.send($0) },
+                    Promise { failing.send($0) },
+                    Promise { resolver in  // called on member 0's thread, by the launch loop
+                        resolver.onCancel { _ in
+                            settling.increment()
+                            waitForTheCancel()
+                        }
+                        calling.increment()
+                        waitForTheCancel()
+                        if ended.value > 0 { early.increment() }
+                        resolver.fulfill(2)
+                    },
+                ]
+                let done = Delivery<Void>()
+                let handle = when(fulfilled: members, concurrently: 2)
+                    .ensure {
+                        ended.increment()
+                        done.send(())
+                    }
+                    .run { _ in }
+                // Once the first launch loop has ended: the next one runs on member 0's thread.
+                let zero = first.wait()
+                DispatchQueue.global().async { zero?.fulfill(0) }
+                spin(until: { calling.value > 0 })
+                let resolver = failing.wait()
+                // A thread of its own: Dispatch may start none while member 2 spins on one of its.
+                Thread { resolver?.reject(TestError("1")) }.start()
+                spin(until: { settling.value > 0 })
                 handle.cancel()
                 cancelReturned.increment()
                 if done.wait() == nil { unfinished.increment() }
