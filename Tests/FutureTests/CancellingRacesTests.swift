@@ -265,7 +265,7 @@ final class CancelCheck: @unchecked Sendable {
     }
 
     /// A cancelled `when` holds its run's end until every member run still going as the cancel
-    /// came has stopped (it counts them down, `Join.State.holding(runs:)`): its `ensure` step
+    /// came has stopped (it counts them down, `Join.State.holding(going:)`): its `ensure` step
     /// runs after every member's steps and `ensure` steps, and always comes. Members end at once
     /// (one after another on one run) or after a hop, each spinning in a step, while this thread
     /// cancels, with and without a limit. (A count that released the end one member run early
