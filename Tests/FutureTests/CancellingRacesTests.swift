@@ -264,7 +264,7 @@ final class CancelCheck: @unchecked Sendable {
     }
 
     /// A cancelled `when` holds its run's end until every member run still going as the cancel
-    /// came has stopped (it counts them down, `Join.State.holding(runs:)`): its `ensure` step
+    /// came has stopped (it counts them down, `Join.State.holding(going:)`): its `ensure` step
     /// runs after every member's steps and `ensure` steps, and always comes. Members end at once
     /// or after a hop, each spinning in a step, while this thread cancels, with and without a
     /// limit. (A count that released the end one member run early failed here, with 379 member
@@ -307,6 +307,111 @@ final class CancelCheck: @unchecked Sendable {
             }
         }
         #expect(early.value == 0, "member steps after the when ended")
+        #expect(unfinished.value == 0, "rounds that did not end")
+    }
+
+    /// A cancelled combination ends once the members it calls itself (operations alone, which
+    /// run in no run of their own) have returned, as it does for its member runs: its `ensure`
+    /// step comes after every member operation called, even one called on a thread other than
+    /// the combination's run's. Each member of a `when(fulfilled:concurrently: 1)` settles on a
+    /// global queue, whose thread then calls the next one while the combination's run waits,
+    /// and this thread cancels the run: in half the rounds once a member announced that it is
+    /// in its operation (it spins there until `cancel()` has returned, a while at most), else at
+    /// a random moment, which may land as the next member is claimed, before its call.
+    @Test func aCancelledWhenEndsOnceTheOperationsItCalledHaveReturned() async {
+        let early = Counter()
+        let unfinished = Counter()
+        await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
+            for round in 0..<500 {
+                let ended = Counter()
+                let started = Counter()
+                let cancelReturned = Counter()
+                let announcing = round.isMultiple(of: 2) ? Int.random(in: 1..<4) : nil
+                let members = (0..<4).map { index in
+                    Guarantee<Int> { resolver in
+                        if ended.value > 0 { early.increment() }
+                        started.increment()
+                        if index == announcing {
+                            spin(until: { cancelReturned.value > 0 }, for: .milliseconds(100))
+                        } else {
+                            spin(microseconds: Int.random(in: 0...20))
+                        }
+                        if ended.value > 0 { early.increment() }
+                        DispatchQueue.global().async { resolver.fulfill(index) }
+                    }
+                }
+                let done = Delivery<Void>()
+                let handle = when(fulfilled: members, concurrently: 1)
+                    .ensure {
+                        ended.increment()
+                        done.send(())
+                    }
+                    .run { _ in }
+                spin(until: { started.value > (announcing ?? 0) })
+                if announcing == nil { spin(microseconds: Int.random(in: 0...60)) }
+                handle.cancel()
+                cancelReturned.increment()
+                if done.wait() == nil { unfinished.increment() }
+            }
+        }
+        #expect(early.value == 0, "member operations that ran after the when ended")
+        #expect(unfinished.value == 0, "rounds that did not end")
+    }
+
+    /// The same as the combination settles: a member's failure settles a `when` while the launch
+    /// loop, on another thread, is in a member's operation, and the run is cancelled before the
+    /// failure reaches it (as the failure cancels that member, whose cancel handler waits for
+    /// `cancel()` to return, a while at most). The combination closed, but its launch loop still
+    /// runs, and the run's end waits for it.
+    @Test func aWhenCancelledAsItSettlesEndsOnceTheOperationItCalledHasReturned() async {
+        let early = Counter()
+        let unfinished = Counter()
+        await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
+            for _ in 0..<200 {
+                let ended = Counter()
+                let calling = Counter()  // member 2 is in its operation
+                let settling = Counter()  // member 1's failure cancels member 2
+                let cancelReturned = Counter()
+                let waitForTheCancel = { @Sendable in
+                    _ = spin(until: { cancelReturned.value > 0 }, for: .milliseconds(100))
+                }
+                let first = Delivery<Resolver<Int, TestError>>()
+                let failing = Delivery<Resolver<Int, TestError>>()
+                let members = [
+                    Promise<Int, TestError> { first.send($0) },
+                    Promise { failing.send($0) },
+                    Promise { resolver in  // called on member 0's thread, by the launch loop
+                        resolver.onCancel { _ in
+                            settling.increment()
+                            waitForTheCancel()
+                        }
+                        calling.increment()
+                        waitForTheCancel()
+                        if ended.value > 0 { early.increment() }
+                        resolver.fulfill(2)
+                    },
+                ]
+                let done = Delivery<Void>()
+                let handle = when(fulfilled: members, concurrently: 2)
+                    .ensure {
+                        ended.increment()
+                        done.send(())
+                    }
+                    .run { _ in }
+                // Once the first launch loop has ended: the next one runs on member 0's thread.
+                let zero = first.wait()
+                DispatchQueue.global().async { zero?.fulfill(0) }
+                spin(until: { calling.value > 0 })
+                let resolver = failing.wait()
+                // A thread of its own: Dispatch may start none while member 2 spins on one of its.
+                detachThread { resolver?.reject(TestError("1")) }
+                spin(until: { settling.value > 0 })
+                handle.cancel()
+                cancelReturned.increment()
+                if done.wait() == nil { unfinished.increment() }
+            }
+        }
+        #expect(early.value == 0, "member operations that ran after the when ended")
         #expect(unfinished.value == 0, "rounds that did not end")
     }
 }

@@ -151,6 +151,15 @@ func onThread(stackSize: Int, _ body: @escaping @Sendable () -> Void) {
     #endif
 }
 
+/// Runs `body` on a new thread of its own, and returns at once.
+func detachThread(_ body: @escaping @Sendable () -> Void) {
+    #if canImport(Darwin)
+        pthread_detach(startThread(stackSize: 1 << 20, body)!)
+    #else
+        pthread_detach(startThread(stackSize: 1 << 20, body))
+    #endif
+}
+
 /// Runs `body` on a new thread with a stack of `stackSize` bytes and awaits it, holding up no
 /// thread of Swift's concurrency pool meanwhile: on Linux that pool is Dispatch's global one,
 /// which replaces a thread blocked for long only about once a second, if at all while another

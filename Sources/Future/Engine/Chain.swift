@@ -34,7 +34,7 @@
 //   transition, with an outcome or cancelled (its completion hears of it once).
 // - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it,
 //   the canceller's handlers, and the member runs of a combination it runs (or the work's run
-//   of a timeout) that have not stopped yet.
+//   of a timeout) that have not stopped yet, and the combination's launch loop.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.

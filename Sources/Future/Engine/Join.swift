@@ -3,39 +3,48 @@
 // a run for each other member (inside the combination's run, for its ties), whose completion
 // (`MemberRun`) reports to it; it asks its policy what to do each time a member ends, and settles
 // the combination's resolver with the policy's verdict. The transitions of its `state` (p: an
-// open combination's progress, with r, its resolver; l: whether a thread runs the launch loop; o:
-// an outcome; n: "runs going", members in runs of their own that have not ended), each in one
-// lock section, then what is done outside the lock (a combination of no members makes no join:
-// its policy's verdict ends its run at once):
+// open combination's progress, with r, its resolver; o: an outcome; n: what the end of its
+// cancelled run waits for, the members in runs of their own that have not ended, and the launch
+// loop, which may be in a member's operation), and of `launching` beside it (l: whether a thread
+// runs the launch loop, in every state, as the loop sees the combination closed only when it
+// next asks), each in one lock section, then what is done outside the lock (a combination of no
+// members makes no join: its policy's verdict ends its run at once):
 //
-//   state           event                                        new state        then
-//   open(p, true)   made (`init`), by the combination's          open(p, true)    launch
-//                   operation, which then calls `launch`
-//   open(p, l)      launch: room, and a member not started       open(p, l)       start it
-//   open(p, l)      launch: no room, or none left                open(p, false)   end the loop
-//   open(p, l)      a member ends; verdict wait                  open(p, true)    launch, if not l
-//   open(p, l)      a member ends; verdict settle(o) or cancel   closed           cancel members,
-//                                                                                 then r(o) or
-//                                                                                 cancel r
-//   holding(n)      a member run ends, n > 1                     holding(n - 1)   -
-//   holding(1)      a member run ends                            closed           release run
-//   open, closed    its run is cancelled, n > 0 runs going, and
-//                   the run's end held (see `Run.hold()`)        holding(n)       cancel members
-//   open(p, l)      its run is cancelled, else                   closed           release the hold
-//                                                                                 taken, cancel
-//                                                                                 members
-//   other           the same                                     unchanged        the same
-//   any other       a member ends, or the launch loop asks       unchanged        -
+//   state, l          event                                       new state, l     then
+//   open(p), true     made (`init`), by the combination's         unchanged        launch
+//                     operation, which then calls `launch`
+//   open(p), l        launch: room, and a member not started      unchanged        start it
+//   open(p), l        launch: no room, or none left               open(p), false   end the loop
+//   open(p), l        a member ends; verdict wait                 open(p), true    launch, if not l
+//   open(p), l        a member ends; verdict settle(o) or cancel  closed, l        cancel members,
+//                                                                                  then r(o) or
+//                                                                                  cancel r
+//   holding(n)        a member run ends, n > 1                    holding(n - 1)   -
+//   holding(1)        a member run ends                           closed           release run
+//   holding(n), true  the launch loop asks, n > 1                 holding(n - 1),  end the loop
+//                                                                 false
+//   holding(1), true  the launch loop asks                        closed, false    release run, end
+//                                                                                  the loop
+//   closed, true      the launch loop asks                        closed, false    end the loop
+//   open, closed      its run is cancelled, n > 0 (the member
+//                     runs going, and the loop if l), and the
+//                     run's end held (see `Run.hold()`)           holding(n)       cancel members
+//   open(p)           its run is cancelled, else                  closed           release the hold
+//                                                                                  taken, cancel
+//                                                                                  members
+//   other             the same                                    unchanged        the same
+//   any other         a member ends                               unchanged        -
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
 // was open, to start the members never started that ignore cancel. Its run's cancel goes in this
 // order, one part after another (see `Nesting.cancelling`): the run's handler (`runCancelled`);
 // each member run's handlers and end; the called members' handlers, in input order; the members
-// that ignore cancel start; the run ends, once nothing holds it. Beside the state, in every
-// state: how each member runs (`running`), which the members' resolvers read and change: a called
-// member keeps the cancel handlers its resolver sets until it is cancelled; after that, it calls
-// them at once, and stays cancelled whatever its resolver reports.
+// that ignore cancel start; the run ends, once nothing holds it (no member run, nor the launch
+// loop, which calls a member's operation as a run's driving thread does). Beside the state, in
+// every state: how each member runs (`running`), which the members' resolvers read and change: a
+// called member keeps the cancel handlers its resolver sets until it is cancelled; after that, it
+// calls them at once, and stays cancelled whatever its resolver reports.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run.
@@ -137,17 +146,20 @@ nonisolated extension Engine {
         /// skips exclusivity checks, which would cost one at every use. `state`: where the
         /// combination is. `running`: the members that run, in every state: `nil` for one that
         /// has not started, or has ended. (A called member's resolver may report after the
-        /// combination closed.)
-        @exclusivity(unchecked) @usableFromInline var guarded: (state: State, running: [Running?])
+        /// combination closed.) `launching`: whether a thread runs the launch loop (at first, the
+        /// one that starts the run), so that one thread at a time runs it, and that the end of a
+        /// cancelled run waits for it.
+        @exclusivity(unchecked) @usableFromInline var guarded:
+            (state: State, running: [Running?], launching: Bool)
 
         /// Where the combination is (see the table in the file's header).
         @usableFromInline enum State {
-            /// Members start and report; with `launching`, a thread runs the launch loop (at
-            /// first, the one that starts the run).
-            case open(Progress, launching: Bool)
-            /// Its run was cancelled, and the run's end (`outer`'s) waits for these member runs
-            /// to stop (a count: every member run still going as the cancel came).
-            case holding(runs: Int)
+            /// Members start and report.
+            case open(Progress)
+            /// Its run was cancelled, and the run's end (`outer`'s) waits for these to stop (a
+            /// count: every member run still going as the cancel came, and the launch loop, if a
+            /// thread ran it: the member operation it calls may not have returned).
+            case holding(going: Int)
             /// It settled, or was cancelled.
             case closed
         }
@@ -206,8 +218,9 @@ nonisolated extension Engine {
             self.decide = decide
             outer = resolver.run
             guarded = (
-                .open(Progress(resolver, members), launching: true),
-                members.map { _ in nil }  // (not `Array(repeating:count:)`: see `Tally`)
+                .open(Progress(resolver, members)),
+                members.map { _ in nil },  // (not `Array(repeating:count:)`: see `Tally`)
+                true
             )
             reported = { join, index, write in
                 join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
@@ -221,18 +234,22 @@ nonisolated extension Engine {
 
         /// Starts members while there is room, in a loop rather than by recursion: members that
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
-        /// caller has claimed the loop (`State.open`'s `launching`), so that one thread at a time
-        /// runs it.
+        /// caller has claimed the loop (`launching`), so that one thread at a time runs it.
         @inlinable func launch() {
+            var releases = false  // the loop was the last that the cancelled run's end waited for
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member cancelled before `start` never begins. The claim gives the
             // member, and the run it starts in, unless it is an operation alone.
             while case (let index, let member, let run)? = lock.withLock({
                 () -> (Int, Promise<Member, Failure>, Run?)? in
-                guard case .open(let progress, _) = guarded.state else { return nil }
+                guard case .open(let progress) = guarded.state else {
+                    guarded.launching = false
+                    releases = countDown()
+                    return nil
+                }
                 let index = progress.tally.started
                 guard index < guarded.running.count, index - progress.tally.ended < width else {
-                    guarded.state = .open(progress, launching: false)
+                    guarded.launching = false
                     return nil
                 }
                 progress.tally.started += 1
@@ -253,6 +270,7 @@ nonisolated extension Engine {
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 }
             }
+            if releases { outer.release() }
         }
 
         /// What gets a member run's outcome: the join, and the member the run runs.
@@ -284,18 +302,15 @@ nonisolated extension Engine {
                 }
                 guarded.running[index] = nil
                 switch guarded.state {
-                case .closed: return .nothing
-                case .holding(let runs):  // the last of them releases the hold
-                    guarded.state = runs > 1 ? .holding(runs: runs - 1) : .closed
-                    return runs > 1 ? .nothing : .releases
-                case .open(let progress, let launching):
+                case .closed, .holding: return countDown() ? .releases : .nothing
+                case .open(let progress):
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
                     let ending = outcome.map { Ending.outcome(index, $0) } ?? .cancelled(index)
                     switch decide(progress.tally, ending) {
                     case .wait:
-                        if !launching { guarded.state = .open(progress, launching: true) }
-                        return .waits(launch: !launching)
+                        defer { guarded.launching = true }  // by this thread, if by none
+                        return .waits(launch: !guarded.launching)
                     case let verdict:
                         guarded.state = .closed
                         return .closes(takeCancels(progress), progress.resolver, verdict)
@@ -319,26 +334,34 @@ nonisolated extension Engine {
         }
 
         /// Its run was cancelled: it cancels the members, and holds the run's end until the
-        /// member runs have stopped.
+        /// member runs and the launch loop have stopped.
         @inlinable func runCancelled() {
-            // The hold is taken first, so that the last member run, which releases it as it ends
-            // once the join is `holding`, always finds it taken; it is kept only if a member run
-            // is going: else it is given back at once.
+            // The hold is taken first, so that the last member run (or the loop), which releases
+            // it as it ends once the join is `holding`, always finds it taken; it is kept only if
+            // one is going: else it is given back at once.
             let held = outer.hold()
             // It comes once, to a combination open or closed (never `holding`, which it sets).
-            let members = lock.withLock { () -> Cancels in
+            let (members, waits) = lock.withLock { () -> (Cancels, Bool) in
                 var open: Progress?
-                if case .open(let progress, _) = guarded.state { open = progress }
+                if case .open(let progress) = guarded.state { open = progress }
                 let members = takeCancels(open)
-                let runs = members.runs.count
-                guarded.state = held && runs > 0 ? .holding(runs: runs) : .closed
+                let going = members.runs.count + (guarded.launching ? 1 : 0)
+                guarded.state = held && going > 0 ? .holding(going: going) : .closed
                 // The progress goes after the lock, and with it the combination's resolver,
                 // unresolved: its release cancels a call of a run already cancelled, which does
                 // nothing.
-                return members
+                return (members, going > 0)
             }
-            if held && members.runs.isEmpty { outer.release() }  // no member run to wait for
+            if held && !waits { outer.release() }  // nothing to wait for
             cancelMembers(members)
+        }
+
+        /// Counts `holding` down (under the lock) as a member run or the launch loop that the
+        /// end of the cancelled run waits for ends; `true` for the last, which releases the end.
+        @inlinable func countDown() -> Bool {
+            guard case .holding(let going) = guarded.state else { return false }
+            guarded.state = going > 1 ? .holding(going: going - 1) : .closed
+            return going == 1
         }
 
         /// Takes what cancelling the members cancels (under the lock).
