@@ -2611,33 +2611,35 @@ nonisolated extension Engine {
         private var capacity: Int32 = 0
         private var root: Stage?
 
-        /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or if
-        /// they need more room, in `spill`'s memory.
-        mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
+        /// Loads the stages of the run's own chain, as the run starts, in `room`, its tail, which
+        /// `Run.make` sized for them.
+        mutating func load(_ chain: consuming Stage, in room: Room) {
             stages = room.baseAddress
             capacity = Int32(room.count)
-            push(chain, spill: &spill)
+            push(chain)
             root = consume chain
         }
 
-        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
+        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run
+        /// (in `spill`'s memory, if they need more room).
         mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
             while let entered = kept.owned.chains.last, entered.base >= count {
                 kept.owned.chains.removeLast()
             }
+            if count + Int32(chain.depth) > capacity { grow(by: chain.depth, into: kept) }
             let base = count
-            push(chain, spill: &spill)
+            push(chain)
             kept.owned.chains.append((consume chain, base))
         }
 
-        /// Pushes a chain's stages: its last at the bottom, its first on top (in `spill`'s memory,
-        /// if they need more room). Each parent is read through the unretained reference below
-        /// it, which skips a retain and a release.
-        private mutating func push(_ last: Stage, spill: inout Spill?) {
+        /// Pushes a chain's stages, for which there is room: its last at the bottom, its first on
+        /// top. Each parent is read through the unretained reference below it, which skips a
+        /// retain and a release.
+        private mutating func push(_ last: Stage) {
             let depth = Int32(last.depth)
-            if count + depth > capacity { grow(by: last.depth, spill: &spill) }
+            assert(count + depth <= capacity, "no room on the plan")
             let stages = stages!
             stages[Int(count)] = .passUnretained(last)
             for index in Int(count) + 1..<Int(count + depth) {
@@ -2646,11 +2648,10 @@ nonisolated extension Engine {
             count += depth
         }
 
-        /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
-        private mutating func grow(by depth: Int, spill: inout Spill?) {
+        /// Moves the stack to `kept`'s memory, with room for `depth` more stages.
+        private mutating func grow(by depth: Int, into kept: Spill) {
             let room = Room.allocate(capacity: max(Int(count) + depth, 2 * Int(capacity)))
-            if let stages { room.baseAddress!.moveInitialize(from: stages, count: Int(count)) }
-            let kept = Spill.make(&spill)
+            room.baseAddress!.moveInitialize(from: stages!, count: Int(count))
             kept.owned.stages?.deallocate()
             kept.owned.stages = room
             stages = room.baseAddress
@@ -3170,7 +3171,7 @@ nonisolated extension Engine.Run {
             let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
             let stages = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
             let room = Engine.Room(start: stages, count: capacity - Self.driverWords - words)
-            driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
+            driver.pointee.plan.load(consume last, in: room)
         case .operation(let operation):
             slot.put(operation)
             driver.pointee.resumesAt = .operation
@@ -3868,7 +3869,7 @@ nonisolated extension Engine {
         /// A part of cancelling: calling handlers, then, once what they cancelled has ended too,
         /// what comes `afterwards`.
         private enum Cancelling {
-            case handlers(() -> Void, then: (() -> Void)?)
+            case handlers(() -> Void, then: () -> Void)
             case afterwards(() -> Void)
         }
         /// What releases past `limit` kept, for the bottom level of releases to let go of.
@@ -3949,7 +3950,7 @@ nonisolated extension Engine {
         /// and the join's afterwards (the members that ignore cancel start), then the run's
         /// afterwards (its end).
         @usableFromInline static func cancelling(
-            _ handlers: @escaping () -> Void, then afterwards: (() -> Void)? = nil
+            _ handlers: @escaping () -> Void, then afterwards: @escaping () -> Void
         ) {
             withCurrent { nesting in
                 let part = Cancelling.handlers(handlers, then: afterwards)
@@ -3962,7 +3963,7 @@ nonisolated extension Engine {
                     case .handlers(let call, let afterwards):
                         nesting.cancels = []
                         call()
-                        afterwards.map { ahead.append(.afterwards($0)) }
+                        ahead.append(.afterwards(afterwards))
                         ahead += nesting.cancels.take()!.reversed()
                     case .afterwards(let body): body()
                     }
@@ -4499,9 +4500,7 @@ nonisolated extension Engine {
 //   holding(run)    the work ends                          ended          release the run
 //   going, ringing  the run is cancelled, its end held     holding(run)   cancel the alarm and
 //                   (`runCancelled`; see `Run.hold()`)                    the work
-//   going, ringing  the run is cancelled, else             ended          the same
-//   holding, ended  the run is cancelled                   unchanged      release the hold
-//                                                                         taken
+//   ended           the run is cancelled, its end held     unchanged      release the hold
 //   any other       any other event                        unchanged      -
 //
 // So the first of the work and the alarm to settle decides; work that settles at once wins with
@@ -4605,19 +4604,20 @@ nonisolated extension Engine {
         }
 
         /// Its run was cancelled: it cancels the alarm and the work, and holds the run's end
-        /// until the work's run has stopped.
+        /// until the work's run has stopped. It comes once (a call's cancel handlers are called
+        /// once), never to a timeout `holding`, which it sets.
         @inlinable func runCancelled(_ run: Run) {
+            // Always taken: the run's cancel holds its end while its handlers run, and a handler
+            // added late, inside the operation, runs while the driving thread holds it.
             let held = run.hold()
+            assert(held, "a timeout's run cancelled, its end not held")
             let left = move {
                 switch $0 {
-                case .going, .ringing: held ? .holding(run) : .ended
+                case .going, .ringing: .holding(run)
                 case .holding, .ended: nil
                 }
             }
-            guard let left else {
-                if held { run.release() }  // no work to wait for
-                return
-            }
+            guard let left else { return run.release() }  // no work to wait for
             if case .going(_, let alarm?) = left { alarm() }
             _ = work.cancel(call: nil)
         }
@@ -4649,7 +4649,7 @@ nonisolated extension Engine {
 //   running(work, r, ws)  leave n, none left, cancels when  idle(work)              cancel r
 //                         abandoned (so work is not nil)
 //   running(work, r, ws)  leave n, else                     running(work, r, ws-n)  -
-//   idle, settled, making leave n (resumed as it left)      the same                -
+//   idle, settled         leave n (resumed as it left)      the same                -
 //   running(work, r, ws)  r ends with o, or work is nil     settled(o)              resume ws
 //   running(work, r, ws)  r ends by cancellation (o nil)    idle(work)              resume ws
 //   any other             a run ends (an earlier r,         the same                -
@@ -4784,7 +4784,7 @@ nonisolated extension Engine {
                     guard waiting.isEmpty, cancelsWhenAbandoned, let work else { return .none }
                     state = .idle(work)
                     return .cancelWork(run)
-                case let unchanged: state = unchanged  // idle, settled (resumed as it left); making
+                case let unchanged: state = unchanged  // idle, settled (resumed as it left)
                 }
                 return .none
             }

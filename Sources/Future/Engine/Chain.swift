@@ -351,33 +351,35 @@ nonisolated extension Engine {
         private var capacity: Int32 = 0
         private var root: Stage?
 
-        /// Loads the stages of the run's own chain, as the run starts: in `room`, its tail, or if
-        /// they need more room, in `spill`'s memory.
-        mutating func load(_ chain: consuming Stage, in room: Room, spill: inout Spill?) {
+        /// Loads the stages of the run's own chain, as the run starts, in `room`, its tail, which
+        /// `Run.make` sized for them.
+        mutating func load(_ chain: consuming Stage, in room: Room) {
             stages = room.baseAddress
             capacity = Int32(room.count)
-            push(chain, spill: &spill)
+            push(chain)
             root = consume chain
         }
 
-        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run.
+        /// Pushes the stages of a chain a step returned, which `spill` keeps until they have run
+        /// (in `spill`'s memory, if they need more room).
         mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
             while let entered = kept.owned.chains.last, entered.base >= count {
                 kept.owned.chains.removeLast()
             }
+            if count + Int32(chain.depth) > capacity { grow(by: chain.depth, into: kept) }
             let base = count
-            push(chain, spill: &spill)
+            push(chain)
             kept.owned.chains.append((consume chain, base))
         }
 
-        /// Pushes a chain's stages: its last at the bottom, its first on top (in `spill`'s memory,
-        /// if they need more room). Each parent is read through the unretained reference below
-        /// it, which skips a retain and a release.
-        private mutating func push(_ last: Stage, spill: inout Spill?) {
+        /// Pushes a chain's stages, for which there is room: its last at the bottom, its first on
+        /// top. Each parent is read through the unretained reference below it, which skips a
+        /// retain and a release.
+        private mutating func push(_ last: Stage) {
             let depth = Int32(last.depth)
-            if count + depth > capacity { grow(by: last.depth, spill: &spill) }
+            assert(count + depth <= capacity, "no room on the plan")
             let stages = stages!
             stages[Int(count)] = .passUnretained(last)
             for index in Int(count) + 1..<Int(count + depth) {
@@ -386,11 +388,10 @@ nonisolated extension Engine {
             count += depth
         }
 
-        /// Moves the stack to `spill`'s memory, with room for `depth` more stages.
-        private mutating func grow(by depth: Int, spill: inout Spill?) {
+        /// Moves the stack to `kept`'s memory, with room for `depth` more stages.
+        private mutating func grow(by depth: Int, into kept: Spill) {
             let room = Room.allocate(capacity: max(Int(count) + depth, 2 * Int(capacity)))
-            if let stages { room.baseAddress!.moveInitialize(from: stages, count: Int(count)) }
-            let kept = Spill.make(&spill)
+            room.baseAddress!.moveInitialize(from: stages!, count: Int(count))
             kept.owned.stages?.deallocate()
             kept.owned.stages = room
             stages = room.baseAddress

@@ -56,7 +56,7 @@ nonisolated extension Engine {
         /// A part of cancelling: calling handlers, then, once what they cancelled has ended too,
         /// what comes `afterwards`.
         private enum Cancelling {
-            case handlers(() -> Void, then: (() -> Void)?)
+            case handlers(() -> Void, then: () -> Void)
             case afterwards(() -> Void)
         }
         /// What releases past `limit` kept, for the bottom level of releases to let go of.
@@ -137,7 +137,7 @@ nonisolated extension Engine {
         /// and the join's afterwards (the members that ignore cancel start), then the run's
         /// afterwards (its end).
         @usableFromInline static func cancelling(
-            _ handlers: @escaping () -> Void, then afterwards: (() -> Void)? = nil
+            _ handlers: @escaping () -> Void, then afterwards: @escaping () -> Void
         ) {
             withCurrent { nesting in
                 let part = Cancelling.handlers(handlers, then: afterwards)
@@ -150,7 +150,7 @@ nonisolated extension Engine {
                     case .handlers(let call, let afterwards):
                         nesting.cancels = []
                         call()
-                        afterwards.map { ahead.append(.afterwards($0)) }
+                        ahead.append(.afterwards(afterwards))
                         ahead += nesting.cancels.take()!.reversed()
                     case .afterwards(let body): body()
                     }

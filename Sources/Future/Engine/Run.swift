@@ -419,7 +419,7 @@ nonisolated extension Engine.Run {
             let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
             let stages = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
             let room = Engine.Room(start: stages, count: capacity - Self.driverWords - words)
-            driver.pointee.plan.load(consume last, in: room, spill: &driver.pointee.spill)
+            driver.pointee.plan.load(consume last, in: room)
         case .operation(let operation):
             slot.put(operation)
             driver.pointee.resumesAt = .operation

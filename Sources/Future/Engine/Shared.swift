@@ -21,7 +21,7 @@
 //   running(work, r, ws)  leave n, none left, cancels when  idle(work)              cancel r
 //                         abandoned (so work is not nil)
 //   running(work, r, ws)  leave n, else                     running(work, r, ws-n)  -
-//   idle, settled, making leave n (resumed as it left)      the same                -
+//   idle, settled         leave n (resumed as it left)      the same                -
 //   running(work, r, ws)  r ends with o, or work is nil     settled(o)              resume ws
 //   running(work, r, ws)  r ends by cancellation (o nil)    idle(work)              resume ws
 //   any other             a run ends (an earlier r,         the same                -
@@ -156,7 +156,7 @@ nonisolated extension Engine {
                     guard waiting.isEmpty, cancelsWhenAbandoned, let work else { return .none }
                     state = .idle(work)
                     return .cancelWork(run)
-                case let unchanged: state = unchanged  // idle, settled (resumed as it left); making
+                case let unchanged: state = unchanged  // idle, settled (resumed as it left)
                 }
                 return .none
             }

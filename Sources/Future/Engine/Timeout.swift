@@ -22,9 +22,7 @@
 //   holding(run)    the work ends                          ended          release the run
 //   going, ringing  the run is cancelled, its end held     holding(run)   cancel the alarm and
 //                   (`runCancelled`; see `Run.hold()`)                    the work
-//   going, ringing  the run is cancelled, else             ended          the same
-//   holding, ended  the run is cancelled                   unchanged      release the hold
-//                                                                         taken
+//   ended           the run is cancelled, its end held     unchanged      release the hold
 //   any other       any other event                        unchanged      -
 //
 // So the first of the work and the alarm to settle decides; work that settles at once wins with
@@ -128,19 +126,20 @@ nonisolated extension Engine {
         }
 
         /// Its run was cancelled: it cancels the alarm and the work, and holds the run's end
-        /// until the work's run has stopped.
+        /// until the work's run has stopped. It comes once (a call's cancel handlers are called
+        /// once), never to a timeout `holding`, which it sets.
         @inlinable func runCancelled(_ run: Run) {
+            // Always taken: the run's cancel holds its end while its handlers run, and a handler
+            // added late, inside the operation, runs while the driving thread holds it.
             let held = run.hold()
+            assert(held, "a timeout's run cancelled, its end not held")
             let left = move {
                 switch $0 {
-                case .going, .ringing: held ? .holding(run) : .ended
+                case .going, .ringing: .holding(run)
                 case .holding, .ended: nil
                 }
             }
-            guard let left else {
-                if held { run.release() }  // no work to wait for
-                return
-            }
+            guard let left else { return run.release() }  // no work to wait for
             if case .going(_, let alarm?) = left { alarm() }
             _ = work.cancel(call: nil)
         }
