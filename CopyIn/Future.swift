@@ -3509,15 +3509,15 @@ nonisolated extension Engine.Run {
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
     /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
-    /// the run's end (its `ensure` steps and its completion). `false` if the run is not
-    /// cancelled, or has ended.
-    @usableFromInline final func hold() -> Bool {
+    /// the run's end (its `ensure` steps and its completion). Taken by the cancel handler of the
+    /// pending call, which runs while the canceller holds the run, or, added late inside the
+    /// operation, while the driving thread does: so the run has not ended.
+    @usableFromInline final func hold() {
         locked { fields in
             guard case .cancelling(let thread, let holds, let call) = fields.state else {
-                return false
+                preconditionFailure("a hold taken on a run \(fields.state)")
             }
             fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
-            return true
         }
     }
 
@@ -4074,13 +4074,11 @@ nonisolated extension Engine {
 //   holding(1), true  the launch loop asks                        closed, false    release run, end
 //                                                                                  the loop
 //   closed, true      the launch loop asks                        closed, false    end the loop
-//   open, closed      its run is cancelled, n > 0 (the member
-//                     runs going, and the loop if l), and the
-//                     run's end held (see `Run.hold()`)           holding(n)       cancel members
-//   open(p)           its run is cancelled, else                  closed           release the hold
-//                                                                                  taken, cancel
-//                                                                                  members
-//   other             the same                                    unchanged        the same
+//   open, closed      its run is cancelled, its end held (see     holding(n)       cancel members
+//                     `Run.hold()`), n > 0 (the member runs
+//                     going, and the loop if l)
+//   open, closed      its run is cancelled, its end held, n = 0   closed           release the hold,
+//                                                                                  cancel members
 //   any other         a member ends                               unchanged        -
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
@@ -4387,20 +4385,20 @@ nonisolated extension Engine {
             // The hold is taken first, so that the last member run (or the loop), which releases
             // it as it ends once the join is `holding`, always finds it taken; it is kept only if
             // one is going: else it is given back at once.
-            let held = outer.hold()
+            outer.hold()
             // It comes once, to a combination open or closed (never `holding`, which it sets).
             let (members, waits) = lock.withLock { () -> (Cancels, Bool) in
                 var open: Progress?
                 if case .open(let progress) = guarded.state { open = progress }
                 let members = takeCancels(open)
                 let going = members.runs.count + (guarded.launching ? 1 : 0)
-                guarded.state = held && going > 0 ? .holding(going: going) : .closed
+                guarded.state = going > 0 ? .holding(going: going) : .closed
                 // The progress goes after the lock, and with it the combination's resolver,
                 // unresolved: its release cancels a call of a run already cancelled, which does
                 // nothing.
                 return (members, going > 0)
             }
-            if held && !waits { outer.release() }  // nothing to wait for
+            if !waits { outer.release() }  // nothing to wait for
             cancelMembers(members)
         }
 
@@ -4607,10 +4605,7 @@ nonisolated extension Engine {
         /// until the work's run has stopped. It comes once (a call's cancel handlers are called
         /// once), never to a timeout `holding`, which it sets.
         @inlinable func runCancelled(_ run: Run) {
-            // Always taken: the run's cancel holds its end while its handlers run, and a handler
-            // added late, inside the operation, runs while the driving thread holds it.
-            let held = run.hold()
-            assert(held, "a timeout's run cancelled, its end not held")
+            run.hold()
             let left = move {
                 switch $0 {
                 case .going, .ringing: .holding(run)

@@ -26,13 +26,11 @@
 //   holding(1), true  the launch loop asks                        closed, false    release run, end
 //                                                                                  the loop
 //   closed, true      the launch loop asks                        closed, false    end the loop
-//   open, closed      its run is cancelled, n > 0 (the member
-//                     runs going, and the loop if l), and the
-//                     run's end held (see `Run.hold()`)           holding(n)       cancel members
-//   open(p)           its run is cancelled, else                  closed           release the hold
-//                                                                                  taken, cancel
-//                                                                                  members
-//   other             the same                                    unchanged        the same
+//   open, closed      its run is cancelled, its end held (see     holding(n)       cancel members
+//                     `Run.hold()`), n > 0 (the member runs
+//                     going, and the loop if l)
+//   open, closed      its run is cancelled, its end held, n = 0   closed           release the hold,
+//                                                                                  cancel members
 //   any other         a member ends                               unchanged        -
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
@@ -339,20 +337,20 @@ nonisolated extension Engine {
             // The hold is taken first, so that the last member run (or the loop), which releases
             // it as it ends once the join is `holding`, always finds it taken; it is kept only if
             // one is going: else it is given back at once.
-            let held = outer.hold()
+            outer.hold()
             // It comes once, to a combination open or closed (never `holding`, which it sets).
             let (members, waits) = lock.withLock { () -> (Cancels, Bool) in
                 var open: Progress?
                 if case .open(let progress) = guarded.state { open = progress }
                 let members = takeCancels(open)
                 let going = members.runs.count + (guarded.launching ? 1 : 0)
-                guarded.state = held && going > 0 ? .holding(going: going) : .closed
+                guarded.state = going > 0 ? .holding(going: going) : .closed
                 // The progress goes after the lock, and with it the combination's resolver,
                 // unresolved: its release cancels a call of a run already cancelled, which does
                 // nothing.
                 return (members, going > 0)
             }
-            if held && !waits { outer.release() }  // nothing to wait for
+            if !waits { outer.release() }  // nothing to wait for
             cancelMembers(members)
         }
 

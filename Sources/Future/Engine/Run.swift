@@ -757,15 +757,15 @@ nonisolated extension Engine.Run {
 
     /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
     /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
-    /// the run's end (its `ensure` steps and its completion). `false` if the run is not
-    /// cancelled, or has ended.
-    @usableFromInline final func hold() -> Bool {
+    /// the run's end (its `ensure` steps and its completion). Taken by the cancel handler of the
+    /// pending call, which runs while the canceller holds the run, or, added late inside the
+    /// operation, while the driving thread does: so the run has not ended.
+    @usableFromInline final func hold() {
         locked { fields in
             guard case .cancelling(let thread, let holds, let call) = fields.state else {
-                return false
+                preconditionFailure("a hold taken on a run \(fields.state)")
             }
             fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
-            return true
         }
     }
 
