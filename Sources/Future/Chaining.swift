@@ -55,7 +55,8 @@ nonisolated extension Promise {
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
         guard let convert = Self.errorConversion(from: StepFailure.self) else {
-            // One error type (checked): the step enters the promise `next` makes (see
+            // One error type (no conversion: `StepFailure` is `Failure`, checked above, so the
+            // stages are retyped as they are): the step enters the promise `next` makes (see
             // `Run.callOrEnter`), or passes a failure on.
             typealias Nest = Engine.Nest<Value, NewValue, StepFailure>
             let entering: Promise<NewValue, StepFailure> = nesting(next) { stage, slot, run in

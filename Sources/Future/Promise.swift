@@ -1,7 +1,8 @@
 // Promise.swift: the type, `Guarantee` (a promise that cannot fail), and the errors Future
 // raises itself. Everything else is built from five primitives, each in one place:
 // - the operation, the closure a promise is made from, called with a `Resolver` (Making.swift;
-//   the engine calls it in `Run.perform`, Engine/Run.swift);
+//   the engine calls it in `Run.perform`, Engine/Run.swift, or a combination's member in
+//   `Join.launch`, Engine/Join.swift);
 // - appending a stage, a step that reads the slot and writes it (`appending`,
 //   Engine/Chain.swift; the idiom is explained where Making.swift first uses it);
 // - mapping an outcome, a step from the whole `Result` to the next (`mapOutcome`, beside it);

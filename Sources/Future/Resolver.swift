@@ -24,8 +24,8 @@
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
 /// go of when the operation returns, unresolved. A resolver kept after its run ended (cancelled,
 /// or by a `timeout` that fired) or its combination settled keeps the run's own record in memory
-/// (and the combination's), not its steps, until it is let go of: a cancel handler
-/// (``onCancel(_:)``) that stops the work lets it go sooner.
+/// (and those of the runs it is inside: a combination's, a timeout's), not its steps, until it is
+/// let go of: a cancel handler (``onCancel(_:)``) that stops the work lets it go sooner.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to: `Run.resolve` or `Join.resolve`.
     @usableFromInline let reporter: any Engine.Reporter

@@ -22,7 +22,8 @@ import Dispatch
 // Promise.swift: the type, `Guarantee` (a promise that cannot fail), and the errors Future
 // raises itself. Everything else is built from five primitives, each in one place:
 // - the operation, the closure a promise is made from, called with a `Resolver` (Making.swift;
-//   the engine calls it in `Run.perform`, Engine/Run.swift);
+//   the engine calls it in `Run.perform`, Engine/Run.swift, or a combination's member in
+//   `Join.launch`, Engine/Join.swift);
 // - appending a stage, a step that reads the slot and writes it (`appending`,
 //   Engine/Chain.swift; the idiom is explained where Making.swift first uses it);
 // - mapping an outcome, a step from the whole `Result` to the next (`mapOutcome`, beside it);
@@ -157,8 +158,8 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// strongly, as a closure that captures it does: a resolver held only `weak` or `unowned` is let
 /// go of when the operation returns, unresolved. A resolver kept after its run ended (cancelled,
 /// or by a `timeout` that fired) or its combination settled keeps the run's own record in memory
-/// (and the combination's), not its steps, until it is let go of: a cancel handler
-/// (``onCancel(_:)``) that stops the work lets it go sooner.
+/// (and those of the runs it is inside: a combination's, a timeout's), not its steps, until it is
+/// let go of: a cancel handler (``onCancel(_:)``) that stops the work lets it go sooner.
 nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked Sendable {
     /// The run, or the combination, that the outcome goes to: `Run.resolve` or `Join.resolve`.
     @usableFromInline let reporter: any Engine.Reporter
@@ -667,7 +668,8 @@ nonisolated extension Promise {
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, StepFailure>
     ) -> Promise<NewValue, Failure> {
         guard let convert = Self.errorConversion(from: StepFailure.self) else {
-            // One error type (checked): the step enters the promise `next` makes (see
+            // One error type (no conversion: `StepFailure` is `Failure`, checked above, so the
+            // stages are retyped as they are): the step enters the promise `next` makes (see
             // `Run.callOrEnter`), or passes a failure on.
             typealias Nest = Engine.Nest<Value, NewValue, StepFailure>
             let entering: Promise<NewValue, StepFailure> = nesting(next) { stage, slot, run in
@@ -3201,7 +3203,7 @@ nonisolated extension Engine.Run {
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
-        else { return }
+        else { return }  // past the limit: a level below drives it
         defer { nesting.withCurrent { $0.leaveRun(level) } }
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
@@ -3373,7 +3375,7 @@ nonisolated extension Engine.Run {
                 return (nil, nil)
             }
         }
-        withExtendedLifetime(unneeded) {}  // see `Lock`
+        withExtendedLifetime(unneeded) {}  // not inside the lock (see `Lock.withLock`)
         if resumes == true { drive() }
         return resumes != nil
     }
@@ -4284,8 +4286,10 @@ nonisolated extension Engine {
         @inlinable func launch() {
             var releases = false  // the loop was the last that the cancelled run's end waited for
             // A member is in `running` from the moment it is claimed, before it starts, so that a
-            // stop reaches it: a member cancelled before `start` never begins. The claim gives the
-            // member, and the run it starts in, unless it is an operation alone.
+            // stop reaches it: a member run cancelled before `start` never begins (an operation
+            // alone claimed before a cancel is called all the same, its resolver cancelled, as a
+            // run's operation may be; the cancelled run's end waits for the loop). The claim gives
+            // the member, and the run it starts in, unless it is an operation alone.
             while case (let index, let member, let run)? = lock.withLock({
                 () -> (Int, Promise<Member, Failure>, Run?)? in
                 guard case .open(let progress) = guarded.state else {
@@ -4501,6 +4505,13 @@ nonisolated extension Engine {
 //   ended           the run is cancelled, its end held     unchanged      release the hold
 //   any other       any other event                        unchanged      -
 //
+// The life of a timeout that fires, in calls: the timeout's run calls its operation
+// (`Engine.timeout`), which makes the `Timeout` (`init`: the work's run, made inside the
+// timeout's run, starts); the work waits (`waits`), so the alarm is set (`armed`); the alarm rings
+// (`rang`, on a global queue, or on the thread that advances a manual clock): the timeout moves to
+// `ringing` and cancels the work's run, whose end calls its completion, the timeout (`complete`),
+// which fails the timeout's resolver (`f`); the timeout's run goes on on that thread.
+//
 // So the first of the work and the alarm to settle decides; work that settles at once wins with
 // no alarm set, even with a deadline already past; and the alarm's failure, as the run's cancel,
 // waits for the work's run to stop (its `ensure` steps run, nothing of it after).
@@ -4509,9 +4520,9 @@ nonisolated extension Engine {
     /// A `timeout` on any clock: its work, raced against an alarm that fails with `error()`. The
     /// alarm's deadline, `deadline(interval)`, is read as each run of the timeout starts (given
     /// `interval`, the closure captures nothing to allocate); the alarm is set (by `alarm`, which
-    /// returns what cancels it) once the work waits. The first stage keeps the work's chain,
-    /// whose `ensure` steps a run cancelled before it reaches the timeout still runs (see
-    /// `Run.skip`).
+    /// returns what cancels it) once the work waits. The first stage keeps the work's chain, if
+    /// it has one (an operation alone has no steps), whose `ensure` steps a run cancelled before
+    /// it reaches the timeout still runs (see `Run.skip`).
     @inlinable static func timeout<Value, Failure, Interval: Sendable, Instant: Sendable>(
         _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
         after interval: Interval, deadline: @escaping @Sendable (Interval) -> Instant,

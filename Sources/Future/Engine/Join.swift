@@ -236,8 +236,10 @@ nonisolated extension Engine {
         @inlinable func launch() {
             var releases = false  // the loop was the last that the cancelled run's end waited for
             // A member is in `running` from the moment it is claimed, before it starts, so that a
-            // stop reaches it: a member cancelled before `start` never begins. The claim gives the
-            // member, and the run it starts in, unless it is an operation alone.
+            // stop reaches it: a member run cancelled before `start` never begins (an operation
+            // alone claimed before a cancel is called all the same, its resolver cancelled, as a
+            // run's operation may be; the cancelled run's end waits for the loop). The claim gives
+            // the member, and the run it starts in, unless it is an operation alone.
             while case (let index, let member, let run)? = lock.withLock({
                 () -> (Int, Promise<Member, Failure>, Run?)? in
                 guard case .open(let progress) = guarded.state else {

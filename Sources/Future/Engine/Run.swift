@@ -449,7 +449,7 @@ nonisolated extension Engine.Run {
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
-        else { return }
+        else { return }  // past the limit: a level below drives it
         defer { nesting.withCurrent { $0.leaveRun(level) } }
         let driver = self.driver
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
@@ -621,7 +621,7 @@ nonisolated extension Engine.Run {
                 return (nil, nil)
             }
         }
-        withExtendedLifetime(unneeded) {}  // see `Lock`
+        withExtendedLifetime(unneeded) {}  // not inside the lock (see `Lock.withLock`)
         if resumes == true { drive() }
         return resumes != nil
     }

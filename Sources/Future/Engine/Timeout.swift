@@ -25,6 +25,13 @@
 //   ended           the run is cancelled, its end held     unchanged      release the hold
 //   any other       any other event                        unchanged      -
 //
+// The life of a timeout that fires, in calls: the timeout's run calls its operation
+// (`Engine.timeout`), which makes the `Timeout` (`init`: the work's run, made inside the
+// timeout's run, starts); the work waits (`waits`), so the alarm is set (`armed`); the alarm rings
+// (`rang`, on a global queue, or on the thread that advances a manual clock): the timeout moves to
+// `ringing` and cancels the work's run, whose end calls its completion, the timeout (`complete`),
+// which fails the timeout's resolver (`f`); the timeout's run goes on on that thread.
+//
 // So the first of the work and the alarm to settle decides; work that settles at once wins with
 // no alarm set, even with a deadline already past; and the alarm's failure, as the run's cancel,
 // waits for the work's run to stop (its `ensure` steps run, nothing of it after).
@@ -33,9 +40,9 @@ nonisolated extension Engine {
     /// A `timeout` on any clock: its work, raced against an alarm that fails with `error()`. The
     /// alarm's deadline, `deadline(interval)`, is read as each run of the timeout starts (given
     /// `interval`, the closure captures nothing to allocate); the alarm is set (by `alarm`, which
-    /// returns what cancels it) once the work waits. The first stage keeps the work's chain,
-    /// whose `ensure` steps a run cancelled before it reaches the timeout still runs (see
-    /// `Run.skip`).
+    /// returns what cancels it) once the work waits. The first stage keeps the work's chain, if
+    /// it has one (an operation alone has no steps), whose `ensure` steps a run cancelled before
+    /// it reaches the timeout still runs (see `Run.skip`).
     @inlinable static func timeout<Value, Failure, Interval: Sendable, Instant: Sendable>(
         _ work: Promise<Value, Failure>, failingWith error: @escaping @Sendable () -> Failure,
         after interval: Interval, deadline: @escaping @Sendable (Interval) -> Instant,
