@@ -224,8 +224,9 @@ nonisolated extension Engine {
                 join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
             }
             cancelled = { join, index in join.memberEnded(index, nil) }
-            // Last, with every field set: a cancel of its run may come at once.
-            resolver.onCancel { [self] _ in runCancelled() }
+            // Last, with every field set: a cancel of its run may come at once. Its reporter's own
+            // handler, as a timeout's: `Resolver.onCancel` would wrap it in one more closure.
+            resolver.reporter.onCancel(resolver.call) { [self] _ in runCancelled() }
         }
 
         deinit { lock.free() }

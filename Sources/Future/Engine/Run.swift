@@ -1,8 +1,12 @@
 // Engine/Run.swift: a run, the one execution of a chain that a terminal starts, and the handle
 // that cancels it. Builds on Chain.swift (the stages, the slot, the plan). A run is one
 // allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
-// driving thread owns, its completion, its slot and the stack of the stages it has still to take.
-// Its `state` names where it is. Each event is a method below that changes the state in one lock
+// driving thread owns, its completion, its slot and the stack of the stages it has still to take:
+//
+//   header: Fields (lock, state, ties, outer) | tail: Driver | completion | slot | stages…
+//
+// (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`.) Its
+// `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
