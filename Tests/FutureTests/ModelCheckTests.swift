@@ -65,12 +65,19 @@
 // `when` starts its members in its dictionary's order, which is Swift's, not the engine's.
 //
 // Modes: most programs are single-threaded and deterministic (`exact`), compared entry by entry.
-// `threads` programs cancel from another thread and split clock advances over two threads;
+// `threads` programs cancel from another thread as the harness's thread plays the events (in half
+// of them, the operations called until that cancel returns wait for it, so that it comes during
+// their call), or else split clock advances over two threads; half their combinations are
+// `when(fulfilled:concurrently: 1)` and half their members operations alone, so that an event
+// that ends a member has the harness's thread run the launch loop, which calls the next member.
 // `deep` programs nest combinations about 32 deep (where the engine defers nested runs);
 // `realTime` programs use Dispatch timeouts of a few milliseconds. Those are held to what holds
 // in every interleaving: at most one completion, no step, operation or completion after a
 // `cancel()` of the run returned, nothing alive and no timer left once the run is over, and the
-// clock's time.
+// clock's time; and, with a cancel from another thread, no operation, step or `ensure` of the run
+// after its end, its last `ensure` (RunHandle: it ends once the combinations' members, the
+// operations their launch loops call and the timeouts' work have stopped; a shared promise's work
+// runs apart).
 //
 // A failure prints the program as Swift code to paste into a test. `MODELCHECK_TRACE=1` prints
 // every program before it runs (for a crash); `MODELCHECK_SEED=n` runs one seed.
@@ -239,6 +246,9 @@ struct MCProgram: Sendable {
     var events: [MCEvent]
     /// In the threads mode: the cancel from another thread comes before event `k`.
     var cancelFromThreadAt: Int?
+    /// In the threads mode: the operations called once that cancel is due wait until it has
+    /// returned, so that it comes during their call.
+    var callsAwaitTheCancel = false
 }
 
 /// How the library's and the model's results are compared: encodings of combinations' values.
@@ -342,6 +352,7 @@ final class MCHarness: @unchecked Sendable {
         let tracked = tracker(id)
         return Promise { resolver in
             _ = tracked
+            self.awaitTheCancelDue(id)
             self.log("op \(id)")
             if handler { resolver.onCancel { _ in self.log("cancel handler \(id)") } }
             switch leaf {
@@ -479,6 +490,35 @@ final class MCHarness: @unchecked Sendable {
             }
         }
         log("cancelled by \(who)")
+    }
+
+    /// Cancels from another thread; signals `done` as the cancel returns. With `awaitedByCalls`,
+    /// the operations called meanwhile wait for it (see `awaitTheCancelDue`).
+    func cancelFromAnotherThread(awaitedByCalls: Bool, done: DispatchSemaphore) {
+        lock.withLock { cancelDue = (true, awaitedByCalls) }
+        DispatchQueue.global().async {
+            self.cancelRun(by: "thread")
+            self.lock.withLock { self.cancelDue.due = false }
+            done.signal()
+        }
+    }
+
+    /// A cancel from another thread that is due (dispatched, and not returned), and whether the
+    /// operations called meanwhile wait for it.
+    private var cancelDue = (due: false, awaited: false)
+    private var stalledCalls: [String] = []
+    /// The operations that waited in vain for a cancel from another thread.
+    var stalled: [String] { lock.withLock { stalledCalls } }
+
+    /// Lets a cancel from another thread that the calls await come during the call, as it may:
+    /// the launch loop of a `when(fulfilled:concurrently:)`, on the harness's thread as an event
+    /// ends a member, calls the next member there, and the cancel may reach the combination
+    /// before the call returns. A cancel waits for no operation: this one, for a while at most.
+    private func awaitTheCancelDue(_ id: Int) {
+        guard lock.withLock({ cancelDue == (true, true) }) else { return }
+        if !mcEventually({ lock.withLock { !cancelDue.due } }) {
+            lock.withLock { stalledCalls.append("op \(id)") }
+        }
     }
 
     func resolve(_ op: Int, _ outcome: MCOutcome) {
@@ -1400,7 +1440,9 @@ enum MCSource {
         lines.append("    h.start(\(node(program.main)))")
         for (index, item) in program.events.enumerated() {
             if program.cancelFromThreadAt == index {
-                lines.append("    // a cancel from another thread comes about here")
+                lines.append(
+                    "    // a cancel from another thread comes about here"
+                        + (program.callsAwaitTheCancel ? ", as the next operation is called" : ""))
             }
             lines.append("    " + event(item))
         }
@@ -1450,6 +1492,11 @@ struct MCGenerator {
     var pendings = 0
     /// What the program may hold: nothing that outlives a cancel, in the threads mode.
     var detached = true
+    /// In the threads mode: half the combinations are `when(fulfilled:concurrently: 1)`, and half
+    /// the members are operations alone, so that an event that ends a member often has the
+    /// harness's thread run the launch loop, which calls the next member as the cancel from
+    /// another thread comes.
+    var launchesOnEvents = false
     var inShare = false
     /// Inside the promise a `then` or `recover` step makes: no kept shared promise, which the
     /// program may have let go of by then.
@@ -1526,13 +1573,16 @@ struct MCGenerator {
         case 6, 7: return .ensure(inner(&self), id())
         case 8: return .tap(inner(&self), id())
         case 9, 10, 11:
-            let combinator = random.pick([
+            var combinator = random.pick([
                 MCCombinator.all, .limit(random.int(1...2)), .keyed, .resolved, .any, .race,
                 .raceFulfilled,
             ])
+            if launchesOnEvents && random.chance(0.5) { combinator = .limit(1) }
             let count = random.chance(0.1) ? 0 : random.int(1...3)
             let members = (0..<count).map { _ -> MCNode in
-                let member = inner(&self)
+                let member =
+                    launchesOnEvents && random.chance(0.5)
+                    ? leaf(zeroTimeout: zeroTimeout) : inner(&self)
                 // An operation alone that drops its resolver, as a member: when the drop is
                 // noticed is not documented (the engine notices it after starting the other
                 // members). A step after it gives it a run of its own, where it is noticed as the
@@ -1618,12 +1668,14 @@ struct MCGenerator {
             return program
         case .threads:
             detached = false
+            launchesOnEvents = true
             let main = MCNode.ensure(node(random.int(1...4)), 0)
             var program = MCProgram(
                 main: main, events: events(count: random.int(1...6), inToken: false))
             (program.shares, program.pendings, program.mode) = (shares, pendings, .threads)
             program.cancelFromThreadAt =
                 random.chance(0.7) ? random.int(0...(program.events.count - 1)) : nil
+            program.callsAwaitTheCancel = random.chance(0.5)
             return program
         case .deep:
             // A member waits; another, once the harness resolves it, nests combinations about 32
@@ -1685,6 +1737,27 @@ func mcBuiltIds(_ node: MCNode) -> Set<Int> {
     }
 }
 
+/// The ids of the operations and steps of the shared promises' work in `node` (with `shared`,
+/// of all of `node`), those of the promises its steps make too.
+func mcSharedIds(_ node: MCNode, shared: Bool = false) -> Set<Int> {
+    switch node {
+    case .value, .error, .after, .shared, .pending: return []
+    case .op(let id, _, _): return shared ? [id] : []
+    case .map(let inner, let id), .effect(let inner, let id, _), .ensure(let inner, let id),
+        .tap(let inner, let id):
+        return mcSharedIds(inner, shared: shared).union(shared ? [id] : [])
+    case .then(let inner, let id, let next), .recover(let inner, let id, let next):
+        return mcSharedIds(inner, shared: shared).union(mcSharedIds(next, shared: shared))
+            .union(shared ? [id] : [])
+    case .combine(_, let members, _):
+        return members.reduce(into: Set<Int>()) { $0.formUnion(mcSharedIds($1, shared: shared)) }
+    case .timeout(let inner, _, _, _), .delay(let inner, _), .retry(let inner, _, _),
+        .ignoringCancel(let inner):
+        return mcSharedIds(inner, shared: shared)
+    case .share(let work, _): return mcSharedIds(work, shared: true)
+    }
+}
+
 // MARK: - Checking a program
 
 /// Waits until `condition` holds, for at most `seconds`: for releases and ends that another
@@ -1716,10 +1789,7 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
     for (index, event) in program.events.enumerated() {
         if program.cancelFromThreadAt == index {
             let done = DispatchSemaphore(value: 0)
-            DispatchQueue.global().async {
-                h.cancelRun(by: "thread")
-                done.signal()
-            }
+            h.cancelFromAnotherThread(awaitedByCalls: program.callsAwaitTheCancel, done: done)
             thread = done
         }
         switch event {
@@ -1775,6 +1845,27 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
     // running as another thread cancels may log after the cancel's mark, and is not late.)
     if program.mode != .exact, !h.late.isEmpty {
         problems.append("the run went on after a cancel() returned: \(h.late)")
+    }
+    if !h.stalled.isEmpty {
+        problems.append("the cancel from another thread waited for \(h.stalled), called as it came")
+    }
+    // With a cancel from another thread, and the harness's thread running every operation and
+    // step: nothing of the run begins after its end, its last `ensure` step (RunHandle: a run
+    // cancelled while a combination's members, the operation its launch loop calls, or a
+    // `timeout`'s work are in a step ends once they have stopped; a plain run, once its operation
+    // returns or its step finishes). Not a shared promise's work, which runs apart: the end of a
+    // run that waited for it does not wait for it to stop. Nor a called member's cancel handler:
+    // a combination that settles as another thread cancels its run calls them after its lock,
+    // and the run's cancel finds them taken, with nothing to wait for.
+    if program.cancelFromThreadAt != nil, let end = actual.firstIndex(of: "ensure 0") {
+        let shared = program.shares.reduce(mcSharedIds(program.main)) {
+            $0.union(mcSharedIds($1.work, shared: true))
+        }
+        let after = actual[(end + 1)...].filter { entry in
+            ["step", "op", "tap", "ensure"].contains { entry.hasPrefix($0) }
+                && !shared.contains(Int(entry.split(separator: " ").last!)!)
+        }
+        if !after.isEmpty { problems.append("the run went on after its end (ensure 0): \(after)") }
     }
     switch program.mode {
     case .exact:
