@@ -2104,7 +2104,9 @@ nonisolated extension Promise where Value: Sendable {
     /// later runs get its outcome, value or error, at once (an error is kept as a value is: to try
     /// again after one, share `work.retry(3)`, or make a new shared promise). Cancelling a run
     /// leaves the others waiting. Once every waiting run is cancelled, so is the work, and the next
-    /// run starts it again, as after work that ended by cancellation; with
+    /// run starts it again, as after work that ended by cancellation (the work runs apart from the
+    /// runs that wait: the last of them, cancelled from another thread, may end before a step of
+    /// the work under way has returned); with
     /// `cancelsWhenAbandoned: false`, the work goes on, and the next run waits for it or gets its
     /// outcome. Keep the shared promise, not the one it came from, which runs anew.
     ///
@@ -2854,7 +2856,9 @@ nonisolated extension Promise {
 /// return before the first has reached the runs inside it (a combination's members, a `timeout`'s
 /// work, a shared promise's work), whose steps and operations may then start until the first
 /// `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s work) are in
-/// a step ends once they have stopped, so that nothing of them runs after its `ensure` steps.
+/// a step ends once they have stopped, so that nothing of them runs after its `ensure` steps. (A
+/// combination that settles on another thread as its run is cancelled may call its waiting
+/// members' ``Resolver/onCancel(_:)`` handlers after those steps.)
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy

@@ -10,7 +10,9 @@ nonisolated extension Promise where Value: Sendable {
     /// later runs get its outcome, value or error, at once (an error is kept as a value is: to try
     /// again after one, share `work.retry(3)`, or make a new shared promise). Cancelling a run
     /// leaves the others waiting. Once every waiting run is cancelled, so is the work, and the next
-    /// run starts it again, as after work that ended by cancellation; with
+    /// run starts it again, as after work that ended by cancellation (the work runs apart from the
+    /// runs that wait: the last of them, cancelled from another thread, may end before a step of
+    /// the work under way has returned); with
     /// `cancelsWhenAbandoned: false`, the work goes on, and the next run waits for it or gets its
     /// outcome. Keep the shared promise, not the one it came from, which runs anew.
     ///
