@@ -414,4 +414,49 @@ final class CancelCheck: @unchecked Sendable {
         #expect(early.value == 0, "member operations that ran after the when ended")
         #expect(unfinished.value == 0, "rounds that did not end")
     }
+
+    /// A combination that settles on another thread as its run is cancelled ends once the
+    /// cancel handlers of its waiting members have returned, as for a cancel of the run alone:
+    /// member 0's failure settles a `when` on a thread of its own, which calls member 1's cancel
+    /// handler; the handler waits for this thread's `cancel()` of the run to return (a while at
+    /// most), and the run's `ensure` step must come after it.
+    @Test func aWhenThatSettlesAsItIsCancelledEndsAfterItsMembersHandlers() async {
+        let early = Counter()
+        let unfinished = Counter()
+        await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
+            for _ in 0..<50 {
+                let ended = Counter()
+                let inHandler = Counter()
+                let cancelReturned = Counter()
+                let failing = Delivery<Resolver<Int, TestError>>()
+                let waiting = Delivery<Resolver<Int, TestError>>()  // keeps member 1's resolver
+                let members = [
+                    Promise<Int, TestError> { failing.send($0) },
+                    Promise { resolver in
+                        waiting.send(resolver)
+                        resolver.onCancel { _ in
+                            inHandler.increment()
+                            _ = spin(until: { cancelReturned.value > 0 }, for: .milliseconds(100))
+                            if ended.value > 0 { early.increment() }
+                        }
+                    },
+                ]
+                let done = Delivery<Void>()
+                let handle = when(fulfilled: members)
+                    .ensure {
+                        ended.increment()
+                        done.send(())
+                    }
+                    .run { _ in }
+                let resolver = failing.wait()
+                detachThread { resolver?.reject(TestError("0")) }
+                spin(until: { inHandler.value > 0 })
+                handle.cancel()
+                cancelReturned.increment()
+                if done.wait() == nil { unfinished.increment() }
+            }
+        }
+        #expect(early.value == 0, "member cancel handlers that ran after the when ended")
+        #expect(unfinished.value == 0, "rounds that did not end")
+    }
 }

@@ -1853,16 +1853,16 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
     // step: nothing of the run begins after its end, its last `ensure` step (RunHandle: a run
     // cancelled while a combination's members, the operation its launch loop calls, or a
     // `timeout`'s work are in a step ends once they have stopped; a plain run, once its operation
-    // returns or its step finishes). Not a shared promise's work, which runs apart: the end of a
-    // run that waited for it does not wait for it to stop. Nor a called member's cancel handler:
-    // a combination that settles as another thread cancels its run calls them after its lock,
-    // and the run's cancel finds them taken, with nothing to wait for.
+    // returns or its step finishes; and the `ensure` steps run once the cancel handlers have
+    // returned, a called member's too, even as the combination settles on another thread). Not a
+    // shared promise's work, which runs apart: the end of a run that waited for it does not wait
+    // for it to stop.
     if program.cancelFromThreadAt != nil, let end = actual.firstIndex(of: "ensure 0") {
         let shared = program.shares.reduce(mcSharedIds(program.main)) {
             $0.union(mcSharedIds($1.work, shared: true))
         }
         let after = actual[(end + 1)...].filter { entry in
-            ["step", "op", "tap", "ensure"].contains { entry.hasPrefix($0) }
+            ["step", "op", "tap", "ensure", "cancel handler"].contains { entry.hasPrefix($0) }
                 && !shared.contains(Int(entry.split(separator: " ").last!)!)
         }
         if !after.isEmpty { problems.append("the run went on after its end (ensure 0): \(after)") }
