@@ -2856,9 +2856,7 @@ nonisolated extension Promise {
 /// return before the first has reached the runs inside it (a combination's members, a `timeout`'s
 /// work, a shared promise's work), whose steps and operations may then start until the first
 /// `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s work) are in
-/// a step ends once they have stopped, so that nothing of them runs after its `ensure` steps. (A
-/// combination that settles on another thread as its run is cancelled may call its waiting
-/// members' ``Resolver/onCancel(_:)`` handlers after those steps.)
+/// a step ends once they have stopped, so that nothing of them runs after its `ensure` steps.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -4062,11 +4060,13 @@ nonisolated extension Engine {
 // (`MemberRun`) reports to it; it asks its policy what to do each time a member ends, and settles
 // the combination's resolver with the policy's verdict. The transitions of its `state` (p: an
 // open combination's progress, with r, its resolver; o: an outcome; n: what the end of its
-// cancelled run waits for, the members in runs of their own that have not ended, and the launch
-// loop, which may be in a member's operation), and of `launching` beside it (l: whether a thread
+// cancelled run waits for, the members in runs of their own that have not ended, the launch
+// loop, which may be in a member's operation, and the thread that settled the combination, until
+// its members' cancel handlers have returned), and of `launching` beside it (l: whether a thread
 // runs the launch loop, in every state, as the loop sees the combination closed only when it
-// next asks), each in one lock section, then what is done outside the lock (a combination of no
-// members makes no join: its policy's verdict ends its run at once):
+// next asks) and `settling` (s: whether the thread that settled it still cancels its members),
+// each in one lock section, then what is done outside the lock (a combination of no members
+// makes no join: its policy's verdict ends its run at once):
 //
 //   state, l          event                                       new state, l     then
 //   open(p), true     made (`init`), by the combination's         unchanged        launch
@@ -4074,9 +4074,13 @@ nonisolated extension Engine {
 //   open(p), l        launch: room, and a member not started      unchanged        start it
 //   open(p), l        launch: no room, or none left               open(p), false   end the loop
 //   open(p), l        a member ends; verdict wait                 open(p), true    launch, if not l
-//   open(p), l        a member ends; verdict settle(o) or cancel  closed, l        cancel members,
+//   open(p), l        a member ends; verdict settle(o) or cancel  closed, l, s     cancel members,
 //                                                                                  then r(o) or
 //                                                                                  cancel r
+//   closed, s         the settle's cancel of the members is       closed           -
+//                     done (their handlers have returned)
+//   holding(n), s     the same, n > 1                             holding(n - 1)   -
+//   holding(1), s     the same                                    closed           release run
 //   holding(n)        a member run ends, n > 1                    holding(n - 1)   -
 //   holding(1)        a member run ends                           closed           release run
 //   holding(n), true  the launch loop asks, n > 1                 holding(n - 1),  end the loop
@@ -4086,7 +4090,7 @@ nonisolated extension Engine {
 //   closed, true      the launch loop asks                        closed, false    end the loop
 //   open, closed      its run is cancelled, its end held (see     holding(n)       cancel members
 //                     `Run.hold()`), n > 0 (the member runs
-//                     going, and the loop if l)
+//                     going, the loop if l, the settle if s)
 //   open, closed      its run is cancelled, its end held, n = 0   closed           release the hold,
 //                                                                                  cancel members
 //   any other         a member ends                               unchanged        -
@@ -4204,17 +4208,19 @@ nonisolated extension Engine {
         /// has not started, or has ended. (A called member's resolver may report after the
         /// combination closed.) `launching`: whether a thread runs the launch loop (at first, the
         /// one that starts the run), so that one thread at a time runs it, and that the end of a
-        /// cancelled run waits for it.
+        /// cancelled run waits for it. `settling`: whether the thread that settled the combination
+        /// is still cancelling its members, which the end of a cancelled run waits for too.
         @exclusivity(unchecked) @usableFromInline var guarded:
-            (state: State, running: [Running?], launching: Bool)
+            (state: State, running: [Running?], launching: Bool, settling: Bool)
 
         /// Where the combination is (see the table in the file's header).
         @usableFromInline enum State {
             /// Members start and report.
             case open(Progress)
             /// Its run was cancelled, and the run's end (`outer`'s) waits for these to stop (a
-            /// count: every member run still going as the cancel came, and the launch loop, if a
-            /// thread ran it: the member operation it calls may not have returned).
+            /// count: every member run still going as the cancel came, the launch loop, if a
+            /// thread ran it: the member operation it calls may not have returned, and the settle,
+            /// if its thread still cancels the members: their handlers may not have returned).
             case holding(going: Int)
             /// It settled, or was cancelled.
             case closed
@@ -4276,7 +4282,7 @@ nonisolated extension Engine {
             guarded = (
                 .open(Progress(resolver, members)),
                 members.map { _ in nil },  // (not `Array(repeating:count:)`: see `Tally`)
-                true
+                true, false
             )
             reported = { join, index, write in
                 join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
@@ -4372,6 +4378,7 @@ nonisolated extension Engine {
                         return .waits(launch: !guarded.launching)
                     case let verdict:
                         guarded.state = .closed
+                        guarded.settling = true
                         return .closes(takeCancels(progress), progress.resolver, verdict)
                     }
                 }
@@ -4385,7 +4392,13 @@ nonisolated extension Engine {
             case .nothing: return false
             case .waits(let launch): if launch { self.launch() }
             case .closes(let members, let resolver, let verdict):
-                cancelMembers(members)
+                cancelMembers(members) { [self] in
+                    let releases = lock.withLock {
+                        guarded.settling = false
+                        return countDown()
+                    }
+                    if releases { outer.release() }
+                }
                 verdict.end(resolver)
             case .releases: outer.release()
             }
@@ -4404,7 +4417,8 @@ nonisolated extension Engine {
                 var open: Progress?
                 if case .open(let progress) = guarded.state { open = progress }
                 let members = takeCancels(open)
-                let going = members.runs.count + (guarded.launching ? 1 : 0)
+                let going =
+                    members.runs.count + (guarded.launching ? 1 : 0) + (guarded.settling ? 1 : 0)
                 guarded.state = going > 0 ? .holding(going: going) : .closed
                 // The progress goes after the lock, and with it the combination's resolver,
                 // unresolved: its release cancels a call of a run already cancelled, which does
@@ -4415,8 +4429,9 @@ nonisolated extension Engine {
             cancelMembers(members)
         }
 
-        /// Counts `holding` down (under the lock) as a member run or the launch loop that the
-        /// end of the cancelled run waits for ends; `true` for the last, which releases the end.
+        /// Counts `holding` down (under the lock) as a member run, the launch loop or the settle
+        /// that the end of the cancelled run waits for ends; `true` for the last, which releases
+        /// the end.
         @inlinable func countDown() -> Bool {
             guard case .holding(let going) = guarded.state else { return false }
             guarded.state = going > 1 ? .holding(going: going - 1) : .closed
@@ -4439,17 +4454,24 @@ nonisolated extension Engine {
         }
 
         /// Cancels the member runs still going, then calls the called members' cancel handlers
-        /// and starts the members never started that ignore cancel.
-        @inlinable func cancelMembers(_ members: Cancels) {
+        /// and starts the members never started that ignore cancel, then calls `done`, if given.
+        @inlinable func cancelMembers(_ members: Cancels, then done: (() -> Void)? = nil) {
             for run in members.runs { _ = run.cancel(call: nil) }
             // The work of the members never started that ignore cancel.
             let unstarted = members.closed.map { $0.members.dropFirst($0.tally.started) } ?? []
             let ignored = unstarted.compactMap { $0.chain?.ignoredWork }
-            guard !members.handlers.isEmpty || !ignored.isEmpty else { return }
-            // After the runs' cancels, which a cancel under way on this thread does later.
+            guard !members.handlers.isEmpty || !ignored.isEmpty else {
+                done?()
+                return
+            }
+            // After the runs' cancels, which a cancel under way on this thread does later: so
+            // `done` comes once the handlers, and what they cancelled, are done.
             Nesting.cancelling(
                 { for handler in members.handlers { handler(self) } },
-                then: { for work in ignored { self.outer.startIgnored(work) } })
+                then: {
+                    for work in ignored { self.outer.startIgnored(work) }
+                    done?()
+                })
         }
 
         // A member's resolver reports here: `call` is the member's index. An outcome goes on

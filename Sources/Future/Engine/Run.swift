@@ -100,9 +100,7 @@ import Dispatch
 /// return before the first has reached the runs inside it (a combination's members, a `timeout`'s
 /// work, a shared promise's work), whose steps and operations may then start until the first
 /// `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s work) are in
-/// a step ends once they have stopped, so that nothing of them runs after its `ensure` steps. (A
-/// combination that settles on another thread as its run is cancelled may call its waiting
-/// members' ``Resolver/onCancel(_:)`` handlers after those steps.)
+/// a step ends once they have stopped, so that nothing of them runs after its `ensure` steps.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
