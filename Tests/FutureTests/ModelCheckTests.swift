@@ -74,10 +74,10 @@
 // `realTime` programs use Dispatch timeouts of a few milliseconds. Those are held to what holds
 // in every interleaving: at most one completion, no step, operation or completion after a
 // `cancel()` of the run returned, nothing alive and no timer left once the run is over, and the
-// clock's time; and, with a cancel from another thread, no operation, step or `ensure` of the run
-// after its end, its last `ensure` (RunHandle: it ends once the combinations' members, the
-// operations their launch loops call and the timeouts' work have stopped; a shared promise's work
-// runs apart).
+// clock's time; and, with a cancel from another thread, no operation, step, cancel handler or
+// `ensure` of the run after its end, its last `ensure` (RunHandle: it ends once the combinations'
+// members, the operations their launch loops call, their members' cancel handlers and the
+// timeouts' work have stopped; a shared promise's work runs apart).
 //
 // A failure prints the program as Swift code to paste into a test. `MODELCHECK_TRACE=1` prints
 // every program before it runs (for a crash); `MODELCHECK_SEED=n` runs one seed.
