@@ -4406,11 +4406,11 @@ nonisolated extension Engine {
         }
 
         /// Its run was cancelled: it cancels the members, and holds the run's end until the
-        /// member runs and the launch loop have stopped.
+        /// member runs, the launch loop and the settle's cancel of the members have stopped.
         @inlinable func runCancelled() {
-            // The hold is taken first, so that the last member run (or the loop), which releases
-            // it as it ends once the join is `holding`, always finds it taken; it is kept only if
-            // one is going: else it is given back at once.
+            // The hold is taken first, so that the last member run (or the loop, or the settle),
+            // which releases it as it ends once the join is `holding`, always finds it taken; it
+            // is kept only if one is going: else it is given back at once.
             outer.hold()
             // It comes once, to a combination open or closed (never `holding`, which it sets).
             let (members, waits) = lock.withLock { () -> (Cancels, Bool) in
