@@ -55,6 +55,23 @@ import Testing
         #expect(handled.value == 4, "a handler added once the member was cancelled runs at once")
     }
 
+    /// A member whose own resolver cancelled it runs a handler added after that at once, as an
+    /// operation run alone does (`Resolver.onCancel`: "at once if the run already is"; for a
+    /// member, `isCancelled` says, the run is the member): the operation cancels its resolver
+    /// first, as an API whose callback reports cancellation before the operation registered its
+    /// handler does, then registers the handler.
+    @Test(arguments: [false, true])
+    func aMemberThatCancelledItselfRunsAHandlerAddedAfterAtOnce(inCombination: Bool) {
+        let handled = Counter()
+        let cancelling = Promise<Int, TestError> { resolver in
+            resolver.cancel()
+            resolver.onCancel { _ in handled.increment() }
+        }
+        let promise = inCombination ? when(fulfilled: [cancelling]).map { $0[0] } : cancelling
+        _ = promise.run { _ in Issue.record("cancelled: no completion") }
+        #expect(handled.value == 1, "the handler added once the operation was cancelled")
+    }
+
     /// The resolver a cancel handler is given answers for a call that has ended: let go of, it
     /// reports nothing to its run or combination (which, for a call still pending, would end it).
     @Test func aCancelHandlersResolverReportsNothingAsItIsLetGoOf() {
