@@ -459,4 +459,55 @@ final class CancelCheck: @unchecked Sendable {
         #expect(early.value == 0, "member cancel handlers that ran after the when ended")
         #expect(unfinished.value == 0, "rounds that did not end")
     }
+
+    /// A combination's member that cancels itself (its resolver's `cancel()`) and drops out of a
+    /// race that goes on has its cancel handlers called on that resolver's thread; when the
+    /// race's run is cancelled meanwhile, the run ends once those handlers have returned, as an
+    /// operation run alone that cancels itself does (its `ensure` steps run once the handlers
+    /// have returned, `RunHandle`). Member 0 cancels itself on a thread of its own while the
+    /// launch loop, on this thread, is in member 1's operation (so that thread does not run the
+    /// loop itself); its handler waits a while for the run's end, which must not come, and this
+    /// thread cancels the run as the handler runs.
+    @Test func aRaceCancelledAsAMemberCancelsItselfEndsAfterThatMembersHandlers() async {
+        let early = Counter()
+        let unfinished = Counter()
+        await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
+            for _ in 0..<25 {
+                let ended = Counter()
+                let inHandler = Counter()
+                let handlerReturned = Counter()
+                let cancelling = Delivery<Resolver<Int, TestError>>()
+                let waiting = Delivery<Resolver<Int, TestError>>()  // keeps member 1's resolver
+                let members = [
+                    Promise<Int, TestError> { resolver in
+                        resolver.onCancel { _ in
+                            inHandler.increment()
+                            _ = spin(until: { ended.value > 0 }, for: .milliseconds(20))
+                            if ended.value > 0 { early.increment() }
+                            handlerReturned.increment()
+                        }
+                        cancelling.send(resolver)
+                    },
+                    Promise { resolver in  // called by the launch loop, on this thread
+                        waiting.send(resolver)
+                        _ = spin(until: { inHandler.value > 0 }, for: .seconds(1))
+                    },
+                ]
+                detachThread { cancelling.wait()?.cancel() }
+                let done = Delivery<Void>()
+                let handle = race(members)
+                    .ensure {
+                        ended.increment()
+                        done.send(())
+                    }
+                    .run { _ in }
+                spin(until: { inHandler.value > 0 })
+                handle.cancel()
+                if done.wait() == nil { unfinished.increment() }
+                spin(until: { handlerReturned.value > 0 })
+            }
+        }
+        #expect(early.value == 0, "member cancel handlers that ran after the race ended")
+        #expect(unfinished.value == 0, "rounds that did not end")
+    }
 }
