@@ -2299,8 +2299,10 @@ nonisolated public enum PromiseDiagnostics {
 //   does with each stage still ahead (an `ensure` step runs all the same); `end`, a run's last
 //   transition, with an outcome or cancelled (its completion hears of it once).
 // - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it,
-//   the canceller's handlers, and the member runs of a combination it runs (or the work's run
-//   of a timeout) that have not stopped yet, and the combination's launch loop.
+//   the canceller, until its handlers have returned, and each combination or timeout the run
+//   runs, one hold each (`Run.hold()`), until what it counts has stopped: a combination's member
+//   runs, its launch loop and the threads that call its members' cancel handlers (`Join`); a
+//   timeout's work's run.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -2493,8 +2495,9 @@ nonisolated extension Engine {
         }
     }
 
-    /// The first stage of a chain made from an operation, once a step is added to it: a promise
-    /// of an operation alone keeps the `Operation` itself, which costs no allocation.
+    /// The first stage of a chain made from an operation, once a step is added to it (a promise
+    /// of an operation alone keeps the `Operation` itself, which costs no allocation), and the
+    /// whole chain of a combination (`Engine.join`) or a `timeout`, made from its own operation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
         /// The operation, the chain of a `timeout`'s work, which its operation runs (see
         /// `ahead`), and an `ignoringCancel()` promise's work alone (see `ignoring`): a `var`
@@ -2857,6 +2860,11 @@ nonisolated extension Promise {
 /// work, a shared promise's work), whose steps and operations may then start until the first
 /// `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s work) are in
 /// a step ends once they have stopped, so that nothing of them runs after its `ensure` steps.
+/// Inside a cancel handler (``Resolver/onCancel(_:)``), `cancel()` returns at once: that cancel,
+/// like every cancel the handler causes (a combination that a resolver it calls settles cancels
+/// its other members), is done after the handler has returned and before the cancel that called
+/// the handler returns: one after another rather than nested, so that cancels nested deep take
+/// little stack.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -2981,7 +2989,7 @@ nonisolated extension Engine {
         /// what its end waits for: the thread that drives it, `thread`, until it stops it at its
         /// next check (before the run started, the start to come, with no thread); the
         /// canceller, until the cancel handlers have returned; each combination or timeout it
-        /// runs whose members' or work's runs have not stopped yet (see `hold()`). A few: an
+        /// runs, until what it counts has stopped (see `hold()`, and the glossary). A few: an
         /// `Int32`, so that the state takes four words, not five. `call`: the call that was
         /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
@@ -3246,7 +3254,9 @@ nonisolated extension Engine.Run {
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
                 next = locked({ $0.state.isCancelled }) ? .stop : .proceed
-            case .called, .wait: return  // `operationReturned` handed the plan back to the run
+            // `.wait`: `operationReturned` handed the plan back to the run. (`.called` never comes
+            // here: the line above replaced it.)
+            case .called, .wait: return
             case .proceed, .stop, .hop: break
             }
             guard case .proceed = next, let stage = plan.pop() else { break }
@@ -3399,6 +3409,7 @@ nonisolated extension Engine.Run {
                 let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
             // Added late, to the call that was pending as the run was cancelled: called at once.
+            // (`call?` matches this call's number, as in `resolve`.)
             case .cancelling(_, _, call?), .cancelled(call?): return true
             default: return false
             }
@@ -3921,9 +3932,10 @@ nonisolated extension Engine {
                 return nil
             }
             levels.runs += 1
-            defer { driven = run }
+            let outer = driven
+            driven = run
             let resumes = !immediately && (levels.runs == 1 || isSettling)
-            return (driven, resumes ? waiting.count : nil)
+            return (outer, resumes ? waiting.count : nil)
         }
 
         /// Leaves a level of runs: the bottom level, and every level inside a settle, resumes what
@@ -4061,12 +4073,14 @@ nonisolated extension Engine {
 // the combination's resolver with the policy's verdict. The transitions of its `state` (p: an
 // open combination's progress, with r, its resolver; o: an outcome; n: what the end of its
 // cancelled run waits for, the members in runs of their own that have not ended, the launch
-// loop, which may be in a member's operation, and the thread that settled the combination, until
-// its members' cancel handlers have returned), and of `launching` beside it (l: whether a thread
-// runs the launch loop, in every state, as the loop sees the combination closed only when it
-// next asks) and `settling` (s: whether the thread that settled it still cancels its members),
-// each in one lock section, then what is done outside the lock (a combination of no members
-// makes no join: its policy's verdict ends its run at once):
+// loop, which may be in a member's operation, and each thread that calls members' cancel
+// handlers after the lock), and of `launching` beside it (l: whether a thread runs the launch
+// loop, in every state, as the loop sees the combination closed only when it next asks) and
+// `handling` (h: how many threads call members' cancel handlers after the lock: the one that
+// settled the combination, until its cancel of the members is done, and the resolver of each
+// called member that cancelled itself, until its handlers have returned), each in one lock
+// section, then what is done outside the lock (a combination of no members makes no join: its
+// policy's verdict ends its run at once):
 //
 //   state, l          event                                       new state, l     then
 //   open(p), true     made (`init`), by the combination's         unchanged        launch
@@ -4074,13 +4088,15 @@ nonisolated extension Engine {
 //   open(p), l        launch: room, and a member not started      unchanged        start it
 //   open(p), l        launch: no room, or none left               open(p), false   end the loop
 //   open(p), l        a member ends; verdict wait                 open(p), true    launch, if not l
-//   open(p), l        a member ends; verdict settle(o) or cancel  closed, l, s     cancel members,
+//   open(p), l        a member ends; verdict settle(o) or cancel  closed, l, h+1   cancel members,
 //                                                                                  then r(o) or
 //                                                                                  cancel r
-//   closed, s         the settle's cancel of the members is       closed           -
-//                     done (their handlers have returned)
-//   holding(n), s     the same, n > 1                             holding(n - 1)   -
-//   holding(1), s     the same                                    closed           release run
+//   open(p)           a called member with handlers ends by its   a state above,   call them (the
+//                     own cancel                                  h+1              row above next)
+//   closed, h         a thread's call of handlers is done         closed, h-1      -
+//   holding(n), h     the same, n > 1                             holding(n - 1),  -
+//                                                                 h-1
+//   holding(1), h     the same                                    closed, h-1      release run
 //   holding(n)        a member run ends, n > 1                    holding(n - 1)   -
 //   holding(1)        a member run ends                           closed           release run
 //   holding(n), true  the launch loop asks, n > 1                 holding(n - 1),  end the loop
@@ -4090,7 +4106,7 @@ nonisolated extension Engine {
 //   closed, true      the launch loop asks                        closed, false    end the loop
 //   open, closed      its run is cancelled, its end held (see     holding(n)       cancel members
 //                     `Run.hold()`), n > 0 (the member runs
-//                     going, the loop if l, the settle if s)
+//                     going, the loop if l, and h)
 //   open, closed      its run is cancelled, its end held, n = 0   closed           release the hold,
 //                                                                                  cancel members
 //   any other         a member ends                               unchanged        -
@@ -4103,8 +4119,9 @@ nonisolated extension Engine {
 // that ignore cancel start; the run ends, once nothing holds it (no member run, nor the launch
 // loop, which calls a member's operation as a run's driving thread does). Beside the state, in
 // every state: how each member runs (`running`), which the members' resolvers read and change: a
-// called member keeps the cancel handlers its resolver sets until it is cancelled; after that, it
-// calls them at once, and stays cancelled whatever its resolver reports.
+// called member keeps the cancel handlers its resolver sets until it is cancelled (by the
+// combination, or by its own resolver, as a run's call is); after that, it calls them at once, and
+// stays cancelled whatever its resolver reports.
 
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run.
@@ -4208,10 +4225,12 @@ nonisolated extension Engine {
         /// has not started, or has ended. (A called member's resolver may report after the
         /// combination closed.) `launching`: whether a thread runs the launch loop (at first, the
         /// one that starts the run), so that one thread at a time runs it, and that the end of a
-        /// cancelled run waits for it. `settling`: whether the thread that settled the combination
-        /// is still cancelling its members, which the end of a cancelled run waits for too.
+        /// cancelled run waits for it. `handling`: how many threads call members' cancel handlers
+        /// after the lock (the one that settled the combination, a called member's resolver that
+        /// cancelled it), which the end of a cancelled run waits for too, as a run's end waits for
+        /// its canceller's handlers.
         @exclusivity(unchecked) @usableFromInline var guarded:
-            (state: State, running: [Running?], launching: Bool, settling: Bool)
+            (state: State, running: [Running?], launching: Bool, handling: Int)
 
         /// Where the combination is (see the table in the file's header).
         @usableFromInline enum State {
@@ -4219,8 +4238,8 @@ nonisolated extension Engine {
             case open(Progress)
             /// Its run was cancelled, and the run's end (`outer`'s) waits for these to stop (a
             /// count: every member run still going as the cancel came, the launch loop, if a
-            /// thread ran it: the member operation it calls may not have returned, and the settle,
-            /// if its thread still cancels the members: their handlers may not have returned).
+            /// thread ran it: the member operation it calls may not have returned, and each thread
+            /// that calls members' cancel handlers: they may not have returned).
             case holding(going: Int)
             /// It settled, or was cancelled.
             case closed
@@ -4282,7 +4301,7 @@ nonisolated extension Engine {
             guarded = (
                 .open(Progress(resolver, members)),
                 members.map { _ in nil },  // (not `Array(repeating:count:)`: see `Tally`)
-                true, false
+                true, 0
             )
             reported = { join, index, write in
                 join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
@@ -4357,15 +4376,20 @@ nonisolated extension Engine {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
             let ended = lock.withLock { () -> Ended in
                 switch guarded.running[index] {
-                // Ended; or stopped by the combination, it stays cancelled for its resolver,
-                // whatever it reports after (a late outcome, its resolver let go of). So the
-                // cancel that a called member's resolver sends as it goes, resolved or not (see
-                // `Resolver.deinit`), ends only a member still running.
+                // Ended; or cancelled, by the combination or by its own resolver, it stays
+                // cancelled for its resolver, whatever it reports after (a late outcome, its
+                // resolver let go of), as a run's call does. So the cancel that a called member's
+                // resolver sends as it goes, resolved or not (see `Resolver.deinit`), ends only a
+                // member still running.
                 case nil, .cancelled?: return .nothing
-                case .called(let list)?: if !list.isEmpty { handlers = list }
-                case .run?: break
+                case .called(let list)?:
+                    if !list.isEmpty { handlers = list }
+                    guarded.running[index] = outcome == nil ? .cancelled : nil
+                    // Its own cancel: its handlers, called after the lock, hold the end of a
+                    // cancelled run, as a run's canceller's do.
+                    if outcome == nil, handlers != nil { guarded.handling += 1 }
+                case .run?: guarded.running[index] = nil
                 }
-                guarded.running[index] = nil
                 switch guarded.state {
                 case .closed, .holding: return countDown() ? .releases : .nothing
                 case .open(let progress):
@@ -4378,27 +4402,24 @@ nonisolated extension Engine {
                         return .waits(launch: !guarded.launching)
                     case let verdict:
                         guarded.state = .closed
-                        guarded.settling = true
+                        guarded.handling += 1
                         return .closes(takeCancels(progress), progress.resolver, verdict)
                     }
                 }
             }
-            // A member that cancelled its own run hears its handlers, as an operation run alone
-            // does (see `Run.cancel(call:)`); one that resolved lets go of them, after the lock
-            // (see `Lock`).
-            if outcome == nil, let handlers { for handler in handlers { handler(self) } }
+            // A member that cancelled itself hears its handlers, as an operation run alone does
+            // (see `Run.cancel(call:)`); one that resolved lets go of them, after the lock (see
+            // `Lock`).
+            if outcome == nil, let handlers {
+                for handler in handlers { handler(self) }
+                handlersReturned()
+            }
             withExtendedLifetime(handlers) {}
             switch ended {
             case .nothing: return false
             case .waits(let launch): if launch { self.launch() }
             case .closes(let members, let resolver, let verdict):
-                cancelMembers(members) { [self] in
-                    let releases = lock.withLock {
-                        guarded.settling = false
-                        return countDown()
-                    }
-                    if releases { outer.release() }
-                }
+                cancelMembers(members) { [self] in handlersReturned() }
                 verdict.end(resolver)
             case .releases: outer.release()
             }
@@ -4406,9 +4427,9 @@ nonisolated extension Engine {
         }
 
         /// Its run was cancelled: it cancels the members, and holds the run's end until the
-        /// member runs, the launch loop and the settle's cancel of the members have stopped.
+        /// member runs, the launch loop and the threads that call members' handlers have stopped.
         @inlinable func runCancelled() {
-            // The hold is taken first, so that the last member run (or the loop, or the settle),
+            // The hold is taken first, so that the last member run (or the loop, or a handler's),
             // which releases it as it ends once the join is `holding`, always finds it taken; it
             // is kept only if one is going: else it is given back at once.
             outer.hold()
@@ -4418,7 +4439,7 @@ nonisolated extension Engine {
                 if case .open(let progress) = guarded.state { open = progress }
                 let members = takeCancels(open)
                 let going =
-                    members.runs.count + (guarded.launching ? 1 : 0) + (guarded.settling ? 1 : 0)
+                    members.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
                 guarded.state = going > 0 ? .holding(going: going) : .closed
                 // The progress goes after the lock, and with it the combination's resolver,
                 // unresolved: its release cancels a call of a run already cancelled, which does
@@ -4429,9 +4450,20 @@ nonisolated extension Engine {
             cancelMembers(members)
         }
 
-        /// Counts `holding` down (under the lock) as a member run, the launch loop or the settle
-        /// that the end of the cancelled run waits for ends; `true` for the last, which releases
-        /// the end.
+        /// A thread that called members' cancel handlers after the lock is done with them (the
+        /// settle's cancel of the members, with what the handlers cancelled, or a member's own
+        /// cancel): the end of a cancelled run no longer waits for it.
+        @inlinable func handlersReturned() {
+            let releases = lock.withLock {
+                guarded.handling -= 1
+                return countDown()
+            }
+            if releases { outer.release() }
+        }
+
+        /// Counts `holding` down (under the lock) as a member run, the launch loop or a thread
+        /// that calls members' handlers that the end of the cancelled run waits for ends; `true`
+        /// for the last, which releases the end.
         @inlinable func countDown() -> Bool {
             guard case .holding(let going) = guarded.state else { return false }
             guarded.state = going > 1 ? .holding(going: going - 1) : .closed
