@@ -63,13 +63,16 @@ import Testing
     @Test(arguments: [false, true])
     func aMemberThatCancelledItselfRunsAHandlerAddedAfterAtOnce(inCombination: Bool) {
         let handled = Counter()
+        let seenCancelled = Counter()
         let cancelling = Promise<Int, TestError> { resolver in
             resolver.cancel()
+            if resolver.isCancelled { seenCancelled.increment() }
             resolver.onCancel { _ in handled.increment() }
         }
         let promise = inCombination ? when(fulfilled: [cancelling]).map { $0[0] } : cancelling
         _ = promise.run { _ in Issue.record("cancelled: no completion") }
         #expect(handled.value == 1, "the handler added once the operation was cancelled")
+        #expect(seenCancelled.value == 1, "isCancelled, once the operation cancelled itself")
     }
 
     /// The resolver a cancel handler is given answers for a call that has ended: let go of, it

@@ -33,8 +33,10 @@
 //   does with each stage still ahead (an `ensure` step runs all the same); `end`, a run's last
 //   transition, with an outcome or cancelled (its completion hears of it once).
 // - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it,
-//   the canceller's handlers, and the member runs of a combination it runs (or the work's run
-//   of a timeout) that have not stopped yet, and the combination's launch loop.
+//   the canceller, until its handlers have returned, and each combination or timeout the run
+//   runs, one hold each (`Run.hold()`), until what it counts has stopped: a combination's member
+//   runs, its launch loop and the threads that call its members' cancel handlers (`Join`); a
+//   timeout's work's run.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -229,8 +231,9 @@ nonisolated extension Engine {
         }
     }
 
-    /// The first stage of a chain made from an operation, once a step is added to it: a promise
-    /// of an operation alone keeps the `Operation` itself, which costs no allocation.
+    /// The first stage of a chain made from an operation, once a step is added to it (a promise
+    /// of an operation alone keeps the `Operation` itself, which costs no allocation), and the
+    /// whole chain of a combination (`Engine.join`) or a `timeout`, made from its own operation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
         /// The operation, the chain of a `timeout`'s work, which its operation runs (see
         /// `ahead`), and an `ignoringCancel()` promise's work alone (see `ignoring`): a `var`

@@ -100,9 +100,10 @@ nonisolated extension Engine {
                 return nil
             }
             levels.runs += 1
-            defer { driven = run }
+            let outer = driven
+            driven = run
             let resumes = !immediately && (levels.runs == 1 || isSettling)
-            return (driven, resumes ? waiting.count : nil)
+            return (outer, resumes ? waiting.count : nil)
         }
 
         /// Leaves a level of runs: the bottom level, and every level inside a settle, resumes what

@@ -101,6 +101,11 @@ import Dispatch
 /// work, a shared promise's work), whose steps and operations may then start until the first
 /// `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s work) are in
 /// a step ends once they have stopped, so that nothing of them runs after its `ensure` steps.
+/// Inside a cancel handler (``Resolver/onCancel(_:)``), `cancel()` returns at once: that cancel,
+/// like every cancel the handler causes (a combination that a resolver it calls settles cancels
+/// its other members), is done after the handler has returned and before the cancel that called
+/// the handler returns: one after another rather than nested, so that cancels nested deep take
+/// little stack.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -225,7 +230,7 @@ nonisolated extension Engine {
         /// what its end waits for: the thread that drives it, `thread`, until it stops it at its
         /// next check (before the run started, the start to come, with no thread); the
         /// canceller, until the cancel handlers have returned; each combination or timeout it
-        /// runs whose members' or work's runs have not stopped yet (see `hold()`). A few: an
+        /// runs, until what it counts has stopped (see `hold()`, and the glossary). A few: an
         /// `Int32`, so that the state takes four words, not five. `call`: the call that was
         /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
@@ -490,7 +495,9 @@ nonisolated extension Engine.Run {
                 slot = self.slot
                 plan.enter(inner, spill: &driver.pointee.spill)
                 next = locked({ $0.state.isCancelled }) ? .stop : .proceed
-            case .called, .wait: return  // `operationReturned` handed the plan back to the run
+            // `.wait`: `operationReturned` handed the plan back to the run. (`.called` never comes
+            // here: the line above replaced it.)
+            case .called, .wait: return
             case .proceed, .stop, .hop: break
             }
             guard case .proceed = next, let stage = plan.pop() else { break }
@@ -643,6 +650,7 @@ nonisolated extension Engine.Run {
                 let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
             // Added late, to the call that was pending as the run was cancelled: called at once.
+            // (`call?` matches this call's number, as in `resolve`.)
             case .cancelling(_, _, call?), .cancelled(call?): return true
             default: return false
             }
