@@ -45,4 +45,42 @@ import Testing
         eventually { log.all.count == 2 }
         #expect(log.all == ["late handler returned", "ensure"])
     }
+
+    /// A step of a combination's member that cancels the combination's run stops the member
+    /// before its next step, and no member starts after (`RunHandle`: a step that cancels its own
+    /// run stops it before the next step, a step of a combination's member too), whether or not
+    /// the thread is inside another run's cancel handler: there, the member resumes as the
+    /// handler fulfills the operation it waits for.
+    @Test(arguments: [false, true])
+    func aMembersStepThatCancelsItsCombinationStopsIt(insideACancelHandler: Bool) {
+        let log = Log()
+        let gate = Delivery<Resolver<Void, Never>>()
+        let combination = Delivery<RunHandle>()
+        let first = Guarantee<Void> { gate.send($0) }
+            .map { _ in
+                combination.wait()?.cancel()
+                log.record("cancelled")
+            }
+            .map { _ in log.record("a step after the cancel") }
+        let second = Guarantee<Void> { resolver in
+            log.record(resolver.isCancelled ? "second called, cancelled" : "second called")
+            resolver.fulfill()
+        }
+        let ended = Delivery<Void>()
+        combination.send(
+            when(fulfilled: [first, second], concurrently: 1).ensure { ended.send(()) }.run())
+        guard let open = gate.wait() else { return #expect(Bool(false), "the gate never waited") }
+        if insideACancelHandler {
+            let kept = Delivery<Resolver<Void, Never>>()  // so that only the cancel calls it
+            Guarantee<Void> { resolver in
+                kept.send(resolver)
+                resolver.onCancel { _ in open.fulfill() }
+            }
+            .run().cancel()
+        } else {
+            open.fulfill()
+        }
+        #expect(ended.wait() != nil)
+        #expect(log.all == ["cancelled"])
+    }
 }
