@@ -83,4 +83,24 @@ import Testing
         #expect(ended.wait() != nil)
         #expect(log.all == ["cancelled"])
     }
+
+    /// `outcomes(of:concurrently:)` in a task cancelled while a member is in a step, on another
+    /// thread, returns once that member's `ensure` steps have run, as it says.
+    @Test func outcomesOfACancelledTaskReturnsAfterTheMembersEnsureSteps() async {
+        let inStep = Delivery<Void>()
+        let ensured = Counter()
+        let member = later(1).map { value -> Int in
+            inStep.send(())
+            usleep(200_000)
+            return value
+        }
+        .ensure { ensured.increment() }
+        let task = Task { () -> Int in
+            _ = await outcomes(of: [member])
+            return ensured.value
+        }
+        _ = await inStep.arrival()
+        task.cancel()
+        #expect(await task.value == 1, "ensure steps run when outcomes(of:) returned")
+    }
 }
