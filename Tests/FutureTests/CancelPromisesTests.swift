@@ -15,13 +15,15 @@ import Testing
     /// A cancel handler that the operation's work adds from a thread of its own while the run is
     /// being cancelled (the canceller still in the handler added before) is called at once, as
     /// the run already is cancelled (`Resolver.onCancel`); the run has not ended yet, and its
-    /// `ensure` steps run once the cancel handlers have returned (`RunHandle`): this one too.
-    @Test func aHandlerAddedOnAnotherThreadAsTheRunIsCancelledReturnsBeforeItsEnd() {
+    /// `ensure` steps run once the cancel handlers have returned (`RunHandle`): this one too, for
+    /// an operation run alone and for a combination's member.
+    @Test(arguments: [false, true])
+    func aHandlerAddedOnAnotherThreadAsTheRunIsCancelledReturnsBeforeItsEnd(asAMember: Bool) {
         let log = Log()
         let cancelling = Delivery<Void>()
         let lateHandlerStarted = Counter()
         let ended = Delivery<Void>()
-        let handle = Guarantee<Int> { resolver in
+        let operation = Guarantee<Int> { resolver in
             resolver.onCancel { _ in
                 cancelling.send(())
                 spin(until: { lateHandlerStarted.value > 0 }, for: .seconds(1))
@@ -35,11 +37,12 @@ import Testing
                 }
             }
         }
-        .ensure {
-            log.record("ensure")
-            ended.send(())
-        }
-        .run()
+        let handle = (asAMember ? when(fulfilled: [operation]).map { $0[0] } : operation)
+            .ensure {
+                log.record("ensure")
+                ended.send(())
+            }
+            .run()
         handle.cancel()
         #expect(ended.wait() != nil)
         eventually { log.all.count == 2 }
