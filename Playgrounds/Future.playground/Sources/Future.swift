@@ -2834,7 +2834,7 @@ nonisolated extension Promise {
 //                           operation, a chain
 //                           entered, a hop or
 //                           the end
-//   cancelling(…,c)         c's onCancel           unchanged                 call it
+//   cancelling(t,h,c)       c's onCancel           cancelling(t,h+1,c)       call it, release
 //   cancelled(c)            c's onCancel           unchanged                 call it
 //   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -
 //   cancelling(t,h,c)       release (h > 1)        cancelling(t,h-1,c)       -
@@ -3400,7 +3400,8 @@ nonisolated extension Engine.Run {
         _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
     ) {
         let added = Engine.CancelHandler(call: handler)
-        let callNow = locked { fields -> Bool in
+        // Whether the handler is called now, and whether it holds the run's end until it returns.
+        let (callNow, holds) = locked { fields -> (Bool, Bool) in
             switch fields.state {
             case .calling(let thread, call, let handlers):
                 let handlers = handlers.map { $0 + [added] } ?? [added]
@@ -3408,14 +3409,19 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(call, let handlers):
                 let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
-            // Added late, to the call that was pending as the run was cancelled: called at once.
-            // (`call?` matches this call's number, as in `resolve`.)
-            case .cancelling(_, _, call?), .cancelled(call?): return true
-            default: return false
+            // Added late, to the call that was pending as the run was cancelled: called at once,
+            // holding the end, if it has not come, as the canceller's handlers do. (`call?`
+            // matches this call's number, as in `resolve`.)
+            case .cancelling(let thread, let holds, call?):
+                fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
+                return (true, true)
+            case .cancelled(call?): return (true, false)
+            default: break
             }
-            return false
+            return (false, false)
         }
         if callNow { handler(self) }
+        if holds { release() }
     }
 
     /// Whether the run was cancelled before it ended: what the resolver of each of its calls
@@ -4077,8 +4083,9 @@ nonisolated extension Engine {
 // handlers after the lock), and of `launching` beside it (l: whether a thread runs the launch
 // loop, in every state, as the loop sees the combination closed only when it next asks) and
 // `handling` (h: how many threads call members' cancel handlers after the lock: the one that
-// settled the combination, until its cancel of the members is done, and the resolver of each
-// called member that cancelled itself, until its handlers have returned), each in one lock
+// settled the combination, until its cancel of the members is done, the resolver of each called
+// member that cancelled itself, and each that adds a handler once cancelled, until its handlers
+// have returned), each in one lock
 // section, then what is done outside the lock (a combination of no members makes no join: its
 // policy's verdict ends its run at once):
 //
@@ -4093,6 +4100,7 @@ nonisolated extension Engine {
 //                                                                                  cancel r
 //   open(p)           a called member with handlers ends by its   a state above,   call them (the
 //                     own cancel                                  h+1              row above next)
+//   any               a cancelled member adds a handler           unchanged, h+1   call it
 //   closed, h         a thread's call of handlers is done         closed, h-1      -
 //   holding(n), h     the same, n > 1                             holding(n - 1),  -
 //                                                                 h-1
@@ -4227,8 +4235,8 @@ nonisolated extension Engine {
         /// one that starts the run), so that one thread at a time runs it, and that the end of a
         /// cancelled run waits for it. `handling`: how many threads call members' cancel handlers
         /// after the lock (the one that settled the combination, a called member's resolver that
-        /// cancelled it), which the end of a cancelled run waits for too, as a run's end waits for
-        /// its canceller's handlers.
+        /// cancelled it, or that adds a handler once cancelled), which the end of a cancelled run
+        /// waits for too, as a run's end waits for its canceller's handlers.
         @exclusivity(unchecked) @usableFromInline var guarded:
             (state: State, running: [Running?], launching: Bool, handling: Int)
 
@@ -4451,8 +4459,8 @@ nonisolated extension Engine {
         }
 
         /// A thread that called members' cancel handlers after the lock is done with them (the
-        /// settle's cancel of the members, with what the handlers cancelled, or a member's own
-        /// cancel): the end of a cancelled run no longer waits for it.
+        /// settle's cancel of the members, with what the handlers cancelled, a member's own cancel,
+        /// or a handler added once cancelled): the end of a cancelled run no longer waits for it.
         @inlinable func handlersReturned() {
             let releases = lock.withLock {
                 guarded.handling -= 1
@@ -4518,7 +4526,11 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                if case .cancelled? = guarded.running[call] { return true }
+                // Cancelled: called at once, counted as the settle's handlers are.
+                if case .cancelled? = guarded.running[call] {
+                    guarded.handling += 1
+                    return true
+                }
                 // Not called, or ended:
                 guard case .called(var handlers)? = guarded.running[call] else { return false }
                 guarded.running[call] = nil  // for a moment, so that the list is not copied
@@ -4526,7 +4538,10 @@ nonisolated extension Engine {
                 guarded.running[call] = .called(handlers)
                 return false
             }
-            if callNow { handler(self) }
+            if callNow {
+                handler(self)
+                handlersReturned()
+            }
         }
 
         @usableFromInline func isCancelled(_ call: Int) -> Bool {

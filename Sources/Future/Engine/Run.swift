@@ -63,7 +63,7 @@
 //                           operation, a chain
 //                           entered, a hop or
 //                           the end
-//   cancelling(…,c)         c's onCancel           unchanged                 call it
+//   cancelling(t,h,c)       c's onCancel           cancelling(t,h+1,c)       call it, release
 //   cancelled(c)            c's onCancel           unchanged                 call it
 //   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -
 //   cancelling(t,h,c)       release (h > 1)        cancelling(t,h-1,c)       -
@@ -641,7 +641,8 @@ nonisolated extension Engine.Run {
         _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
     ) {
         let added = Engine.CancelHandler(call: handler)
-        let callNow = locked { fields -> Bool in
+        // Whether the handler is called now, and whether it holds the run's end until it returns.
+        let (callNow, holds) = locked { fields -> (Bool, Bool) in
             switch fields.state {
             case .calling(let thread, call, let handlers):
                 let handlers = handlers.map { $0 + [added] } ?? [added]
@@ -649,14 +650,19 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(call, let handlers):
                 let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
-            // Added late, to the call that was pending as the run was cancelled: called at once.
-            // (`call?` matches this call's number, as in `resolve`.)
-            case .cancelling(_, _, call?), .cancelled(call?): return true
-            default: return false
+            // Added late, to the call that was pending as the run was cancelled: called at once,
+            // holding the end, if it has not come, as the canceller's handlers do. (`call?`
+            // matches this call's number, as in `resolve`.)
+            case .cancelling(let thread, let holds, call?):
+                fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
+                return (true, true)
+            case .cancelled(call?): return (true, false)
+            default: break
             }
-            return false
+            return (false, false)
         }
         if callNow { handler(self) }
+        if holds { release() }
     }
 
     /// Whether the run was cancelled before it ended: what the resolver of each of its calls
