@@ -3532,17 +3532,19 @@ nonisolated extension Engine.Run {
         sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
     }
 
-    /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
-    /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
-    /// the run's end (its `ensure` steps and its completion). Taken by the cancel handler of the
-    /// pending call, which runs while the canceller holds the run, or, added late inside the
-    /// operation, while the driving thread does: so the run has not ended.
-    @usableFromInline final func hold() {
+    /// Holds the end of a cancelled run that has not ended, and says whether it did: for a
+    /// combination it runs, whose members' runs have not stopped yet, or a timeout, whose work's
+    /// run has not, so that nothing of them runs after the run's end (its `ensure` steps and its
+    /// completion), or for a handler a combination's cancelled member adds, until it returns. A
+    /// combination's or timeout's is taken by the cancel handler of the pending call, which runs
+    /// while the canceller, or the driving thread, holds the run: so it is always taken.
+    @usableFromInline @discardableResult final func hold() -> Bool {
         locked { fields in
             guard case .cancelling(let thread, let holds, let call) = fields.state else {
-                preconditionFailure("a hold taken on a run \(fields.state)")
+                return false
             }
             fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
+            return true
         }
     }
 
@@ -4083,9 +4085,8 @@ nonisolated extension Engine {
 // handlers after the lock), and of `launching` beside it (l: whether a thread runs the launch
 // loop, in every state, as the loop sees the combination closed only when it next asks) and
 // `handling` (h: how many threads call members' cancel handlers after the lock: the one that
-// settled the combination, until its cancel of the members is done, the resolver of each called
-// member that cancelled itself, and each that adds a handler once cancelled, until its handlers
-// have returned), each in one lock
+// settled the combination, until its cancel of the members is done, and the resolver of each
+// called member that cancelled itself, until its handlers have returned), each in one lock
 // section, then what is done outside the lock (a combination of no members makes no join: its
 // policy's verdict ends its run at once):
 //
@@ -4100,7 +4101,9 @@ nonisolated extension Engine {
 //                                                                                  cancel r
 //   open(p)           a called member with handlers ends by its   a state above,   call them (the
 //                     own cancel                                  h+1              row above next)
-//   any               a cancelled member adds a handler           unchanged, h+1   call it
+//   any               a cancelled member adds a handler           unchanged        hold the run if
+//                                                                                  cancelling, call
+//                                                                                  it, release
 //   closed, h         a thread's call of handlers is done         closed, h-1      -
 //   holding(n), h     the same, n > 1                             holding(n - 1),  -
 //                                                                 h-1
@@ -4235,8 +4238,8 @@ nonisolated extension Engine {
         /// one that starts the run), so that one thread at a time runs it, and that the end of a
         /// cancelled run waits for it. `handling`: how many threads call members' cancel handlers
         /// after the lock (the one that settled the combination, a called member's resolver that
-        /// cancelled it, or that adds a handler once cancelled), which the end of a cancelled run
-        /// waits for too, as a run's end waits for its canceller's handlers.
+        /// cancelled it), which the end of a cancelled run waits for too, as a run's end waits for
+        /// its canceller's handlers.
         @exclusivity(unchecked) @usableFromInline var guarded:
             (state: State, running: [Running?], launching: Bool, handling: Int)
 
@@ -4459,8 +4462,8 @@ nonisolated extension Engine {
         }
 
         /// A thread that called members' cancel handlers after the lock is done with them (the
-        /// settle's cancel of the members, with what the handlers cancelled, a member's own cancel,
-        /// or a handler added once cancelled): the end of a cancelled run no longer waits for it.
+        /// settle's cancel of the members, with what the handlers cancelled, or a member's own
+        /// cancel): the end of a cancelled run no longer waits for it.
         @inlinable func handlersReturned() {
             let releases = lock.withLock {
                 guarded.handling -= 1
@@ -4526,11 +4529,7 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                // Cancelled: called at once, counted as the settle's handlers are.
-                if case .cancelled? = guarded.running[call] {
-                    guarded.handling += 1
-                    return true
-                }
+                if case .cancelled? = guarded.running[call] { return true }
                 // Not called, or ended:
                 guard case .called(var handlers)? = guarded.running[call] else { return false }
                 guarded.running[call] = nil  // for a moment, so that the list is not copied
@@ -4538,9 +4537,12 @@ nonisolated extension Engine {
                 guarded.running[call] = .called(handlers)
                 return false
             }
+            // Cancelled: called at once, holding the end of the combination's run, if it is
+            // cancelled and has not ended, as a run's call does.
             if callNow {
+                let holds = outer.hold()
                 handler(self)
-                handlersReturned()
+                if holds { outer.release() }
             }
         }
 

@@ -773,17 +773,19 @@ nonisolated extension Engine.Run {
         sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
     }
 
-    /// Holds the end of a cancelled run, for a combination it runs, whose members' runs have not
-    /// stopped yet, or a timeout, whose work's run has not: so that nothing of them runs after
-    /// the run's end (its `ensure` steps and its completion). Taken by the cancel handler of the
-    /// pending call, which runs while the canceller holds the run, or, added late inside the
-    /// operation, while the driving thread does: so the run has not ended.
-    @usableFromInline final func hold() {
+    /// Holds the end of a cancelled run that has not ended, and says whether it did: for a
+    /// combination it runs, whose members' runs have not stopped yet, or a timeout, whose work's
+    /// run has not, so that nothing of them runs after the run's end (its `ensure` steps and its
+    /// completion), or for a handler a combination's cancelled member adds, until it returns. A
+    /// combination's or timeout's is taken by the cancel handler of the pending call, which runs
+    /// while the canceller, or the driving thread, holds the run: so it is always taken.
+    @usableFromInline @discardableResult final func hold() -> Bool {
         locked { fields in
             guard case .cancelling(let thread, let holds, let call) = fields.state else {
-                preconditionFailure("a hold taken on a run \(fields.state)")
+                return false
             }
             fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
+            return true
         }
     }
 
