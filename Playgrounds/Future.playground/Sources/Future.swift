@@ -3514,10 +3514,11 @@ nonisolated extension Engine.Run {
                 { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
         }
         // A step that cancels a run it is part of, as a combination's member, a timeout's work or
-        // a shared promise's work, stops before its next step: it cancels its own run itself,
-        // once its cancel is done, as another thread's cancel that came first (a timeout's alarm)
-        // may still be on its way down to it, or has reached it as another thread's.
-        if call == nil, !Engine.Nesting.isCancelling, let driven = Engine.Nesting.drivenRun,
+        // a shared promise's work, stops before its next step: it cancels its own run itself, as
+        // another thread's cancel that came first (a timeout's alarm) may still be on its way
+        // down to it, or has reached it as another thread's, and a cancel under way on this
+        // thread (the step runs inside a cancel handler) queues this one (`Nesting.cancelling`).
+        if call == nil, let driven = Engine.Nesting.drivenRun,
             driven !== self, driven.isReached(byCancelOf: self)
         {
             _ = driven.cancel(call: nil)
@@ -3919,9 +3920,6 @@ nonisolated extension Engine {
 
         /// The run this thread drives, if any.
         static var drivenRun: Run? { withCurrent { $0.driven } }
-
-        /// Whether a cancel is under way on this thread (see `cancelling`).
-        static var isCancelling: Bool { withCurrent { $0.cancels != nil } }
 
         /// A level of runs (see `Run.drive`): the run driven around it, and, if it resumes what
         /// waits inside it as it returns (the bottom level, and every level inside a settle), how

@@ -80,9 +80,6 @@ nonisolated extension Engine {
         /// The run this thread drives, if any.
         static var drivenRun: Run? { withCurrent { $0.driven } }
 
-        /// Whether a cancel is under way on this thread (see `cancelling`).
-        static var isCancelling: Bool { withCurrent { $0.cancels != nil } }
-
         /// A level of runs (see `Run.drive`): the run driven around it, and, if it resumes what
         /// waits inside it as it returns (the bottom level, and every level inside a settle), how
         /// much waited before it.
