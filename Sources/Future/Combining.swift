@@ -3,9 +3,11 @@
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
-// ignore cancel), and keeps input order. The steps after a combination go on on the thread where
-// the member that settled it ended (its resolver's, or its run's), or, if that came before the
-// combination's launch returned, on the thread that launched it, as after any resolver. A member
+// ignore cancel), settles once those have stopped (their `ensure` steps have run), and keeps input
+// order. The steps after a combination go on on the thread where the member that settled it ended
+// (its resolver's, or its run's), or where the last member it cancelled stopped (a member in a
+// step on another thread stops as the step returns), or, if that came before the combination's
+// launch returned, on the thread that launched it, as after any resolver. A member
 // that ends by cancellation ends a `when` or `any` as cancelled, and drops out of a race or of a
 // `when(resolved:concurrently:until:)`, which a signal stops.
 

@@ -1117,9 +1117,11 @@ nonisolated extension Promise {
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
-// ignore cancel), and keeps input order. The steps after a combination go on on the thread where
-// the member that settled it ended (its resolver's, or its run's), or, if that came before the
-// combination's launch returned, on the thread that launched it, as after any resolver. A member
+// ignore cancel), settles once those have stopped (their `ensure` steps have run), and keeps input
+// order. The steps after a combination go on on the thread where the member that settled it ended
+// (its resolver's, or its run's), or where the last member it cancelled stopped (a member in a
+// step on another thread stops as the step returns), or, if that came before the combination's
+// launch returned, on the thread that launched it, as after any resolver. A member
 // that ends by cancellation ends a `when` or `any` as cancelled, and drops out of a race or of a
 // `when(resolved:concurrently:until:)`, which a signal stops.
 
@@ -4076,10 +4078,11 @@ nonisolated extension Engine {
 // `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts
 // a run for each other member (inside the combination's run, for its ties), whose completion
 // (`MemberRun`) reports to it; it asks its policy what to do each time a member ends, and settles
-// the combination's resolver with the policy's verdict. The transitions of its `state` (p: an
-// open combination's progress, with r, its resolver; o: an outcome; n: what the end of its
-// cancelled run waits for, the members in runs of their own that have not ended, the launch
-// loop, which may be in a member's operation, and each thread that calls members' cancel
+// the combination's resolver with the policy's verdict once the members it cancelled have
+// stopped. The transitions of its `state` (p: an open combination's progress, with r, its
+// resolver; v: a verdict, settle(o) with an outcome o, or cancel; n: what the verdict, or the end
+// of its cancelled run, waits for: the members in runs of their own that have not ended, the
+// launch loop, which may be in a member's operation, and each thread that calls members' cancel
 // handlers after the lock), and of `launching` beside it (l: whether a thread runs the launch
 // loop, in every state, as the loop sees the combination closed only when it next asks) and
 // `handling` (h: how many threads call members' cancel handlers after the lock: the one that
@@ -4094,30 +4097,26 @@ nonisolated extension Engine {
 //   open(p), l        launch: room, and a member not started      unchanged        start it
 //   open(p), l        launch: no room, or none left               open(p), false   end the loop
 //   open(p), l        a member ends; verdict wait                 open(p), true    launch, if not l
-//   open(p), l        a member ends; verdict settle(o) or cancel  closed, l, h+1   cancel members,
-//                                                                                  then r(o) or
-//                                                                                  cancel r
+//   open(p), l        a member ends; verdict v, not wait          closing(n,r,v),  cancel members
+//                                                                 l, h+1 (the
+//                                                                 settle's)
 //   open(p)           a called member with handlers ends by its   a state above,   call them (the
 //                     own cancel                                  h+1              row above next)
 //   any               a cancelled member adds a handler           unchanged        hold the run if
 //                                                                                  cancelling, call
 //                                                                                  it, release
-//   closed, h         a thread's call of handlers is done         closed, h-1      -
-//   holding(n), h     the same, n > 1                             holding(n - 1),  -
-//                                                                 h-1
-//   holding(1), h     the same                                    closed, h-1      release run
-//   holding(n)        a member run ends, n > 1                    holding(n - 1)   -
-//   holding(1)        a member run ends                           closed           release run
-//   holding(n), true  the launch loop asks, n > 1                 holding(n - 1),  end the loop
-//                                                                 false
-//   holding(1), true  the launch loop asks                        closed, false    release run, end
-//                                                                                  the loop
-//   closed, true      the launch loop asks                        closed, false    end the loop
-//   open, closed      its run is cancelled, its end held (see     holding(n)       cancel members
-//                     `Run.hold()`), n > 0 (the member runs
+//   closing(n,r,v)    a member run ends, the launch loop asks     closing(n-1,r,v) end the loop if
+//                     (l: false), or a thread's call of handlers  (h-1 for that    it asked
+//                     is done (h-1), n > 1                        thread)
+//   closing(1,r,v)    the same                                    closed           r(o) or cancel r
+//   holding(n)        the same, n > 1                             holding(n - 1)   -
+//   holding(1)        the same                                    closed           release run
+//   closed            the same                                    closed           -
+//   open, closing,    its run is cancelled, its end held (see     holding(n)       cancel members
+//   closed            `Run.hold()`), n > 0 (the member runs
 //                     going, the loop if l, and h)
-//   open, closed      its run is cancelled, its end held, n = 0   closed           release the hold,
-//                                                                                  cancel members
+//   open, closing,    its run is cancelled, its end held, n = 0   closed           release the hold,
+//   closed                                                                         cancel members
 //   any other         a member ends                               unchanged        -
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
@@ -4245,6 +4244,10 @@ nonisolated extension Engine {
         @usableFromInline enum State {
             /// Members start and report.
             case open(Progress)
+            /// Its policy's verdict came, and waits for the members it cancelled to stop before it
+            /// settles the resolver: for what `holding` waits for, counted as it is, so that the
+            /// members' `ensure` steps have run before the steps after the combination.
+            case closing(going: Int, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
             /// Its run was cancelled, and the run's end (`outer`'s) waits for these to stop (a
             /// count: every member run still going as the cancel came, the launch loop, if a
             /// thread ran it: the member operation it calls may not have returned, and each thread
@@ -4280,11 +4283,13 @@ nonisolated extension Engine {
             case nothing
             /// The combination waits for more; with `true`, this thread runs the launch loop.
             case waits(launch: Bool)
-            /// The combination closed: cancel the members, then settle the resolver as the
-            /// verdict says.
-            case closes(Cancels, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
-            /// The last member run of a `holding` combination ended: release the hold.
+            /// The combination closes: cancel the members (the verdict waits, `closing`).
+            case closes(Cancels)
+            /// The last that a `holding` combination waited for stopped: release the hold.
             case releases
+            /// The last that a `closing` combination waited for stopped: settle the resolver as
+            /// the verdict says.
+            case settles(Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
         }
 
         /// What cancelling the members cancels, taken under the lock: every member run still
@@ -4327,7 +4332,7 @@ nonisolated extension Engine {
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
         /// caller has claimed the loop (`launching`), so that one thread at a time runs it.
         @inlinable func launch() {
-            var releases = false  // the loop was the last that the cancelled run's end waited for
+            var ended = Ended.nothing  // the loop was the last that `closing` or `holding` awaited
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member run cancelled before `start` never begins (an operation
             // alone claimed before a cancel is called all the same, its resolver cancelled, as a
@@ -4337,7 +4342,7 @@ nonisolated extension Engine {
                 () -> (Int, Promise<Member, Failure>, Run?)? in
                 guard case .open(let progress) = guarded.state else {
                     guarded.launching = false
-                    releases = countDown()
+                    ended = countDown()
                     return nil
                 }
                 let index = progress.tally.started
@@ -4363,7 +4368,7 @@ nonisolated extension Engine {
                     operation(Resolver<Member, Failure>(reporter: self, call: index, of: operation))
                 }
             }
-            if releases { outer.release() }
+            counted(ended)
         }
 
         /// What gets a member run's outcome: the join, and the member the run runs.
@@ -4400,7 +4405,7 @@ nonisolated extension Engine {
                 case .run?: guarded.running[index] = nil
                 }
                 switch guarded.state {
-                case .closed, .holding: return countDown() ? .releases : .nothing
+                case .closing, .holding, .closed: return countDown()
                 case .open(let progress):
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
@@ -4410,9 +4415,12 @@ nonisolated extension Engine {
                         defer { guarded.launching = true }  // by this thread, if by none
                         return .waits(launch: !guarded.launching)
                     case let verdict:
-                        guarded.state = .closed
-                        guarded.handling += 1
-                        return .closes(takeCancels(progress), progress.resolver, verdict)
+                        let cancels = takeCancels(progress)
+                        guarded.handling += 1  // this thread's, until its cancel is done
+                        let going =
+                            cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
+                        guarded.state = .closing(going: going, progress.resolver, verdict)
+                        return .closes(cancels)
                     }
                 }
             }
@@ -4427,10 +4435,8 @@ nonisolated extension Engine {
             switch ended {
             case .nothing: return false
             case .waits(let launch): if launch { self.launch() }
-            case .closes(let members, let resolver, let verdict):
-                cancelMembers(members) { [self] in handlersReturned() }
-                verdict.end(resolver)
-            case .releases: outer.release()
+            case .closes(let members): cancelMembers(members) { [self] in handlersReturned() }
+            case .releases, .settles: counted(ended)
             }
             return true
         }
@@ -4442,19 +4448,22 @@ nonisolated extension Engine {
             // which releases it as it ends once the join is `holding`, always finds it taken; it
             // is kept only if one is going: else it is given back at once.
             outer.hold()
-            // It comes once, to a combination open or closed (never `holding`, which it sets).
-            let (members, waits) = lock.withLock { () -> (Cancels, Bool) in
+            // It comes once, to a combination open, closing or closed (never `holding`, which it
+            // sets).
+            let (members, waits, left) = lock.withLock { () -> (Cancels, Bool, State) in
+                let left = guarded.state
                 var open: Progress?
-                if case .open(let progress) = guarded.state { open = progress }
+                if case .open(let progress) = left { open = progress }
                 let members = takeCancels(open)
                 let going =
                     members.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
                 guarded.state = going > 0 ? .holding(going: going) : .closed
-                // The progress goes after the lock, and with it the combination's resolver,
-                // unresolved: its release cancels a call of a run already cancelled, which does
-                // nothing.
-                return (members, going > 0)
+                return (members, going > 0, left)
             }
+            // The state left goes after the lock, and with it the combination's resolver,
+            // unresolved (and a verdict that waited): its release cancels a call of a run already
+            // cancelled, which does nothing.
+            withExtendedLifetime(left) {}
             if !waits { outer.release() }  // nothing to wait for
             cancelMembers(members)
         }
@@ -4463,20 +4472,35 @@ nonisolated extension Engine {
         /// settle's cancel of the members, with what the handlers cancelled, or a member's own
         /// cancel): the end of a cancelled run no longer waits for it.
         @inlinable func handlersReturned() {
-            let releases = lock.withLock {
-                guarded.handling -= 1
-                return countDown()
-            }
-            if releases { outer.release() }
+            counted(
+                lock.withLock {
+                    guarded.handling -= 1
+                    return countDown()
+                })
         }
 
-        /// Counts `holding` down (under the lock) as a member run, the launch loop or a thread
-        /// that calls members' handlers that the end of the cancelled run waits for ends; `true`
-        /// for the last, which releases the end.
-        @inlinable func countDown() -> Bool {
-            guard case .holding(let going) = guarded.state else { return false }
-            guarded.state = going > 1 ? .holding(going: going - 1) : .closed
-            return going == 1
+        /// Counts `closing` or `holding` down (under the lock) as a member run, the launch loop
+        /// or a thread that calls members' handlers that it waits for ends: the last settles the
+        /// resolver, or releases the end of the cancelled run.
+        @inlinable func countDown() -> Ended {
+            switch guarded.state {
+            case .closing(let going, let resolver, let verdict):
+                guarded.state = going > 1 ? .closing(going: going - 1, resolver, verdict) : .closed
+                return going > 1 ? .nothing : .settles(resolver, verdict)
+            case .holding(let going):
+                guarded.state = going > 1 ? .holding(going: going - 1) : .closed
+                return going > 1 ? .nothing : .releases
+            case .open, .closed: return .nothing
+            }
+        }
+
+        /// Does what the last count down leaves to do, after the lock.
+        @inlinable func counted(_ ended: Ended) {
+            switch ended {
+            case .releases: outer.release()
+            case .settles(let resolver, let verdict): verdict.end(resolver)
+            case .nothing, .waits, .closes: break
+            }
         }
 
         /// Takes what cancelling the members cancels (under the lock).
