@@ -9,7 +9,9 @@ import Dispatch
 /// ``advance(to:)`` and ``run()`` fire the timers that fall due, earliest deadline first (timers
 /// set for the same moment in the order they were set), on the thread that calls them. The
 /// time operators set their timers on it as their run reaches them, with no task in between,
-/// and cancelling a run removes its timers at once: ``timerCount`` shows it. In an `async` test,
+/// and cancelling a run removes its timers at once: ``timerCount`` shows it as `cancel()` returns.
+/// (When the run goes on on another thread, a timer it is setting as you cancel, or whose work is
+/// ending just then, goes a moment later.) In an `async` test,
 /// `await` the advance (``advance(by:isolation:)``): it lets the work reach its next wait before
 /// time moves, and after each timer fires.
 ///

@@ -1696,7 +1696,9 @@ nonisolated extension Promise where Failure == any Swift.Error {
 /// ``advance(to:)`` and ``run()`` fire the timers that fall due, earliest deadline first (timers
 /// set for the same moment in the order they were set), on the thread that calls them. The
 /// time operators set their timers on it as their run reaches them, with no task in between,
-/// and cancelling a run removes its timers at once: ``timerCount`` shows it. In an `async` test,
+/// and cancelling a run removes its timers at once: ``timerCount`` shows it as `cancel()` returns.
+/// (When the run goes on on another thread, a timer it is setting as you cancel, or whose work is
+/// ending just then, goes a moment later.) In an `async` test,
 /// `await` the advance (``advance(by:isolation:)``): it lets the work reach its next wait before
 /// time moves, and after each timer fires.
 ///
@@ -4017,15 +4019,22 @@ nonisolated extension Engine {
         /// runs around it (the run of the work that settled), and then the run each resumes too,
         /// as past `limit`. So a chain of ten thousand settles two levels deep, as on a 32 KiB
         /// stack, and a step that settles a shared promise returns after its waiters went on, as
-        /// a step that calls a resolver does.
-        static func settling<Waiter>(_ waiters: [Waiter], _ resume: @escaping (Waiter) -> Void) {
+        /// a step that calls a resolver does. `firstInCall`: the first waiter is inside its call
+        /// on this thread (it started the work, which settled inside that start), so it goes on
+        /// as that call returns, and the others after it, as its level of runs returns.
+        static func settling<Waiter>(
+            _ waiters: [Waiter], firstInCall: Bool, _ resume: @escaping (Waiter) -> Void
+        ) {
             withCurrent { nesting in
-                guard !nesting.isSettling else {
-                    let resumes = waiters.map { waiter in { nesting.pastLimit { resume(waiter) } } }
-                    return nesting.waiting.append(contentsOf: resumes)
-                }
+                // Inside a settle, every waiter goes on later, once the level of runs around
+                // returns; so do those after the first, if it is in its call on this thread.
+                var now = nesting.isSettling ? 0 : waiters.count
+                if firstInCall { now = min(now, 1) }
+                let later = waiters[now...]
+                nesting.waiting += later.map { waiter in { nesting.pastLimit { resume(waiter) } } }
+                guard now > 0 else { return }
                 nesting.isSettling = true
-                for waiter in waiters {
+                for waiter in waiters[..<now] {
                     let mark = nesting.waiting.count
                     resume(waiter)
                     nesting.resumeWaiting(since: mark)
@@ -4765,7 +4774,8 @@ nonisolated extension Engine {
 //
 // o is an outcome, or `nil` for cancellation: `settled(nil)` (pending()'s resolver cancelled, or
 // let go of unused) ends every run by cancellation; "resume" gives the outcome in the order the
-// runs came. `making` is pending()'s, before it returns its promise and its resolver: no run can
+// runs came (work that settles inside the start, on the thread of the run that started it, which
+// goes on as its call returns, has the others go on after it: `starting`). `making` is pending()'s, before it returns its promise and its resolver: no run can
 // join, none waits to leave, and its own run cannot end. As ws changes, a work cancelled when
 // abandoned has r name the one run whose cancel reaches it, for a step of the work that cancels
 // that run (`reach`).
@@ -4779,6 +4789,9 @@ nonisolated extension Engine {
         // Guarded by `lock`.
         private var state: State
         private var arrivals = 0
+        /// Whether the run that started the work is still inside that start (its call of the
+        /// shared promise), where the work may settle (see `settle`).
+        private var starting = false
         /// Whether the run of the work is cancelled when every waiting run has left.
         private let cancelsWhenAbandoned: Bool
 
@@ -4802,8 +4815,9 @@ nonisolated extension Engine {
             /// The run of the resolver goes on at once with the outcome or (`nil`) by cancellation.
             case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
             /// These runs go on, as the run of the work ended: in the order they came, through
-            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation.
-            case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
+            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation; `inStart`: inside
+            /// the start of the first of them.
+            case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?, inStart: Bool)
             /// Every run that waited for the work left: its run is cancelled.
             case cancelWork(Run)
         }
@@ -4921,7 +4935,8 @@ nonisolated extension Engine {
                 else { return .none }
                 dropped = work
                 state = if outcome == nil, let work { .idle(work) } else { .settled(outcome) }
-                return .settle(waiting.sorted { $0.key < $1.key }.map(\.value), outcome)
+                let waiters = waiting.sorted { $0.key < $1.key }.map(\.value)
+                return .settle(waiters, outcome, inStart: starting)
             }
         }
 
@@ -4934,12 +4949,18 @@ nonisolated extension Engine {
                 // go).
                 resolver.onCancel { [self] _ in leave(number) }
                 guard let (work, run) = start else { return }
+                lock.withLock { starting = true }
                 run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
+                lock.withLock { starting = false }
             case .resume(let waiter, let outcome):
                 if let outcome { waiter(outcome) } else { waiter.cancel() }
-            case .settle(let waiters, let outcome):
-                // In the order they came, as nested calls would order them, on a flat stack.
-                Nesting.settling(waiters) { if let outcome { $0(outcome) } else { $0.cancel() } }
+            case .settle(let waiters, let outcome, let inStart):
+                // In the order they came, as nested calls would order them, on a flat stack. Inside
+                // the start, the first, which started the work, goes on only as its call returns:
+                // so the others wait for it (`firstInCall`).
+                Nesting.settling(waiters, firstInCall: inStart) {
+                    if let outcome { $0(outcome) } else { $0.cancel() }
+                }
             case .cancelWork(let run): _ = run.cancel(call: nil)
             }
         }
