@@ -11,7 +11,7 @@ import Testing
 
 /// What the docs promise of a cancel (`RunHandle`, `Resolver.onCancel(_:)`,
 /// `outcomes(of:concurrently:)`), in cases a review of the run found broken.
-@Suite(.serialized) struct CancelPromises {
+@Suite(.serialized) struct CancellingPromises {
     /// A cancel handler that the operation's work adds from a thread of its own while the run is
     /// being cancelled (the canceller still in the handler added before) is called at once, as
     /// the run already is cancelled (`Resolver.onCancel`); the run has not ended yet, and its
