@@ -1,0 +1,112 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Found by the fourth review of the session's fixes: each test shows a documented promise that
+/// the engine breaks.
+@Suite(.serialized) struct Review4 {
+    /// Holds a promise that its own work's operation runs.
+    final class Box: @unchecked Sendable { var shared: Promise<Int, TestError>? }
+
+    /// `share()`: the runs that wait for the work go on (here: end by cancellation, as the work's
+    /// own resolver cancels it) whatever thread the work ends on. Run X starts the work inside
+    /// its call of the shared promise, on this thread, inside another shared promise's settle
+    /// (so the work's level of runs resumes what waits in it as it returns); run Y joins from the
+    /// work's operation. After that operation returned, and before X's start of the work has
+    /// returned (`Shared.starting` still true), thread B cancels the work through its resolver,
+    /// outside any run: the work ends on B, and `Nesting.settling(firstInCall: true)` resumes X
+    /// and leaves Y in B's queue of waiting runs, where no level of runs will ever resume it.
+    @Test func aWaiterOfSharedWorkEndedOnAnotherThreadDuringTheStartGoesOn() {
+        let (first, firstResolver) = Promise<Int, TestError>.pending()
+        let (third, thirdResolver) = Promise<Int, TestError>.pending()
+        let workResolver = Delivery<Resolver<Int, TestError>>()
+        let cancelOnB = DispatchSemaphore(value: 0)
+        let cancelledOnB = DispatchSemaphore(value: 0)
+        let threadBMayEnd = DispatchSemaphore(value: 0)
+        let yEnded = DispatchSemaphore(value: 0)
+        let xEnded = DispatchSemaphore(value: 0)
+        let box = Box()
+        detachThread {  // B: a thread outside any run, kept until the end of the test
+            _ = cancelOnB.wait(timeout: .now() + timeout)
+            workResolver.wait()?.cancel()
+            cancelledOnB.signal()
+            _ = threadBMayEnd.wait(timeout: .now() + timeout)
+        }
+        box.shared = Promise<Int, TestError> { resolver in
+            workResolver.send(resolver)
+            // Y joins after X, from this operation.
+            box.shared!.ensure { yEnded.signal() }.run { _ in }
+            // W's resume waits for the level of the work's run: it runs once this operation
+            // returned, inside X's start.
+            thirdResolver.cancel()
+        }.share()
+        // W: ends by cancellation inside the window, and has thread B cancel the work there.
+        third.ensure {
+            cancelOnB.signal()
+            _ = cancelledOnB.wait(timeout: .now() + .seconds(5))
+        }.run { _ in }
+        // X: starts the work as `first` settles (inside its settle).
+        first.then { _ in box.shared! }.ensure { xEnded.signal() }.run { _ in }
+        firstResolver.fulfill(0)
+        #expect(xEnded.wait(timeout: .now() + timeout) == .success, "X went on")
+        let yWent = yEnded.wait(timeout: .now() + .seconds(2)) == .success
+        threadBMayEnd.signal()
+        #expect(yWent, "the second run that waited for the work never went on")
+        // B's queue keeps Y's resolver (its nesting is kept by the closures it queued): Y never
+        // ends, even once B has.
+        if !yWent { #expect(yEnded.wait(timeout: .now() + .seconds(1)) == .success) }
+    }
+
+    /// CombiningPromises.md: "The combination settles once they have stopped: their cancel
+    /// handlers and `ensure` steps have run before the steps after it." A race is won while
+    /// member 0 is in a step on another thread (so the race is `closing`); member 1, an operation
+    /// alone that the race cancelled, adds a cancel handler from another thread, which runs at
+    /// once (`Resolver.onCancel`). Member 0's step returns as that handler starts: the race must
+    /// not settle before the handler returns, as a cancelled run's end waits for such a handler.
+    @Test func aRaceSettlesAfterALateCancelHandlerOfAMemberItCancelled() {
+        let early = Counter()
+        let rounds = 5
+        for _ in 0..<rounds {
+            let stepRuns = DispatchSemaphore(value: 0)
+            let handlerStarted = DispatchSemaphore(value: 0)
+            let handlerReturned = DispatchSemaphore(value: 0)
+            let after = Counter()
+            let kept = Delivery<Resolver<Int, TestError>>()
+            let members: [Promise<Int, TestError>] = [
+                Promise<Int, TestError> { resolver in detachThread { resolver.fulfill(0) } }
+                    .map { value in
+                        stepRuns.signal()
+                        _ = handlerStarted.wait(timeout: .now() + timeout)
+                        return value
+                    },
+                Promise { resolver in kept.send(resolver) },
+                Promise { resolver in
+                    detachThread {
+                        _ = stepRuns.wait(timeout: .now() + timeout)
+                        resolver.fulfill(2)
+                    }
+                },
+            ]
+            let done = Delivery<Void>()
+            race(members).map { _ in after.increment() }.ensure { done.send(()) }.run { _ in }
+            let resolver = kept.wait()!
+            #expect(spin(until: { resolver.isCancelled }))
+            resolver.onCancel { _ in
+                handlerStarted.signal()
+                spin(until: { after.value > 0 }, for: .milliseconds(300))
+                if after.value > 0 { early.increment() }
+                handlerReturned.signal()
+            }
+            _ = handlerReturned.wait(timeout: .now() + timeout)
+            _ = done.wait()
+        }
+        #expect(early.value == 0, "rounds where the race's next step ran inside a late handler")
+    }
+}
