@@ -109,4 +109,33 @@ import Testing
         }
         #expect(early.value == 0, "rounds where the race's next step ran inside a late handler")
     }
+
+    /// RunHandle: "Inside a cancel handler, `cancel()` returns at once: that cancel ... is done
+    /// after the handler has returned". An operation that cancels itself has its handlers called
+    /// so (`Nesting.cancelling`); a combination's member made from an operation alone, which the
+    /// CHANGELOG says behaves as an operation run alone does, has them called directly by
+    /// `Join.memberEnded`, so a cancel inside them is done nested, before it returns.
+    @Test(arguments: [false, true])
+    func aCancelInsideTheHandlerOfAnOperationThatCancelsItselfReturnsFirst(asMember: Bool) {
+        let order = Log()
+        let otherKept = Delivery<Resolver<Int, TestError>>()  // so that it does not cancel itself
+        let other = Promise<Int, TestError> { resolver in
+            resolver.onCancel { _ in order.record("other's handler") }
+            otherKept.send(resolver)
+        }.run { _ in }
+        let kept = Delivery<Resolver<Int, TestError>>()
+        let operation = Promise<Int, TestError> { resolver in
+            resolver.onCancel { _ in
+                other.cancel()
+                order.record("cancel returned")
+            }
+            kept.send(resolver)
+        }
+        let never = Promise<Int, TestError> { otherKept.send($0) }
+        let handle =
+            asMember ? race([operation, never]).run { _ in } : operation.run { _ in }
+        kept.wait()?.cancel()
+        #expect(order.all == ["cancel returned", "other's handler"])
+        handle.cancel()
+    }
 }
