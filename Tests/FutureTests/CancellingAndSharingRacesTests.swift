@@ -9,9 +9,9 @@ import Testing
     import Darwin
 #endif
 
-/// Found by the fourth review of the session's fixes: each test shows a documented promise that
+/// Found by a review of the fixes of issue 38: each test shows a documented promise that
 /// the engine breaks.
-@Suite(.serialized) struct Review4 {
+@Suite(.serialized) struct CancellingAndSharingRaces {
     /// Holds a promise that its own work's operation runs.
     final class Box: @unchecked Sendable { var shared: Promise<Int, TestError>? }
 
