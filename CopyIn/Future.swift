@@ -2104,8 +2104,10 @@ nonisolated extension Promise where Value: Sendable {
     ///
     /// Choose it for work that many parts of an app need the same answer from, such as a profile or
     /// a configuration, when running it again would be wasted or wrong: `fetchProfile().share()`.
-    /// The first run starts the work, runs that come while it is under way wait and go on in turn,
-    /// later runs get its outcome, value or error, at once (an error is kept as a value is: to try
+    /// The first run starts the work, runs that come while it is under way wait and go on in turn
+    /// (but for work that settles on the first run's thread before that run's call of the shared
+    /// promise has returned: the first run goes on as that call returns, after the others), later
+    /// runs get its outcome, value or error, at once (an error is kept as a value is: to try
     /// again after one, share `work.retry(3)`, or make a new shared promise). Cancelling a run
     /// leaves the others waiting. Once every waiting run is cancelled, so is the work, and the next
     /// run starts it again, as after work that ended by cancellation (the work runs apart from the
@@ -4019,22 +4021,15 @@ nonisolated extension Engine {
         /// runs around it (the run of the work that settled), and then the run each resumes too,
         /// as past `limit`. So a chain of ten thousand settles two levels deep, as on a 32 KiB
         /// stack, and a step that settles a shared promise returns after its waiters went on, as
-        /// a step that calls a resolver does. `firstInCall`: the first waiter is inside its call
-        /// on this thread (it started the work, which settled inside that start), so it goes on
-        /// as that call returns, and the others after it, as its level of runs returns.
-        static func settling<Waiter>(
-            _ waiters: [Waiter], firstInCall: Bool, _ resume: @escaping (Waiter) -> Void
-        ) {
+        /// a step that calls a resolver does.
+        static func settling<Waiter>(_ waiters: [Waiter], _ resume: @escaping (Waiter) -> Void) {
             withCurrent { nesting in
-                // Inside a settle, every waiter goes on later, once the level of runs around
-                // returns; so do those after the first, if it is in its call on this thread.
-                var now = nesting.isSettling ? 0 : waiters.count
-                if firstInCall { now = min(now, 1) }
-                let later = waiters[now...]
-                nesting.waiting += later.map { waiter in { nesting.pastLimit { resume(waiter) } } }
-                guard now > 0 else { return }
+                guard !nesting.isSettling else {
+                    let resumes = waiters.map { waiter in { nesting.pastLimit { resume(waiter) } } }
+                    return nesting.waiting.append(contentsOf: resumes)
+                }
                 nesting.isSettling = true
-                for waiter in waiters[..<now] {
+                for waiter in waiters {
                     let mark = nesting.waiting.count
                     resume(waiter)
                     nesting.resumeWaiting(since: mark)
@@ -4774,8 +4769,7 @@ nonisolated extension Engine {
 //
 // o is an outcome, or `nil` for cancellation: `settled(nil)` (pending()'s resolver cancelled, or
 // let go of unused) ends every run by cancellation; "resume" gives the outcome in the order the
-// runs came (work that settles inside the start, on the thread of the run that started it, which
-// goes on as its call returns, has the others go on after it: `starting`). `making` is pending()'s, before it returns its promise and its resolver: no run can
+// runs came. `making` is pending()'s, before it returns its promise and its resolver: no run can
 // join, none waits to leave, and its own run cannot end. As ws changes, a work cancelled when
 // abandoned has r name the one run whose cancel reaches it, for a step of the work that cancels
 // that run (`reach`).
@@ -4789,9 +4783,6 @@ nonisolated extension Engine {
         // Guarded by `lock`.
         private var state: State
         private var arrivals = 0
-        /// Whether the run that started the work is still inside that start (its call of the
-        /// shared promise), where the work may settle (see `settle`).
-        private var starting = false
         /// Whether the run of the work is cancelled when every waiting run has left.
         private let cancelsWhenAbandoned: Bool
 
@@ -4815,9 +4806,8 @@ nonisolated extension Engine {
             /// The run of the resolver goes on at once with the outcome or (`nil`) by cancellation.
             case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
             /// These runs go on, as the run of the work ended: in the order they came, through
-            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation; `inStart`: inside
-            /// the start of the first of them.
-            case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?, inStart: Bool)
+            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation.
+            case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
             /// Every run that waited for the work left: its run is cancelled.
             case cancelWork(Run)
         }
@@ -4935,8 +4925,7 @@ nonisolated extension Engine {
                 else { return .none }
                 dropped = work
                 state = if outcome == nil, let work { .idle(work) } else { .settled(outcome) }
-                let waiters = waiting.sorted { $0.key < $1.key }.map(\.value)
-                return .settle(waiters, outcome, inStart: starting)
+                return .settle(waiting.sorted { $0.key < $1.key }.map(\.value), outcome)
             }
         }
 
@@ -4949,18 +4938,12 @@ nonisolated extension Engine {
                 // go).
                 resolver.onCancel { [self] _ in leave(number) }
                 guard let (work, run) = start else { return }
-                lock.withLock { starting = true }
                 run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
-                lock.withLock { starting = false }
             case .resume(let waiter, let outcome):
                 if let outcome { waiter(outcome) } else { waiter.cancel() }
-            case .settle(let waiters, let outcome, let inStart):
-                // In the order they came, as nested calls would order them, on a flat stack. Inside
-                // the start, the first, which started the work, goes on only as its call returns:
-                // so the others wait for it (`firstInCall`).
-                Nesting.settling(waiters, firstInCall: inStart) {
-                    if let outcome { $0(outcome) } else { $0.cancel() }
-                }
+            case .settle(let waiters, let outcome):
+                // In the order they came, as nested calls would order them, on a flat stack.
+                Nesting.settling(waiters) { if let outcome { $0(outcome) } else { $0.cancel() } }
             case .cancelWork(let run): _ = run.cancel(call: nil)
             }
         }

@@ -6,8 +6,10 @@ nonisolated extension Promise where Value: Sendable {
     ///
     /// Choose it for work that many parts of an app need the same answer from, such as a profile or
     /// a configuration, when running it again would be wasted or wrong: `fetchProfile().share()`.
-    /// The first run starts the work, runs that come while it is under way wait and go on in turn,
-    /// later runs get its outcome, value or error, at once (an error is kept as a value is: to try
+    /// The first run starts the work, runs that come while it is under way wait and go on in turn
+    /// (but for work that settles on the first run's thread before that run's call of the shared
+    /// promise has returned: the first run goes on as that call returns, after the others), later
+    /// runs get its outcome, value or error, at once (an error is kept as a value is: to try
     /// again after one, share `work.retry(3)`, or make a new shared promise). Cancelling a run
     /// leaves the others waiting. Once every waiting run is cancelled, so is the work, and the next
     /// run starts it again, as after work that ended by cancellation (the work runs apart from the

@@ -174,22 +174,15 @@ nonisolated extension Engine {
         /// runs around it (the run of the work that settled), and then the run each resumes too,
         /// as past `limit`. So a chain of ten thousand settles two levels deep, as on a 32 KiB
         /// stack, and a step that settles a shared promise returns after its waiters went on, as
-        /// a step that calls a resolver does. `firstInCall`: the first waiter is inside its call
-        /// on this thread (it started the work, which settled inside that start), so it goes on
-        /// as that call returns, and the others after it, as its level of runs returns.
-        static func settling<Waiter>(
-            _ waiters: [Waiter], firstInCall: Bool, _ resume: @escaping (Waiter) -> Void
-        ) {
+        /// a step that calls a resolver does.
+        static func settling<Waiter>(_ waiters: [Waiter], _ resume: @escaping (Waiter) -> Void) {
             withCurrent { nesting in
-                // Inside a settle, every waiter goes on later, once the level of runs around
-                // returns; so do those after the first, if it is in its call on this thread.
-                var now = nesting.isSettling ? 0 : waiters.count
-                if firstInCall { now = min(now, 1) }
-                let later = waiters[now...]
-                nesting.waiting += later.map { waiter in { nesting.pastLimit { resume(waiter) } } }
-                guard now > 0 else { return }
+                guard !nesting.isSettling else {
+                    let resumes = waiters.map { waiter in { nesting.pastLimit { resume(waiter) } } }
+                    return nesting.waiting.append(contentsOf: resumes)
+                }
                 nesting.isSettling = true
-                for waiter in waiters[..<now] {
+                for waiter in waiters {
                     let mark = nesting.waiting.count
                     resume(waiter)
                     nesting.resumeWaiting(since: mark)

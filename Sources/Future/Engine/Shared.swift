@@ -29,8 +29,7 @@
 //
 // o is an outcome, or `nil` for cancellation: `settled(nil)` (pending()'s resolver cancelled, or
 // let go of unused) ends every run by cancellation; "resume" gives the outcome in the order the
-// runs came (work that settles inside the start, on the thread of the run that started it, which
-// goes on as its call returns, has the others go on after it: `starting`). `making` is pending()'s, before it returns its promise and its resolver: no run can
+// runs came. `making` is pending()'s, before it returns its promise and its resolver: no run can
 // join, none waits to leave, and its own run cannot end. As ws changes, a work cancelled when
 // abandoned has r name the one run whose cancel reaches it, for a step of the work that cancels
 // that run (`reach`).
@@ -44,9 +43,6 @@ nonisolated extension Engine {
         // Guarded by `lock`.
         private var state: State
         private var arrivals = 0
-        /// Whether the run that started the work is still inside that start (its call of the
-        /// shared promise), where the work may settle (see `settle`).
-        private var starting = false
         /// Whether the run of the work is cancelled when every waiting run has left.
         private let cancelsWhenAbandoned: Bool
 
@@ -70,9 +66,8 @@ nonisolated extension Engine {
             /// The run of the resolver goes on at once with the outcome or (`nil`) by cancellation.
             case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
             /// These runs go on, as the run of the work ended: in the order they came, through
-            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation; `inStart`: inside
-            /// the start of the first of them.
-            case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?, inStart: Bool)
+            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation.
+            case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
             /// Every run that waited for the work left: its run is cancelled.
             case cancelWork(Run)
         }
@@ -190,8 +185,7 @@ nonisolated extension Engine {
                 else { return .none }
                 dropped = work
                 state = if outcome == nil, let work { .idle(work) } else { .settled(outcome) }
-                let waiters = waiting.sorted { $0.key < $1.key }.map(\.value)
-                return .settle(waiters, outcome, inStart: starting)
+                return .settle(waiting.sorted { $0.key < $1.key }.map(\.value), outcome)
             }
         }
 
@@ -204,18 +198,12 @@ nonisolated extension Engine {
                 // go).
                 resolver.onCancel { [self] _ in leave(number) }
                 guard let (work, run) = start else { return }
-                lock.withLock { starting = true }
                 run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
-                lock.withLock { starting = false }
             case .resume(let waiter, let outcome):
                 if let outcome { waiter(outcome) } else { waiter.cancel() }
-            case .settle(let waiters, let outcome, let inStart):
-                // In the order they came, as nested calls would order them, on a flat stack. Inside
-                // the start, the first, which started the work, goes on only as its call returns:
-                // so the others wait for it (`firstInCall`).
-                Nesting.settling(waiters, firstInCall: inStart) {
-                    if let outcome { $0(outcome) } else { $0.cancel() }
-                }
+            case .settle(let waiters, let outcome):
+                // In the order they came, as nested calls would order them, on a flat stack.
+                Nesting.settling(waiters) { if let outcome { $0(outcome) } else { $0.cancel() } }
             case .cancelWork(let run): _ = run.cancel(call: nil)
             }
         }
