@@ -4084,16 +4084,17 @@ nonisolated extension Engine {
 // (`MemberRun`) reports to it; it asks its policy what to do each time a member ends, and settles
 // the combination's resolver with the policy's verdict once the members it cancelled have
 // stopped. The transitions of its `state` (p: an open combination's progress, with r, its
-// resolver; v: a verdict, settle(o) with an outcome o, or cancel; n: what the verdict, or the end
-// of its cancelled run, waits for: the members in runs of their own that have not ended, the
-// launch loop, which may be in a member's operation, and each thread that calls members' cancel
-// handlers after the lock), and of `launching` beside it (l: whether a thread runs the launch
-// loop, in every state, as the loop sees the combination closed only when it next asks) and
-// `handling` (h: how many threads call members' cancel handlers after the lock: the one that
-// settled the combination, until its cancel of the members is done, and the resolver of each
-// called member that cancelled itself, until its handlers have returned), each in one lock
-// section, then what is done outside the lock (a combination of no members makes no join: its
-// policy's verdict ends its run at once):
+// resolver; v: a verdict, settle(o) with an outcome o, or cancel; n: what a stopping combination
+// waits for, before it settles r as v says or, its run cancelled (-), releases the run's end: the
+// members in runs of their own that have not ended, the launch loop, which may be in a member's
+// operation, and each thread that calls members' cancel handlers after the lock), and of
+// `launching` beside it (l: whether a thread runs the launch loop, in every state, as the loop
+// sees the combination closed only when it next asks) and `handling` (h: how many threads call
+// members' cancel handlers after the lock: the one that settled the combination, until its cancel
+// of the members is done, and each that calls a cancelled member's handlers, until they have
+// returned: its own resolver's, as it cancels it or adds one late), each in one lock section,
+// then what is done outside the lock (a combination of no members makes no join: its policy's
+// verdict ends its run at once):
 //
 //   state, l          event                                       new state, l     then
 //   open(p), true     made (`init`), by the combination's         unchanged        launch
@@ -4101,26 +4102,27 @@ nonisolated extension Engine {
 //   open(p), l        launch: room, and a member not started      unchanged        start it
 //   open(p), l        launch: no room, or none left               open(p), false   end the loop
 //   open(p), l        a member ends; verdict wait                 open(p), true    launch, if not l
-//   open(p), l        a member ends; verdict v, not wait          closing(n,r,v),  cancel members
+//   open(p), l        a member ends; verdict v, not wait          stopping(n,r v), cancel members
 //                                                                 l, h+1 (the
 //                                                                 settle's)
 //   open(p)           a called member with handlers ends by its   a state above,   call them (the
 //                     own cancel                                  h+1              row above next)
-//   any               a cancelled member adds a handler           unchanged        hold the run if
+//   open, closed      a cancelled member adds a handler           unchanged, h+1   hold the run if
 //                                                                                  cancelling, call
 //                                                                                  it, release
-//   closing(n,r,v)    a member run ends, the launch loop asks     closing(n-1,r,v) end the loop if
+//   stopping(n,x)     the same                                    stopping(n+1,x), the same
+//                                                                 h+1
+//   stopping(n,x)     a member run ends, the launch loop asks     stopping(n-1,x)  end the loop if
 //                     (l: false), or a thread's call of handlers  (h-1 for that    it asked
 //                     is done (h-1), n > 1                        thread)
-//   closing(1,r,v)    the same                                    closed           r(o) or cancel r
-//   holding(n)        the same, n > 1                             holding(n - 1)   -
-//   holding(1)        the same                                    closed           release run
-//   closed            the same                                    closed           -
-//   open, closing,    its run is cancelled, its end held (see     holding(n)       cancel members
-//   closed            `Run.hold()`), n > 0 (the member runs
+//   stopping(1,r v)   the same                                    closed           r(o) or cancel r
+//   stopping(1,-)     the same                                    closed           release run
+//   open, closed      the same                                    unchanged        -
+//   open, stopping    its run is cancelled, its end held (see     stopping(n,-)    cancel members
+//   (r v), closed     `Run.hold()`), n > 0 (the member runs
 //                     going, the loop if l, and h)
-//   open, closing,    its run is cancelled, its end held, n = 0   closed           release the hold,
-//   closed                                                                         cancel members
+//   the same          its run is cancelled, its end held, n = 0   closed           release the hold,
+//                                                                                  cancel members
 //   any other         a member ends                               unchanged        -
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
@@ -4248,15 +4250,15 @@ nonisolated extension Engine {
         @usableFromInline enum State {
             /// Members start and report.
             case open(Progress)
-            /// Its policy's verdict came, and waits for the members it cancelled to stop before it
-            /// settles the resolver: for what `holding` waits for, counted as it is, so that the
-            /// members' `ensure` steps have run before the steps after the combination.
-            case closing(going: Int, Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
-            /// Its run was cancelled, and the run's end (`outer`'s) waits for these to stop (a
-            /// count: every member run still going as the cancel came, the launch loop, if a
-            /// thread ran it: the member operation it calls may not have returned, and each thread
-            /// that calls members' cancel handlers: they may not have returned).
-            case holding(going: Int)
+            /// Its members stop, and what it waits for is a count (`going`): every member run still
+            /// going as it closed, the launch loop, if a thread runs it (the member operation it
+            /// calls may not have returned), and each thread that calls members' cancel handlers
+            /// (they may not have returned). Then it settles the resolver as its policy's verdict
+            /// says (`settles`), so that the members' `ensure` steps have run before the steps
+            /// after the combination; or, once its run was cancelled (`nil`), it releases the run's
+            /// end (`outer`'s), which it holds for them.
+            case stopping(
+                going: Int, settles: (Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)?)
             /// It settled, or was cancelled.
             case closed
         }
@@ -4287,11 +4289,12 @@ nonisolated extension Engine {
             case nothing
             /// The combination waits for more; with `true`, this thread runs the launch loop.
             case waits(launch: Bool)
-            /// The combination closes: cancel the members (the verdict waits, `closing`).
+            /// The combination closes: cancel the members (the verdict waits: `stopping`).
             case closes(Cancels)
-            /// The last that a `holding` combination waited for stopped: release the hold.
+            /// The last that a stopping combination whose run was cancelled waited for stopped:
+            /// release the hold.
             case releases
-            /// The last that a `closing` combination waited for stopped: settle the resolver as
+            /// The last that a stopping combination waited for stopped: settle the resolver as
             /// the verdict says.
             case settles(Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
         }
@@ -4336,7 +4339,7 @@ nonisolated extension Engine {
         /// end at once make room from inside `start`, and a hundred thousand must not nest. The
         /// caller has claimed the loop (`launching`), so that one thread at a time runs it.
         @inlinable func launch() {
-            var ended = Ended.nothing  // the loop was the last that `closing` or `holding` awaited
+            var ended = Ended.nothing  // the loop was the last that a stopping join waited for
             // A member is in `running` from the moment it is claimed, before it starts, so that a
             // stop reaches it: a member run cancelled before `start` never begins (an operation
             // alone claimed before a cancel is called all the same, its resolver cancelled, as a
@@ -4403,13 +4406,12 @@ nonisolated extension Engine {
                 case .called(let list)?:
                     if !list.isEmpty { handlers = list }
                     guarded.running[index] = outcome == nil ? .cancelled : nil
-                    // Its own cancel: its handlers, called after the lock, hold the end of a
-                    // cancelled run, as a run's canceller's do.
-                    if outcome == nil, handlers != nil { guarded.handling += 1 }
+                    // Its own cancel: its handlers, called after the lock, are counted.
+                    if outcome == nil, handlers != nil { countUp() }
                 case .run?: guarded.running[index] = nil
                 }
                 switch guarded.state {
-                case .closing, .holding, .closed: return countDown()
+                case .stopping, .closed: return countDown()
                 case .open(let progress):
                     progress.tally.ended += 1
                     progress.tally.outcomes[index] = outcome
@@ -4420,20 +4422,22 @@ nonisolated extension Engine {
                         return .waits(launch: !guarded.launching)
                     case let verdict:
                         let cancels = takeCancels(progress)
-                        guarded.handling += 1  // this thread's, until its cancel is done
+                        countUp()  // this thread's, until its cancel is done
                         let going =
                             cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
-                        guarded.state = .closing(going: going, progress.resolver, verdict)
+                        let settles = (progress.resolver, verdict)
+                        guarded.state = .stopping(going: going, settles: settles)
                         return .closes(cancels)
                     }
                 }
             }
-            // A member that cancelled itself hears its handlers, as an operation run alone does
-            // (see `Run.cancel(call:)`); one that resolved lets go of them, after the lock (see
-            // `Lock`).
+            // A member that cancelled itself hears its handlers, as an operation run alone does,
+            // as a part of cancelling (see `Run.cancel(call:)`); one that resolved lets go of
+            // them, after the lock (see `Lock`).
             if outcome == nil, let handlers {
-                for handler in handlers { handler(self) }
-                handlersReturned()
+                Nesting.cancelling(
+                    { for handler in handlers { handler(self) } },
+                    then: { [self] in handlersReturned() })
             }
             withExtendedLifetime(handlers) {}
             switch ended {
@@ -4449,11 +4453,11 @@ nonisolated extension Engine {
         /// member runs, the launch loop and the threads that call members' handlers have stopped.
         @inlinable func runCancelled() {
             // The hold is taken first, so that the last member run (or the loop, or a handler's),
-            // which releases it as it ends once the join is `holding`, always finds it taken; it
+            // which releases it as it ends once the join is stopping, always finds it taken; it
             // is kept only if one is going: else it is given back at once.
             outer.hold()
-            // It comes once, to a combination open, closing or closed (never `holding`, which it
-            // sets).
+            // It comes once, to a combination open, closed, or stopping to settle (never stopping
+            // for its cancel, which it sets).
             let (members, waits, left) = lock.withLock { () -> (Cancels, Bool, State) in
                 let left = guarded.state
                 var open: Progress?
@@ -4461,7 +4465,7 @@ nonisolated extension Engine {
                 let members = takeCancels(open)
                 let going =
                     members.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
-                guarded.state = going > 0 ? .holding(going: going) : .closed
+                guarded.state = going > 0 ? .stopping(going: going, settles: nil) : .closed
                 return (members, going > 0, left)
             }
             // The state left goes after the lock, and with it the combination's resolver,
@@ -4483,19 +4487,24 @@ nonisolated extension Engine {
                 })
         }
 
-        /// Counts `closing` or `holding` down (under the lock) as a member run, the launch loop
+        /// Counts a thread that calls members' cancel handlers after the lock (under it), which a
+        /// stopping combination waits for, as the end of a cancelled run waits for the handlers
+        /// its canceller calls; `handlersReturned` counts it down.
+        @inlinable func countUp() {
+            guarded.handling += 1
+            if case .stopping(let going, let settles) = guarded.state {
+                guarded.state = .stopping(going: going + 1, settles: settles)
+            }
+        }
+
+        /// Counts a stopping combination down (under the lock) as a member run, the launch loop
         /// or a thread that calls members' handlers that it waits for ends: the last settles the
         /// resolver, or releases the end of the cancelled run.
         @inlinable func countDown() -> Ended {
-            switch guarded.state {
-            case .closing(let going, let resolver, let verdict):
-                guarded.state = going > 1 ? .closing(going: going - 1, resolver, verdict) : .closed
-                return going > 1 ? .nothing : .settles(resolver, verdict)
-            case .holding(let going):
-                guarded.state = going > 1 ? .holding(going: going - 1) : .closed
-                return going > 1 ? .nothing : .releases
-            case .open, .closed: return .nothing
-            }
+            guard case .stopping(let going, let settles) = guarded.state else { return .nothing }
+            guarded.state = going > 1 ? .stopping(going: going - 1, settles: settles) : .closed
+            guard going == 1 else { return .nothing }
+            return settles.map { .settles($0, $1) } ?? .releases
         }
 
         /// Does what the last count down leaves to do, after the lock.
@@ -4555,7 +4564,11 @@ nonisolated extension Engine {
             _ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void
         ) {
             let callNow = lock.withLock { () -> Bool in
-                if case .cancelled? = guarded.running[call] { return true }
+                if case .cancelled? = guarded.running[call] {
+                    // Counted as the members' other handlers are (see `countUp`).
+                    countUp()
+                    return true
+                }
                 // Not called, or ended:
                 guard case .called(var handlers)? = guarded.running[call] else { return false }
                 guarded.running[call] = nil  // for a moment, so that the list is not copied
@@ -4563,11 +4576,12 @@ nonisolated extension Engine {
                 guarded.running[call] = .called(handlers)
                 return false
             }
-            // Cancelled: called at once, holding the end of the combination's run, if it is
-            // cancelled and has not ended, as a run's call does.
+            // Cancelled: called at once, as a run's call does, which holds the end of the
+            // combination's run, if it is cancelled and has not ended (a closed join does not).
             if callNow {
                 let holds = outer.hold()
                 handler(self)
+                handlersReturned()
                 if holds { outer.release() }
             }
         }
