@@ -1119,11 +1119,12 @@ nonisolated extension Promise {
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
 // ignore cancel), settles once those have stopped (their `ensure` steps have run), and keeps input
 // order. The steps after a combination go on on the thread where the member that settled it ended
-// (its resolver's, or its run's), or where the last member it cancelled stopped (a member in a
-// step on another thread stops as the step returns), or, if that came before the combination's
-// launch returned, on the thread that launched it, as after any resolver. A member
-// that ends by cancellation ends a `when` or `any` as cancelled, and drops out of a race or of a
-// `when(resolved:concurrently:until:)`, which a signal stops.
+// (its resolver's, or its run's), or where the last of the members it cancelled stopped (a member
+// in a step on another thread stops as the step returns; a cancel handler on another thread, as
+// it returns), or, if that came before the combination's launch returned, on the thread that
+// launched it, as after any resolver. A member that ends by cancellation ends a `when` or `any`
+// as cancelled, and drops out of a race or of a `when(resolved:concurrently:until:)`, which a
+// signal stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///
@@ -1698,7 +1699,8 @@ nonisolated extension Promise where Failure == any Swift.Error {
 /// time operators set their timers on it as their run reaches them, with no task in between,
 /// and cancelling a run removes its timers at once: ``timerCount`` shows it as `cancel()` returns.
 /// (When the run goes on on another thread, a timer it is setting as you cancel, or whose work is
-/// ending just then, goes a moment later.) In an `async` test,
+/// ending just then, goes a moment later; so does one a `cancel()` inside a cancel handler
+/// removes, as that cancel is done once the handler returns.) In an `async` test,
 /// `await` the advance (``advance(by:isolation:)``): it lets the work reach its next wait before
 /// time moves, and after each timer fires.
 ///
@@ -2305,10 +2307,11 @@ nonisolated public enum PromiseDiagnostics {
 //   does with each stage still ahead (an `ensure` step runs all the same); `end`, a run's last
 //   transition, with an outcome or cancelled (its completion hears of it once).
 // - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it,
-//   the canceller, until its handlers have returned, and each combination or timeout the run
-//   runs, one hold each (`Run.hold()`), until what it counts has stopped: a combination's member
-//   runs, its launch loop and the threads that call its members' cancel handlers (`Join`); a
-//   timeout's work's run.
+//   the canceller, until its handlers have returned, a handler added late, until it returns,
+//   and each combination or timeout the run runs (`Run.hold()`), until what it counts has
+//   stopped: a combination's member runs, its launch loop and the threads that call its members'
+//   cancel handlers (`Join`, which a stopping combination's verdict waits for too); a timeout's
+//   work's run.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -2866,8 +2869,9 @@ nonisolated extension Promise {
 /// work, a shared promise's work), whose steps and operations may then start until the first
 /// `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s work) are in
 /// a step ends once they have stopped, so that nothing of them runs after its `ensure` steps.
-/// Inside a cancel handler (``Resolver/onCancel(_:)``), `cancel()` returns at once: that cancel,
-/// like every cancel the handler causes (a combination that a resolver it calls settles cancels
+/// Inside a cancel handler (``Resolver/onCancel(_:)``) that a cancel calls (not one called as it
+/// is added, the run already cancelled), `cancel()` returns at once: that cancel, like every
+/// cancel the handler causes (a combination that a resolver it calls settles cancels
 /// its other members), is done after the handler has returned and before the cancel that called
 /// the handler returns: one after another rather than nested, so that cancels nested deep take
 /// little stack.
@@ -2994,8 +2998,9 @@ nonisolated extension Engine {
         /// Cancelled, not ended yet: the last of its `holds` to be released ends it. They are
         /// what its end waits for: the thread that drives it, `thread`, until it stops it at its
         /// next check (before the run started, the start to come, with no thread); the
-        /// canceller, until the cancel handlers have returned; each combination or timeout it
-        /// runs, until what it counts has stopped (see `hold()`, and the glossary). A few: an
+        /// canceller, until the cancel handlers have returned; a handler added late, until it
+        /// returns; each combination or timeout it runs, until what it counts has stopped (see
+        /// `hold()`, and the glossary). A few: an
         /// `Int32`, so that the state takes four words, not five. `call`: the call that was
         /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
@@ -3910,6 +3915,8 @@ nonisolated extension Engine {
         private var held: [Any] = []
         /// The run this thread drives, the innermost (see `Run.cancel(call:)`).
         private var driven: Run?
+        /// The run this thread drove as the cancel under way on it began (see `drivenRun`).
+        private var drivenAsCancelBegan: Run?
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
@@ -3924,8 +3931,16 @@ nonisolated extension Engine {
             return made
         }
 
-        /// The run this thread drives, if any.
-        static var drivenRun: Run? { withCurrent { $0.driven } }
+        /// The run this thread drives, for a step's cancel of a run it is part of (see
+        /// `Run.cancel(call:)`): `nil` while a cancel under way calls handlers, unless a run was
+        /// driven inside them (by a resolver a handler calls), as what cancels there is that
+        /// cancel, not a step of the run (so a cancel of runs nested deep takes linear time).
+        static var drivenRun: Run? {
+            withCurrent { nesting in
+                let began = nesting.drivenAsCancelBegan
+                return nesting.cancels == nil || nesting.driven !== began ? nesting.driven : nil
+            }
+        }
 
         /// A level of runs (see `Run.drive`): the run driven around it, and, if it resumes what
         /// waits inside it as it returns (the bottom level, and every level inside a settle), how
@@ -3987,6 +4002,10 @@ nonisolated extension Engine {
             withCurrent { nesting in
                 let part = Cancelling.handlers(handlers, then: afterwards)
                 if nesting.cancels != nil { return nesting.cancels!.append(part) }
+                // Restored after it: what comes afterwards may begin a cancel of its own.
+                let began = nesting.drivenAsCancelBegan
+                nesting.drivenAsCancelBegan = nesting.driven
+                defer { nesting.drivenAsCancelBegan = began }
                 // The next last: a part's afterwards goes in under the parts its handlers
                 // queued, so that they run first, each one's afterwards before the next part.
                 var ahead = [part]
@@ -4117,7 +4136,7 @@ nonisolated extension Engine {
 //                     is done (h-1), n > 1                        thread)
 //   stopping(1,r v)   the same                                    closed           r(o) or cancel r
 //   stopping(1,-)     the same                                    closed           release run
-//   open, closed      the same                                    unchanged        -
+//   open, closed      the same                                    unchanged (h-1)  -
 //   open, stopping    its run is cancelled, its end held (see     stopping(n,-)    cancel members
 //   (r v), closed     `Run.hold()`), n > 0 (the member runs
 //                     going, the loop if l, and h)
@@ -4131,7 +4150,8 @@ nonisolated extension Engine {
 // order, one part after another (see `Nesting.cancelling`): the run's handler (`runCancelled`);
 // each member run's handlers and end; the called members' handlers, in input order; the members
 // that ignore cancel start; the run ends, once nothing holds it (no member run, nor the launch
-// loop, which calls a member's operation as a run's driving thread does). Beside the state, in
+// loop, which calls a member's operation as a run's driving thread does, nor a thread that calls
+// members' cancel handlers). Beside the state, in
 // every state: how each member runs (`running`), which the members' resolvers read and change: a
 // called member keeps the cancel handlers its resolver sets until it is cancelled (by the
 // combination, or by its own resolver, as a run's call is); after that, it calls them at once, and
@@ -4389,8 +4409,8 @@ nonisolated extension Engine {
         }
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if nothing
-        /// came of it: it had ended already, the combination had, or other member runs still hold
-        /// the run's end. (A called member's resolver reads it: as it resolves, to report nothing
+        /// came of it: it had ended already, the combination had, or what a stopping combination
+        /// waits for still goes on. (A called member's resolver reads it: as it resolves, to report nothing
         /// as it goes; as it goes unresolved, for the debug report.)
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {

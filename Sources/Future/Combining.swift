@@ -5,11 +5,12 @@
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
 // ignore cancel), settles once those have stopped (their `ensure` steps have run), and keeps input
 // order. The steps after a combination go on on the thread where the member that settled it ended
-// (its resolver's, or its run's), or where the last member it cancelled stopped (a member in a
-// step on another thread stops as the step returns), or, if that came before the combination's
-// launch returned, on the thread that launched it, as after any resolver. A member
-// that ends by cancellation ends a `when` or `any` as cancelled, and drops out of a race or of a
-// `when(resolved:concurrently:until:)`, which a signal stops.
+// (its resolver's, or its run's), or where the last of the members it cancelled stopped (a member
+// in a step on another thread stops as the step returns; a cancel handler on another thread, as
+// it returns), or, if that came before the combination's launch returned, on the thread that
+// launched it, as after any resolver. A member that ends by cancellation ends a `when` or `any`
+// as cancelled, and drops out of a race or of a `when(resolved:concurrently:until:)`, which a
+// signal stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///

@@ -11,7 +11,8 @@ import Dispatch
 /// time operators set their timers on it as their run reaches them, with no task in between,
 /// and cancelling a run removes its timers at once: ``timerCount`` shows it as `cancel()` returns.
 /// (When the run goes on on another thread, a timer it is setting as you cancel, or whose work is
-/// ending just then, goes a moment later.) In an `async` test,
+/// ending just then, goes a moment later; so does one a `cancel()` inside a cancel handler
+/// removes, as that cancel is done once the handler returns.) In an `async` test,
 /// `await` the advance (``advance(by:isolation:)``): it lets the work reach its next wait before
 /// time moves, and after each timer fires.
 ///

@@ -37,7 +37,7 @@
 //                     is done (h-1), n > 1                        thread)
 //   stopping(1,r v)   the same                                    closed           r(o) or cancel r
 //   stopping(1,-)     the same                                    closed           release run
-//   open, closed      the same                                    unchanged        -
+//   open, closed      the same                                    unchanged (h-1)  -
 //   open, stopping    its run is cancelled, its end held (see     stopping(n,-)    cancel members
 //   (r v), closed     `Run.hold()`), n > 0 (the member runs
 //                     going, the loop if l, and h)
@@ -51,7 +51,8 @@
 // order, one part after another (see `Nesting.cancelling`): the run's handler (`runCancelled`);
 // each member run's handlers and end; the called members' handlers, in input order; the members
 // that ignore cancel start; the run ends, once nothing holds it (no member run, nor the launch
-// loop, which calls a member's operation as a run's driving thread does). Beside the state, in
+// loop, which calls a member's operation as a run's driving thread does, nor a thread that calls
+// members' cancel handlers). Beside the state, in
 // every state: how each member runs (`running`), which the members' resolvers read and change: a
 // called member keeps the cancel handlers its resolver sets until it is cancelled (by the
 // combination, or by its own resolver, as a run's call is); after that, it calls them at once, and
@@ -309,8 +310,8 @@ nonisolated extension Engine {
         }
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if nothing
-        /// came of it: it had ended already, the combination had, or other member runs still hold
-        /// the run's end. (A called member's resolver reads it: as it resolves, to report nothing
+        /// came of it: it had ended already, the combination had, or what a stopping combination
+        /// waits for still goes on. (A called member's resolver reads it: as it resolves, to report nothing
         /// as it goes; as it goes unresolved, for the debug report.)
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {

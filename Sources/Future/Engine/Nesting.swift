@@ -63,6 +63,8 @@ nonisolated extension Engine {
         private var held: [Any] = []
         /// The run this thread drives, the innermost (see `Run.cancel(call:)`).
         private var driven: Run?
+        /// The run this thread drove as the cancel under way on it began (see `drivenRun`).
+        private var drivenAsCancelBegan: Run?
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
@@ -77,8 +79,16 @@ nonisolated extension Engine {
             return made
         }
 
-        /// The run this thread drives, if any.
-        static var drivenRun: Run? { withCurrent { $0.driven } }
+        /// The run this thread drives, for a step's cancel of a run it is part of (see
+        /// `Run.cancel(call:)`): `nil` while a cancel under way calls handlers, unless a run was
+        /// driven inside them (by a resolver a handler calls), as what cancels there is that
+        /// cancel, not a step of the run (so a cancel of runs nested deep takes linear time).
+        static var drivenRun: Run? {
+            withCurrent { nesting in
+                let began = nesting.drivenAsCancelBegan
+                return nesting.cancels == nil || nesting.driven !== began ? nesting.driven : nil
+            }
+        }
 
         /// A level of runs (see `Run.drive`): the run driven around it, and, if it resumes what
         /// waits inside it as it returns (the bottom level, and every level inside a settle), how
@@ -140,6 +150,10 @@ nonisolated extension Engine {
             withCurrent { nesting in
                 let part = Cancelling.handlers(handlers, then: afterwards)
                 if nesting.cancels != nil { return nesting.cancels!.append(part) }
+                // Restored after it: what comes afterwards may begin a cancel of its own.
+                let began = nesting.drivenAsCancelBegan
+                nesting.drivenAsCancelBegan = nesting.driven
+                defer { nesting.drivenAsCancelBegan = began }
                 // The next last: a part's afterwards goes in under the parts its handlers
                 // queued, so that they run first, each one's afterwards before the next part.
                 var ahead = [part]

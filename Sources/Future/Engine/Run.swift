@@ -101,8 +101,9 @@ import Dispatch
 /// work, a shared promise's work), whose steps and operations may then start until the first
 /// `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s work) are in
 /// a step ends once they have stopped, so that nothing of them runs after its `ensure` steps.
-/// Inside a cancel handler (``Resolver/onCancel(_:)``), `cancel()` returns at once: that cancel,
-/// like every cancel the handler causes (a combination that a resolver it calls settles cancels
+/// Inside a cancel handler (``Resolver/onCancel(_:)``) that a cancel calls (not one called as it
+/// is added, the run already cancelled), `cancel()` returns at once: that cancel, like every
+/// cancel the handler causes (a combination that a resolver it calls settles cancels
 /// its other members), is done after the handler has returned and before the cancel that called
 /// the handler returns: one after another rather than nested, so that cancels nested deep take
 /// little stack.
@@ -229,8 +230,9 @@ nonisolated extension Engine {
         /// Cancelled, not ended yet: the last of its `holds` to be released ends it. They are
         /// what its end waits for: the thread that drives it, `thread`, until it stops it at its
         /// next check (before the run started, the start to come, with no thread); the
-        /// canceller, until the cancel handlers have returned; each combination or timeout it
-        /// runs, until what it counts has stopped (see `hold()`, and the glossary). A few: an
+        /// canceller, until the cancel handlers have returned; a handler added late, until it
+        /// returns; each combination or timeout it runs, until what it counts has stopped (see
+        /// `hold()`, and the glossary). A few: an
         /// `Int32`, so that the state takes four words, not five. `call`: the call that was
         /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
