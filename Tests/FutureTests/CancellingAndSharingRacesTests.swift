@@ -79,14 +79,26 @@ import Testing
             let handlerReturned = DispatchSemaphore(value: 0)
             let after = Counter()
             let kept = Delivery<Resolver<Int, TestError>>()
+            let keptOne = DispatchSemaphore(value: 0)
             let members: [Promise<Int, TestError>] = [
-                Promise<Int, TestError> { resolver in detachThread { resolver.fulfill(0) } }
-                    .map { value in
-                        stepRuns.signal()
-                        _ = handlerStarted.wait(timeout: .now() + timeout)
-                        return value
-                    },
-                Promise { resolver in kept.send(resolver) },
+                // Resolved once member 1 is called, so that its run's step runs on the resolving
+                // thread, not in the launch loop (which a resolve before the operation returned
+                // would have go on into the step, holding up the other members).
+                Promise<Int, TestError> { resolver in
+                    detachThread {
+                        _ = keptOne.wait(timeout: .now() + timeout)
+                        resolver.fulfill(0)
+                    }
+                }
+                .map { value in
+                    stepRuns.signal()
+                    _ = handlerStarted.wait(timeout: .now() + timeout)
+                    return value
+                },
+                Promise { resolver in
+                    kept.send(resolver)
+                    keptOne.signal()
+                },
                 Promise { resolver in
                     detachThread {
                         _ = stepRuns.wait(timeout: .now() + timeout)
@@ -100,7 +112,7 @@ import Testing
             #expect(spin(until: { resolver.isCancelled }))
             resolver.onCancel { _ in
                 handlerStarted.signal()
-                spin(until: { after.value > 0 }, for: .milliseconds(300))
+                spin(until: { after.value > 0 }, for: .milliseconds(100))
                 if after.value > 0 { early.increment() }
                 handlerReturned.signal()
             }
