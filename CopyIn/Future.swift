@@ -4140,7 +4140,7 @@ nonisolated extension Engine {
 //   open, stopping    its run is cancelled, its end held (see     stopping(n,-)    cancel members
 //   (r v), closed     `Run.hold()`), n > 0 (the member runs
 //                     going, the loop if l, and h)
-//   the same          its run is cancelled, its end held, n = 0   closed           release the hold,
+//   the same          its run is cancelled, its end held, n = 0   closed           release hold,
 //                                                                                  cancel members
 //   any other         a member ends                               unchanged        -
 //
@@ -4261,8 +4261,8 @@ nonisolated extension Engine {
         /// one that starts the run), so that one thread at a time runs it, and that the end of a
         /// cancelled run waits for it. `handling`: how many threads call members' cancel handlers
         /// after the lock (the one that settled the combination, a called member's resolver that
-        /// cancelled it), which the end of a cancelled run waits for too, as a run's end waits for
-        /// its canceller's handlers.
+        /// cancelled it or adds a handler once cancelled: see `countUp`), which a stopping
+        /// combination waits for too, as a run's end waits for its canceller's handlers.
         @exclusivity(unchecked) @usableFromInline var guarded:
             (state: State, running: [Running?], launching: Bool, handling: Int)
 
@@ -4321,10 +4321,11 @@ nonisolated extension Engine {
 
         /// What cancelling the members cancels, taken under the lock: every member run still
         /// going (each time, even after another: a cancel of the combination's run that comes
-        /// while the run that settled it is still cancelling them must not return before they
-        /// are; a second cancel is a no-op), the called members' cancel handlers, and, of the
-        /// combination it closed, the members never started that ignore cancel (they start
-        /// now: see `startIgnored`). What it holds is let go of outside the lock.
+        /// while the thread that settled it is still cancelling them counts them, so that the
+        /// run's end waits for them; a second cancel of a run is a no-op), the called members'
+        /// cancel handlers, and, of the combination it closed, the members never started that
+        /// ignore cancel (they start now: see `startIgnored`). What it holds is let go of outside
+        /// the lock.
         @usableFromInline typealias Cancels = (
             runs: [Run], handlers: [@Sendable (any Reporter) -> Void], closed: Progress?
         )
@@ -4410,8 +4411,8 @@ nonisolated extension Engine {
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if nothing
         /// came of it: it had ended already, the combination had, or what a stopping combination
-        /// waits for still goes on. (A called member's resolver reads it: as it resolves, to report nothing
-        /// as it goes; as it goes unresolved, for the debug report.)
+        /// waits for still goes on. (A called member's resolver reads it: as it resolves, to
+        /// report nothing as it goes; as it goes unresolved, for the debug report.)
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
@@ -4596,8 +4597,9 @@ nonisolated extension Engine {
                 guarded.running[call] = .called(handlers)
                 return false
             }
-            // Cancelled: called at once, as a run's call does, which holds the end of the
-            // combination's run, if it is cancelled and has not ended (a closed join does not).
+            // Cancelled: called at once, as a run's call does, counted (above), and holding the
+            // end of the combination's run, if it is cancelled and has not ended: a join that its
+            // run's cancel closed holds nothing else.
             if callNow {
                 let holds = outer.hold()
                 handler(self)

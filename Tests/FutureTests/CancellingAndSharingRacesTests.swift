@@ -56,7 +56,7 @@ import Testing
         first.then { _ in box.shared! }.ensure { xEnded.signal() }.run { _ in }
         firstResolver.fulfill(0)
         #expect(xEnded.wait(timeout: .now() + timeout) == .success, "X went on")
-        let yWent = yEnded.wait(timeout: .now() + .seconds(2)) == .success
+        let yWent = yEnded.wait(timeout: .now() + .seconds(10)) == .success
         threadBMayEnd.signal()
         #expect(yWent, "the second run that waited for the work never went on")
         // B's queue keeps Y's resolver (its nesting is kept by the closures it queued): Y never

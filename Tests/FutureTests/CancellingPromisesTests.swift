@@ -26,7 +26,7 @@ import Testing
         let operation = Guarantee<Int> { resolver in
             resolver.onCancel { _ in
                 cancelling.send(())
-                spin(until: { lateHandlerStarted.value > 0 }, for: .seconds(1))
+                spin(until: { lateHandlerStarted.value > 0 }, for: .seconds(10))
             }
             detachThread {  // the work, which adds its handler once it has started
                 guard cancelling.wait() != nil else { return }
