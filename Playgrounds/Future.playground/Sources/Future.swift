@@ -1996,6 +1996,9 @@ nonisolated public class RunBag: @unchecked Sendable {
 
     /// Cancels every run in the bag and empties it.
     ///
+    /// When another thread's `cancelAll()` is under way, this one may return before that one has
+    /// cancelled the runs it took, as a second `cancel()` of a run may (see ``RunHandle``).
+    ///
     /// For a reset that keeps the bag, such as a search field whose old queries are stale:
     /// `model.runs.cancelAll()`.
     public func cancelAll() {
@@ -2015,8 +2018,9 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// an `invalidate()` run.
 ///
 /// Tie a main-actor step with its `tiedTo:` argument, such as ``Promise/done(on:tiedTo:_:)``'s.
-/// Each run ties it as the run starts (a step of a promise a step made, as the run first reaches
-/// one), and keeps that tie through every retry, combination or shared run inside it: a run
+/// Each run ties it as the run starts (a step of a promise a step made, or of a combination's
+/// member that a limit started late, as the run first reaches one, unless the run tied the token
+/// before), and keeps that tie through every retry, combination or shared run inside it: a run
 /// started before an `invalidate()` skips it, a run started after does not, so a promise kept and
 /// run again is not silenced for good. Keep the
 /// token, in the object whose callbacks it silences: ties do not keep it, and a token that has
@@ -2056,7 +2060,8 @@ nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
     ///
     /// Callbacks tied afterwards run: call it before starting the work that replaces stale work,
     /// such as the next search: `token.invalidate()`. To cancel the runs alone, as Tomorrowland's
-    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``.
+    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``. As with that, a call made
+    /// while another thread's is under way may return before that one has cancelled its runs.
     public func invalidate() {
         lock.withLock { generation += 1 }
         cancelAll()
@@ -2077,7 +2082,7 @@ nonisolated extension Promise {
         typealias Callback = Engine.Callback<Value, Failure>
         let work = self
         // The work in a run of its own, apart from the run that starts it, whose cancel does not
-        // reach it (the run's ties are its own too).
+        // reach it (its steps tie in the starting run's user's run, as every run inside it does).
         let start: @Sendable (Engine.Run, Callback) -> Void = { starter, callback in
             Engine.Run.make(for: work.chain, completing: Callback.self, apartFrom: starter)
                 .start(work, callback)
@@ -2218,7 +2223,8 @@ nonisolated extension Promise where Failure == Never {
 ///
 /// The task's cancellation stops the batch as the signal of
 /// ``when(resolved:concurrently:until:)`` does: the members still running are cancelled (their
-/// `onCancel` handlers and `ensure` steps have run when the await returns), and the others never
+/// `onCancel` handlers and `ensure` steps have run when the await returns, but for the body of
+/// an `ensure(on:)`, which is queued by then), and the others never
 /// start. A member whose run ends by cancellation of its own has `nil` too.
 @inlinable nonisolated(nonsending) public func outcomes<Value, Failure>(
     of promises: [Promise<Value, Failure>], concurrently limit: Int = .max
