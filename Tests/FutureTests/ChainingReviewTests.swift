@@ -1,0 +1,150 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+/// A serial queue that code can tell it runs on.
+final class MarkedQueue: Sendable {
+    let queue: DispatchQueue
+    private let key = DispatchSpecificKey<Bool>()
+
+    init(_ label: String) {
+        queue = DispatchQueue(label: label)
+        queue.setSpecific(key: key, value: true)
+    }
+
+    var isCurrent: Bool { DispatchQueue.getSpecific(key: key) == true }
+}
+
+/// An object that sends, as it goes, whether it went on `queue`.
+final class QueueWitness: Sendable {
+    let queue: MarkedQueue
+    let released: Delivery<Bool>
+
+    init(_ queue: MarkedQueue, _ released: Delivery<Bool>) {
+        (self.queue, self.released) = (queue, released)
+    }
+
+    deinit { released.send(queue.isCurrent) }
+}
+
+/// What a run lets go of, and where: CI runs this suite again under ThreadSanitizer (Lifetimes).
+@Suite("Chaining lifetimes (review 7)") struct ChainingLifetimes {
+    /// Running.swift: "The run keeps the chain's steps, and what they captured, until it ends,
+    /// and lets go of them on the thread that ends it: after on(_:), on that queue (so a view a
+    /// step captured goes away on the main queue)." A step of a promise a step returned, after a
+    /// hop to `queue`, whose run ends on `queue`: its witness, captured by that step alone, goes
+    /// away where the run ends, even when the run enters another promise on another thread
+    /// before it ends.
+    @Test func aStepOfAnEnteredPromiseIsReleasedWhereTheRunEnds() {
+        let marked = MarkedQueue("review.release")
+        let released = Delivery<Bool>()
+        let ended = Delivery<Bool>()
+        let resolvers = Delivery<Resolver<Void, Never>>()
+        Guarantee(value: ())
+            .then { _ -> Guarantee<Void> in
+                let witness = QueueWitness(marked, released)
+                return Guarantee(value: ()).on(marked.queue).map { _ = witness }
+            }
+            // Resolved on this test's thread once the operation has returned (the queue is
+            // serial: its next block runs once the run has let go of it).
+            .then { _ in
+                Guarantee<Void> { resolver in marked.queue.async { resolvers.send(resolver) } }
+            }
+            .then { _ in Guarantee(value: ()).map { _ in } }  // enters a promise there
+            .on(marked.queue)
+            .run(some: { ended.send(marked.isCurrent) })
+        resolvers.wait()?.fulfill()
+        #expect(ended.wait() == true)
+        #expect(released.wait() == true, "the step's witness went away off the run's last queue")
+    }
+}
+
+extension ChainingLifetimes {
+    /// Running.swift: "A run that is cancelled lets go of them on the thread that stops it: the
+    /// one that calls cancel() if the run waits, else the one running it." A run on `queue`
+    /// inside its operation (long synchronous work that checks `isCancelled`) is cancelled from
+    /// this test's thread, whose cancel handler returns once the run's thread has let go of the
+    /// queue: the run was running, and stopped on `queue`, yet its step's witness goes away on
+    /// the canceller's thread.
+    @Test func aCancelledRunThatWasRunningLetsGoOfItsStepsWhereItRan() {
+        typealias Values = Engine.Values<Void>
+        let marked = MarkedQueue("review.stop")
+        let released = Delivery<Bool>()
+        let started = Delivery<RunHandle>()
+        marked.queue.async {
+            let witness = QueueWitness(marked, released)
+            let promise = Guarantee<Void> { resolver in
+                resolver.onCancel { _ in
+                    // Returns once the run's thread has let go of the queue, the run stopped.
+                    let stopped = DispatchSemaphore(value: 0)
+                    marked.queue.async { stopped.signal() }
+                    _ = stopped.wait(timeout: .now() + timeout)
+                }
+                started.send(RunHandle(resolver.run))
+                spin(until: { resolver.isCancelled })  // long work, checking between pieces
+            }.map { _ = witness }
+            let run = Engine.Run.make(for: promise.chain, completing: Values.self)
+            run.start(promise, Values { _ in Issue.record("a cancelled run delivered") })
+        }
+        started.wait()?.cancel()
+        #expect(released.wait() == true, "the step's witness went away off the queue it ran on")
+    }
+}
+
+/// Stress: CI's ThreadSanitizer filter names Racing.
+@Suite("Chaining races (review 7)", .serialized) struct ChainingRacing {
+    /// A chain of every kind of step in this review's area, cancelled from another thread at a
+    /// random moment: each `ensure` body runs once, the completion at most once, and after them.
+    @Test func everyEnsureRunsOnceWhereverACancelLands() async {
+        let first = MarkedQueue("review.first")
+        let second = MarkedQueue("review.second")
+        let runs = 2_000
+        let ensured = Counter()
+        let ensuredOn = Counter()
+        let delivered = Counter()
+        let wrong = Counter()
+        let done = DispatchGroup()
+        await concurrentlyOnThreads(iterations: runs) { index in
+            done.enter()
+            done.enter()
+            let log = Log()
+            let handle = Promise<Int, TestError>(value: index)
+                .on(first.queue)
+                .then { value in
+                    Promise<Int, TestError> { resolver in
+                        DispatchQueue.global().async { resolver.fulfill(value) }
+                    }
+                }
+                .ensure(on: second.queue) {
+                    if !second.isCurrent { wrong.increment() }
+                    ensuredOn.increment()
+                    log.record("ensure on")
+                    done.leave()
+                }
+                .then { value in
+                    Promise<Int, TestError>(value: value).on(first.queue).map { $0 + 1 }
+                }
+                .then { value -> Promise<Int, TestError> in
+                    value % 2 == 0 ? Promise(error: TestError("even")) : Promise(value: value)
+                }
+                .recover { _ in Promise<Int, TestError>(value: -1) }
+                .ensure {
+                    ensured.increment()
+                    log.record("ensure")
+                    done.leave()
+                }
+                .run { _ in
+                    delivered.increment()
+                    if log.all != ["ensure on", "ensure"] { wrong.increment() }
+                }
+            spin(microseconds: Int.random(in: 0...200))
+            handle.cancel()
+        }
+        #expect(done.wait(timeout: .now() + timeout) == .success)
+        #expect(ensured.value == runs)
+        #expect(ensuredOn.value == runs)
+        #expect(wrong.value == 0)
+        #expect(delivered.value <= runs)
+    }
+}
