@@ -148,3 +148,21 @@ extension ChainingLifetimes {
         #expect(delivered.value <= runs)
     }
 }
+
+@Suite("Chaining steps (review 7)") struct ChainingSteps {
+    /// A retry of work that fails at once, a hundred thousand attempts, runs each attempt once,
+    /// in constant stack space (Laziness.md: a step that returns a promise pushes its steps),
+    /// and fails with the last attempt's error.
+    @Test func aHundredThousandRetriesRunOnASmallStack() async {
+        let attempts = Counter()
+        let failing = Promise<Int, TestError> { resolver in
+            resolver.reject(TestError("\(attempts.increment())"))
+        }
+        let outcome = Delivery<Result<Int, TestError>>()
+        await onThread(stackSize: 64 << 10) {
+            failing.retry(100_000).run { outcome.send($0) }
+        }
+        #expect(outcome.wait() == .failure(TestError("100000")))
+        #expect(attempts.value == 100_000)
+    }
+}
