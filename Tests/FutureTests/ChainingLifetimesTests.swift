@@ -29,7 +29,7 @@ final class QueueWitness: Sendable {
 }
 
 /// What a run lets go of, and where: CI runs this suite again under ThreadSanitizer (Lifetimes).
-@Suite("Chaining lifetimes (review 7)") struct ChainingLifetimes {
+@Suite("Chaining lifetimes") struct ChainingLifetimes {
     /// Running.swift: "The run keeps the chain's steps, and what they captured, until it ends,
     /// and lets go of them on the thread that ends it: after on(_:), on that queue (so a view a
     /// step captured goes away on the main queue)." A step of a promise a step returned, after a
@@ -37,7 +37,7 @@ final class QueueWitness: Sendable {
     /// away where the run ends, even when the run enters another promise on another thread
     /// before it ends.
     @Test func aStepOfAnEnteredPromiseIsReleasedWhereTheRunEnds() {
-        let marked = MarkedQueue("review.release")
+        let marked = MarkedQueue("chaining.release")
         let released = Delivery<Bool>()
         let ended = Delivery<Bool>()
         let resolvers = Delivery<Resolver<Void, Never>>()
@@ -69,7 +69,7 @@ extension ChainingLifetimes {
     /// the canceller's thread.
     @Test func aCancelledRunThatWasRunningLetsGoOfItsStepsWhereItRan() {
         typealias Values = Engine.Values<Void>
-        let marked = MarkedQueue("review.stop")
+        let marked = MarkedQueue("chaining.stop")
         let released = Delivery<Bool>()
         let started = Delivery<RunHandle>()
         marked.queue.async {
@@ -93,12 +93,12 @@ extension ChainingLifetimes {
 }
 
 /// Stress: CI's ThreadSanitizer filter names Racing.
-@Suite("Chaining races (review 7)", .serialized) struct ChainingRacing {
-    /// A chain of every kind of step in this review's area, cancelled from another thread at a
+@Suite("Chaining races", .serialized) struct ChainingRacing {
+    /// A chain of every kind of step of the kinds a chain has, cancelled from another thread at a
     /// random moment: each `ensure` body runs once, the completion at most once, and after them.
     @Test func everyEnsureRunsOnceWhereverACancelLands() async {
-        let first = MarkedQueue("review.first")
-        let second = MarkedQueue("review.second")
+        let first = MarkedQueue("chaining.first")
+        let second = MarkedQueue("chaining.second")
         let runs = 2_000
         let ensured = Counter()
         let ensuredOn = Counter()
@@ -149,7 +149,7 @@ extension ChainingLifetimes {
     }
 }
 
-@Suite("Chaining steps (review 7)") struct ChainingSteps {
+@Suite("Chaining steps") struct ChainingSteps {
     /// A retry of work that fails at once, a hundred thousand attempts, runs each attempt once,
     /// in constant stack space (Laziness.md: a step that returns a promise pushes its steps),
     /// and fails with the last attempt's error.
