@@ -369,13 +369,22 @@ nonisolated extension Engine {
         mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
-            while let entered = kept.owned.chains.last, entered.base >= count {
-                kept.owned.chains.removeLast()
-            }
+            _ = takeFinished(from: kept)
             if count + Int32(chain.depth) > capacity { grow(by: chain.depth, into: kept) }
             let base = count
             push(chain)
             kept.owned.chains.append((consume chain, base))
+        }
+
+        /// Takes the chains entered whose stages have all run out of `spill`, to let go of on the
+        /// thread that ran them: as the run enters another, or before it leaves the thread (it
+        /// waits for a resolver or a queue), so that a step's captures go away where the run was.
+        func takeFinished(from spill: Spill?) -> [Stage] {
+            var finished: [Stage] = []
+            while let entered = spill?.owned.chains.last, entered.base >= count {
+                finished.append(spill!.owned.chains.removeLast().last)
+            }
+            return finished
         }
 
         /// Pushes a chain's stages, for which there is room: its last at the bottom, its first on

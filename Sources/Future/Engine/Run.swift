@@ -509,10 +509,16 @@ nonisolated extension Engine.Run {
         // the run on. The plan is moved back, not kept: a thread that kept it could release the
         // chain's steps after the queue's thread has finished the run (and its memory stays
         // unshared for reuse).
-        if case .hop = next { plan.putBack() }
+        var finished: [Stage] = []
+        if case .hop = next {
+            plan.putBack()
+            finished = plan.takeFinished(from: driver.pointee.spill)
+        }
         swap(&plan, &driver.pointee.plan)
         switch next {
-        case .hop(let queue, let deadline): return awaitQueue(queue, at: deadline)
+        case .hop(let queue, let deadline):
+            awaitQueue(queue, at: deadline)
+            return withExtendedLifetime(finished) {}  // here, where their steps ran
         case .stop: break
         default:
             // The last step ran: the outcome goes to the completion, unless the run was cancelled
@@ -586,6 +592,7 @@ nonisolated extension Engine.Run {
     /// After an operation returns unresolved: go on if its resolver reported meanwhile on another
     /// thread, else wait for it.
     private final func operationReturned(_ plan: inout Plan) -> Next {
+        let finished = plan.takeFinished(from: driver.pointee.spill)  // let go of after the lock
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
         let next = locked { fields -> Next in
             switch fields.state {
@@ -599,6 +606,7 @@ nonisolated extension Engine.Run {
             default: preconditionFailure("an operation returned to a run \(fields.state)")
             }
         }
+        withExtendedLifetime(finished) {}  // here, where their steps ran
         if case .wait = next { return next }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
