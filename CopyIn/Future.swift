@@ -533,8 +533,10 @@ nonisolated extension Promise {
     ///
     /// The run keeps the chain's steps, and what they captured, until it ends, and lets go of them
     /// on the thread that ends it: after ``on(_:)``, on that queue (so a view a step captured goes
-    /// away on the main queue). A run that is cancelled lets go of them on the thread that stops
-    /// it: the one that calls ``RunHandle/cancel()`` if the run waits, else the one running it.
+    /// away on the main queue). The steps of a promise that a step returned go once they have run,
+    /// on the thread that ran them. A run that is cancelled lets go of them where it ends: on the
+    /// thread that calls ``RunHandle/cancel()`` if the run waits; if it runs, on the thread
+    /// running it, as it stops, or on the canceller's, if the cancel handlers return later.
     @inlinable @discardableResult
     public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
@@ -2647,13 +2649,22 @@ nonisolated extension Engine {
         mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
-            while let entered = kept.owned.chains.last, entered.base >= count {
-                kept.owned.chains.removeLast()
-            }
+            _ = takeFinished(from: kept)
             if count + Int32(chain.depth) > capacity { grow(by: chain.depth, into: kept) }
             let base = count
             push(chain)
             kept.owned.chains.append((consume chain, base))
+        }
+
+        /// Takes the chains entered whose stages have all run out of `spill`, to let go of on the
+        /// thread that ran them: as the run enters another, or before it leaves the thread (it
+        /// waits for a resolver or a queue), so that a step's captures go away where the run was.
+        func takeFinished(from spill: Spill?) -> [Stage] {
+            var finished: [Stage] = []
+            while let entered = spill?.owned.chains.last, entered.base >= count {
+                finished.append(spill!.owned.chains.removeLast().last)
+            }
+            return finished
         }
 
         /// Pushes a chain's stages, for which there is room: its last at the bottom, its first on
@@ -3283,10 +3294,16 @@ nonisolated extension Engine.Run {
         // the run on. The plan is moved back, not kept: a thread that kept it could release the
         // chain's steps after the queue's thread has finished the run (and its memory stays
         // unshared for reuse).
-        if case .hop = next { plan.putBack() }
+        var finished: [Stage] = []
+        if case .hop = next {
+            plan.putBack()
+            finished = plan.takeFinished(from: driver.pointee.spill)
+        }
         swap(&plan, &driver.pointee.plan)
         switch next {
-        case .hop(let queue, let deadline): return awaitQueue(queue, at: deadline)
+        case .hop(let queue, let deadline):
+            awaitQueue(queue, at: deadline)
+            return withExtendedLifetime(finished) {}  // here, where their steps ran
         case .stop: break
         default:
             // The last step ran: the outcome goes to the completion, unless the run was cancelled
@@ -3360,6 +3377,7 @@ nonisolated extension Engine.Run {
     /// After an operation returns unresolved: go on if its resolver reported meanwhile on another
     /// thread, else wait for it.
     private final func operationReturned(_ plan: inout Plan) -> Next {
+        let finished = plan.takeFinished(from: driver.pointee.spill)  // let go of after the lock
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
         let next = locked { fields -> Next in
             switch fields.state {
@@ -3373,6 +3391,7 @@ nonisolated extension Engine.Run {
             default: preconditionFailure("an operation returned to a run \(fields.state)")
             }
         }
+        withExtendedLifetime(finished) {}  // here, where their steps ran
         if case .wait = next { return next }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next

@@ -61,20 +61,19 @@ final class QueueWitness: Sendable {
 }
 
 extension ChainingLifetimes {
-    /// Running.swift: "A run that is cancelled lets go of them on the thread that stops it: the
-    /// one that calls cancel() if the run waits, else the one running it." A run on `queue`
-    /// inside its operation (long synchronous work that checks `isCancelled`) is cancelled from
-    /// this test's thread, whose cancel handler returns once the run's thread has let go of the
-    /// queue: the run was running, and stopped on `queue`, yet its step's witness goes away on
-    /// the canceller's thread.
-    @Test func aCancelledRunThatWasRunningLetsGoOfItsStepsWhereItRan() {
-        typealias Values = Engine.Values<Void>
+    /// Running.swift: "A run that is cancelled lets go of them where it ends: ... if it runs, on
+    /// the thread running it, as it stops, or on the canceller's, if the cancel handlers return
+    /// later." A run on `marked` is in its operation, long synchronous work that checks
+    /// `isCancelled`, as `canceller` cancels it; the cancel handler returns once the run's thread
+    /// has stopped it: so the run ends, and its step's witness goes, on `canceller`.
+    @Test func aCancelledRunWhoseHandlersReturnLastLetsGoOfItsStepsOnTheCancellersThread() {
         let marked = MarkedQueue("chaining.stop")
+        let canceller = MarkedQueue("chaining.canceller")
         let released = Delivery<Bool>()
         let started = Delivery<RunHandle>()
         marked.queue.async {
-            let witness = QueueWitness(marked, released)
-            let promise = Guarantee<Void> { resolver in
+            let witness = QueueWitness(canceller, released)
+            Guarantee<Void> { resolver in
                 resolver.onCancel { _ in
                     // Returns once the run's thread has let go of the queue, the run stopped.
                     let stopped = DispatchSemaphore(value: 0)
@@ -83,11 +82,29 @@ extension ChainingLifetimes {
                 }
                 started.send(RunHandle(resolver.run))
                 spin(until: { resolver.isCancelled })  // long work, checking between pieces
-            }.map { _ = witness }
-            let run = Engine.Run.make(for: promise.chain, completing: Values.self)
-            run.start(promise, Values { _ in Issue.record("a cancelled run delivered") })
+            }.map { _ = witness }.run(some: { Issue.record("a cancelled run delivered") })
+        }
+        let handle = started.wait()
+        canceller.queue.async { handle?.cancel() }
+        #expect(released.wait() == true, "the step's witness went away off the canceller's thread")
+    }
+
+    /// The same, with a cancel handler that returns at once: the thread running the run ends it
+    /// as it stops, and its step's witness goes there.
+    @Test func aCancelledRunWhoseHandlersReturnFirstLetsGoOfItsStepsWhereItRan() {
+        let marked = MarkedQueue("chaining.stop")
+        let released = Delivery<Bool>()
+        let started = Delivery<RunHandle>()
+        let cancelReturned = DispatchSemaphore(value: 0)
+        marked.queue.async {
+            let witness = QueueWitness(marked, released)
+            Guarantee<Void> { resolver in
+                started.send(RunHandle(resolver.run))
+                _ = cancelReturned.wait(timeout: .now() + timeout)  // long work, cancelled
+            }.map { _ = witness }.run(some: { Issue.record("a cancelled run delivered") })
         }
         started.wait()?.cancel()
+        cancelReturned.signal()
         #expect(released.wait() == true, "the step's witness went away off the queue it ran on")
     }
 }

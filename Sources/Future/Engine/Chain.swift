@@ -369,16 +369,19 @@ nonisolated extension Engine {
         mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
-            _ = takeFinished(from: kept)
+            while let entered = kept.owned.chains.last, entered.base >= count {
+                kept.owned.chains.removeLast()
+            }
             if count + Int32(chain.depth) > capacity { grow(by: chain.depth, into: kept) }
             let base = count
             push(chain)
             kept.owned.chains.append((consume chain, base))
         }
 
-        /// Takes the chains entered whose stages have all run out of `spill`, to let go of on the
-        /// thread that ran them: as the run enters another, or before it leaves the thread (it
-        /// waits for a resolver or a queue), so that a step's captures go away where the run was.
+        /// Takes the chains entered whose stages have all run out of `spill`, for the thread that
+        /// ran them to let go of as the run leaves it (it waits for a resolver or a queue), so
+        /// that a step's captures go away where the run was. (`enter` lets go of them in place,
+        /// with no array to allocate: the run is still the thread's.)
         func takeFinished(from spill: Spill?) -> [Stage] {
             var finished: [Stage] = []
             while let entered = spill?.owned.chains.last, entered.base >= count {

@@ -509,16 +509,10 @@ nonisolated extension Engine.Run {
         // the run on. The plan is moved back, not kept: a thread that kept it could release the
         // chain's steps after the queue's thread has finished the run (and its memory stays
         // unshared for reuse).
-        var finished: [Stage] = []
-        if case .hop = next {
-            plan.putBack()
-            finished = plan.takeFinished(from: driver.pointee.spill)
-        }
+        if case .hop = next { plan.putBack() }
         swap(&plan, &driver.pointee.plan)
         switch next {
-        case .hop(let queue, let deadline):
-            awaitQueue(queue, at: deadline)
-            return withExtendedLifetime(finished) {}  // here, where their steps ran
+        case .hop(let queue, let deadline): return awaitQueue(queue, at: deadline)
         case .stop: break
         default:
             // The last step ran: the outcome goes to the completion, unless the run was cancelled
@@ -691,6 +685,8 @@ nonisolated extension Engine.Run {
     /// Parks the run, the step that hopped on top of its plan and its output in the slot, until
     /// `queue` carries it on, at `time` if given (see `Deadlines`).
     private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?) {
+        let finished = driver.pointee.plan.takeFinished(from: driver.pointee.spill)
+        defer { withExtendedLifetime(finished) {} }  // here, where their steps ran
         let handle = RunHandle(self)
         let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
