@@ -2004,9 +2004,14 @@ nonisolated public class RunBag: @unchecked Sendable {
     /// For a reset that keeps the bag, such as a search field whose old queries are stale:
     /// `model.runs.cancelAll()`.
     public func cancelAll() {
-        var cancelled: [RunHandle] = []
-        lock.withLock { swap(&cancelled, &runs) }
-        for run in cancelled { run.cancel() }
+        // Left in the bag until cancelled, so that a call made meanwhile on another thread
+        // cancels them too, rather than return before they are; the runs stored meanwhile stay.
+        // Let go of inside the lock, as `store(in:)` lets go of ended runs: a cancelled run is
+        // kept by what holds its end until it ended, and an ended run keeps nothing of its chain.
+        for run in lock.withLock({ runs }) { run.cancel() }
+        lock.withLock {
+            runs.removeAll { $0.run.locked { $0.state.isCancelled || $0.state.hasEnded } }
+        }
     }
 }
 
@@ -2046,7 +2051,9 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// Tomorrowland's `requestCancelOnInvalidate` does, are cancelled when it is invalidated:
 /// `image(url).done(on: .main, tiedTo: token, show).catch(report).run().store(in: token)`.
 nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
-    fileprivate var generation = 0  // guarded by the bag's lock
+    // The count of invalidations of every token as this one was last invalidated (see
+    // `Engine.invalidations`), guarded by the bag's lock.
+    fileprivate var generation = 0
 
     /// The generation now. A getter, so that its caller's reference keeps the token past the
     /// unlock: a token that goes away cancels its runs, which takes the lock again.
@@ -2065,7 +2072,7 @@ nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
     /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``. As with that, a call made
     /// while another thread's is under way may return before that one has cancelled its runs.
     public func invalidate() {
-        lock.withLock { generation += 1 }
+        lock.withLock { generation = Engine.invalidations(adding: 1) }
         cancelAll()
     }
 }
@@ -2325,7 +2332,8 @@ nonisolated public enum PromiseDiagnostics {
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
 // - member: one of the promises a combination runs.
 // - share: the one run of a shared promise's work, that many runs wait for.
-// - tie: a run's record of a token's generation, as of the first step tied to the token.
+// - tie: a run's record of a token's generation, as of the first step tied to the token (one
+//   the token no longer has, if it was invalidated since the run started).
 // - user's run: the run a terminal started, whose ties every run Future starts inside it shares
 //   (`Run.user`): a member's, a timeout's work's, a shared or ignoring-cancel promise's work's.
 
@@ -2351,7 +2359,8 @@ nonisolated public enum PromiseDiagnostics {
 //   join's, on the stack: `Slot.value`), the plan's stack, the run's tail (`ManagedBuffer`), a
 //   lock's mutex, which must not move.
 // - `nonisolated(unsafe)`: a value moved out of a slot has no other owner, nor the outcome a
-//   join makes of its members' outcomes, which it lets go of.
+//   join makes of its members' outcomes, which it lets go of; the count of invalidations is
+//   guarded by its lock.
 // - `UnsafeContinuation`: an awaiting task's, resumed once, by the run's end.
 // - `isKnownUniquelyReferenced`, in a stage's deinit: how far to release a chain link by link,
 //   rather than recursively; it decides when memory goes, never an outcome.
@@ -2911,6 +2920,9 @@ nonisolated extension Engine {
         /// First, so that the lock's address is the fields'.
         @usableFromInline var mutex = pthread_mutex_t()
         @usableFromInline var state = State.idle
+        /// For a user's run, the count of invalidations as it started (`Engine.invalidations`),
+        /// up to `UInt32.max`: after the state, in room its alignment leaves.
+        @usableFromInline var started: UInt32 = 0
         /// The ties of a user's run; for a run made apart from another, that run's user's run.
         @usableFromInline var ties = Ties.own([])
         /// The run whose cancel reaches this one, through the cancel handler that a combination,
@@ -2988,6 +3000,22 @@ nonisolated extension Engine {
         weak var token: InvalidationToken?
         let identity: ObjectIdentifier
         let generation: Int
+    }
+
+    /// The `invalidate()` calls so far, of every token: a user's run keeps the count as it starts
+    /// (`Fields.started`), and a token takes it as its generation as it is invalidated, so that a
+    /// run's first tie to a token, which may come long after the run started (in a member that a
+    /// limit starts late, or a promise a step made), knows whether the token was invalidated
+    /// since. Process-wide, as a run does not know its tokens as it starts.
+    nonisolated(unsafe) private static var invalidationCount = 0
+    nonisolated(unsafe) private static let invalidationsLock = Lock()
+
+    /// The count, after adding `added`: 1 for an `invalidate()`, none for a run that starts.
+    static func invalidations(adding added: Int = 0) -> Int {
+        invalidationsLock.withLock {
+            invalidationCount += added
+            return invalidationCount
+        }
     }
 
     /// A pending call's cancel handlers, `nil` in a state until one is registered: an empty array
@@ -3225,6 +3253,8 @@ nonisolated extension Engine.Run {
             switch fields.state {
             case .idle:
                 fields.state = .driving(thread: pthread_self())
+                guard case .own = fields.ties, fields.outer == nil else { break }  // a user's run
+                fields.started = UInt32(clamping: Engine.invalidations())
             case .cancelling(nil, _, _):
                 break  // cancelled before the start, e.g. an awaiting task
             default:
@@ -3650,7 +3680,8 @@ nonisolated extension Engine.Run {
 
 nonisolated extension Engine.Run {
     /// The generation of `token` for the user's run, which ties to a token once, however often
-    /// its retries run a tied step.
+    /// its retries run a tied step: the token's generation then, or, if the token was
+    /// invalidated since the run started, one it no longer has.
     final func generation(of token: InvalidationToken) -> Int {
         let user = user ?? self
         let identity = ObjectIdentifier(token)
@@ -3662,10 +3693,14 @@ nonisolated extension Engine.Run {
             guard case .own(var ties) = fields.ties else { preconditionFailure("not a user's run") }
             let tied = ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
+            // A generation is the count of invalidations as the token was last invalidated (the
+            // run's count is not known past `UInt32.max`).
+            let since = fields.started < .max && current > fields.started
+            let generation = since ? current - 1 : current
             fields.ties = .own([])  // for a moment, so that the list is not copied
-            ties.append(Engine.Tie(token: token, identity: identity, generation: current))
+            ties.append(Engine.Tie(token: token, identity: identity, generation: generation))
             fields.ties = .own(ties)
-            return current
+            return generation
         }
     }
 }

@@ -61,9 +61,14 @@ nonisolated public class RunBag: @unchecked Sendable {
     /// For a reset that keeps the bag, such as a search field whose old queries are stale:
     /// `model.runs.cancelAll()`.
     public func cancelAll() {
-        var cancelled: [RunHandle] = []
-        lock.withLock { swap(&cancelled, &runs) }
-        for run in cancelled { run.cancel() }
+        // Left in the bag until cancelled, so that a call made meanwhile on another thread
+        // cancels them too, rather than return before they are; the runs stored meanwhile stay.
+        // Let go of inside the lock, as `store(in:)` lets go of ended runs: a cancelled run is
+        // kept by what holds its end until it ended, and an ended run keeps nothing of its chain.
+        for run in lock.withLock({ runs }) { run.cancel() }
+        lock.withLock {
+            runs.removeAll { $0.run.locked { $0.state.isCancelled || $0.state.hasEnded } }
+        }
     }
 }
 
@@ -103,7 +108,9 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// Tomorrowland's `requestCancelOnInvalidate` does, are cancelled when it is invalidated:
 /// `image(url).done(on: .main, tiedTo: token, show).catch(report).run().store(in: token)`.
 nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
-    fileprivate var generation = 0  // guarded by the bag's lock
+    // The count of invalidations of every token as this one was last invalidated (see
+    // `Engine.invalidations`), guarded by the bag's lock.
+    fileprivate var generation = 0
 
     /// The generation now. A getter, so that its caller's reference keeps the token past the
     /// unlock: a token that goes away cancels its runs, which takes the lock again.
@@ -122,7 +129,7 @@ nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
     /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``. As with that, a call made
     /// while another thread's is under way may return before that one has cancelled its runs.
     public func invalidate() {
-        lock.withLock { generation += 1 }
+        lock.withLock { generation = Engine.invalidations(adding: 1) }
         cancelAll()
     }
 }

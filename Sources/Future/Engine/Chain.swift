@@ -43,7 +43,8 @@
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
 // - member: one of the promises a combination runs.
 // - share: the one run of a shared promise's work, that many runs wait for.
-// - tie: a run's record of a token's generation, as of the first step tied to the token.
+// - tie: a run's record of a token's generation, as of the first step tied to the token (one
+//   the token no longer has, if it was invalidated since the run started).
 // - user's run: the run a terminal started, whose ties every run Future starts inside it shares
 //   (`Run.user`): a member's, a timeout's work's, a shared or ignoring-cancel promise's work's.
 
@@ -69,7 +70,8 @@
 //   join's, on the stack: `Slot.value`), the plan's stack, the run's tail (`ManagedBuffer`), a
 //   lock's mutex, which must not move.
 // - `nonisolated(unsafe)`: a value moved out of a slot has no other owner, nor the outcome a
-//   join makes of its members' outcomes, which it lets go of.
+//   join makes of its members' outcomes, which it lets go of; the count of invalidations is
+//   guarded by its lock.
 // - `UnsafeContinuation`: an awaiting task's, resumed once, by the run's end.
 // - `isKnownUniquelyReferenced`, in a stage's deinit: how far to release a chain link by link,
 //   rather than recursively; it decides when memory goes, never an outcome.

@@ -126,6 +126,9 @@ nonisolated extension Engine {
         /// First, so that the lock's address is the fields'.
         @usableFromInline var mutex = pthread_mutex_t()
         @usableFromInline var state = State.idle
+        /// For a user's run, the count of invalidations as it started (`Engine.invalidations`),
+        /// up to `UInt32.max`: after the state, in room its alignment leaves.
+        @usableFromInline var started: UInt32 = 0
         /// The ties of a user's run; for a run made apart from another, that run's user's run.
         @usableFromInline var ties = Ties.own([])
         /// The run whose cancel reaches this one, through the cancel handler that a combination,
@@ -203,6 +206,22 @@ nonisolated extension Engine {
         weak var token: InvalidationToken?
         let identity: ObjectIdentifier
         let generation: Int
+    }
+
+    /// The `invalidate()` calls so far, of every token: a user's run keeps the count as it starts
+    /// (`Fields.started`), and a token takes it as its generation as it is invalidated, so that a
+    /// run's first tie to a token, which may come long after the run started (in a member that a
+    /// limit starts late, or a promise a step made), knows whether the token was invalidated
+    /// since. Process-wide, as a run does not know its tokens as it starts.
+    nonisolated(unsafe) private static var invalidationCount = 0
+    nonisolated(unsafe) private static let invalidationsLock = Lock()
+
+    /// The count, after adding `added`: 1 for an `invalidate()`, none for a run that starts.
+    static func invalidations(adding added: Int = 0) -> Int {
+        invalidationsLock.withLock {
+            invalidationCount += added
+            return invalidationCount
+        }
     }
 
     /// A pending call's cancel handlers, `nil` in a state until one is registered: an empty array
@@ -440,6 +459,8 @@ nonisolated extension Engine.Run {
             switch fields.state {
             case .idle:
                 fields.state = .driving(thread: pthread_self())
+                guard case .own = fields.ties, fields.outer == nil else { break }  // a user's run
+                fields.started = UInt32(clamping: Engine.invalidations())
             case .cancelling(nil, _, _):
                 break  // cancelled before the start, e.g. an awaiting task
             default:
@@ -861,7 +882,8 @@ nonisolated extension Engine.Run {
 
 nonisolated extension Engine.Run {
     /// The generation of `token` for the user's run, which ties to a token once, however often
-    /// its retries run a tied step.
+    /// its retries run a tied step: the token's generation then, or, if the token was
+    /// invalidated since the run started, one it no longer has.
     final func generation(of token: InvalidationToken) -> Int {
         let user = user ?? self
         let identity = ObjectIdentifier(token)
@@ -873,10 +895,14 @@ nonisolated extension Engine.Run {
             guard case .own(var ties) = fields.ties else { preconditionFailure("not a user's run") }
             let tied = ties.first { $0.identity == identity && $0.token === token }
             if let tied { return tied.generation }
+            // A generation is the count of invalidations as the token was last invalidated (the
+            // run's count is not known past `UInt32.max`).
+            let since = fields.started < .max && current > fields.started
+            let generation = since ? current - 1 : current
             fields.ties = .own([])  // for a moment, so that the list is not copied
-            ties.append(Engine.Tie(token: token, identity: identity, generation: current))
+            ties.append(Engine.Tie(token: token, identity: identity, generation: generation))
             fields.ties = .own(ties)
-            return current
+            return generation
         }
     }
 }
