@@ -1998,8 +1998,9 @@ nonisolated public class RunBag: @unchecked Sendable {
 
     /// Cancels every run in the bag and empties it.
     ///
-    /// When another thread's `cancelAll()` is under way, this one may return before that one has
-    /// cancelled the runs it took, as a second `cancel()` of a run may (see ``RunHandle``).
+    /// Safe from any thread: it returns once every run the bag held as it was called is cancelled
+    /// (see ``RunHandle``), even while another thread's call is under way. Runs stored meanwhile
+    /// stay in the bag, for the next call.
     ///
     /// For a reset that keeps the bag, such as a search field whose old queries are stale:
     /// `model.runs.cancelAll()`.
@@ -2025,13 +2026,12 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// an `invalidate()` run.
 ///
 /// Tie a main-actor step with its `tiedTo:` argument, such as ``Promise/done(on:tiedTo:_:)``'s.
-/// Each run ties it as the run starts (a step of a promise a step made, or of a combination's
-/// member that a limit started late, as the run first reaches one, unless the run tied the token
-/// before), and keeps that tie through every retry, combination or shared run inside it: a run
-/// started before an `invalidate()` skips it, a run started after does not, so a promise kept and
-/// run again is not silenced for good. Keep the
-/// token, in the object whose callbacks it silences: ties do not keep it, and a token that has
-/// gone away silences them.
+/// Each run ties it as the run starts, and keeps that tie through every retry, combination or
+/// shared run inside it, and in the promises its steps make: a run started before an
+/// `invalidate()` skips it, even in a member that a combination's limit starts after the
+/// `invalidate()`, a run started after does not, so a promise kept and run again is not silenced
+/// for good. Keep the token, in the object whose callbacks it silences: ties do not keep it, and a
+/// token that has gone away silences them.
 ///
 /// ```swift
 /// @MainActor final class SearchScreen {
@@ -2069,8 +2069,7 @@ nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
     ///
     /// Callbacks tied afterwards run: call it before starting the work that replaces stale work,
     /// such as the next search: `token.invalidate()`. To cancel the runs alone, as Tomorrowland's
-    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``. As with that, a call made
-    /// while another thread's is under way may return before that one has cancelled its runs.
+    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``.
     public func invalidate() {
         lock.withLock { generation = Engine.invalidations(adding: 1) }
         cancelAll()
@@ -2658,16 +2657,19 @@ nonisolated extension Engine {
         mutating func enter(_ chain: consuming Stage, spill: inout Spill?) {
             let kept = Spill.make(&spill)
             // Chains whose stages have all run are released here, not as their last step runs.
-            _ = takeFinished(from: kept)
+            while let entered = kept.owned.chains.last, entered.base >= count {
+                kept.owned.chains.removeLast()
+            }
             if count + Int32(chain.depth) > capacity { grow(by: chain.depth, into: kept) }
             let base = count
             push(chain)
             kept.owned.chains.append((consume chain, base))
         }
 
-        /// Takes the chains entered whose stages have all run out of `spill`, to let go of on the
-        /// thread that ran them: as the run enters another, or before it leaves the thread (it
-        /// waits for a resolver or a queue), so that a step's captures go away where the run was.
+        /// Takes the chains entered whose stages have all run out of `spill`, for the thread that
+        /// ran them to let go of as the run leaves it (it waits for a resolver or a queue), so
+        /// that a step's captures go away where the run was. (`enter` lets go of them in place,
+        /// with no array to allocate: the run is still the thread's.)
         func takeFinished(from spill: Spill?) -> [Stage] {
             var finished: [Stage] = []
             while let entered = spill?.owned.chains.last, entered.base >= count {
@@ -3324,16 +3326,10 @@ nonisolated extension Engine.Run {
         // the run on. The plan is moved back, not kept: a thread that kept it could release the
         // chain's steps after the queue's thread has finished the run (and its memory stays
         // unshared for reuse).
-        var finished: [Stage] = []
-        if case .hop = next {
-            plan.putBack()
-            finished = plan.takeFinished(from: driver.pointee.spill)
-        }
+        if case .hop = next { plan.putBack() }
         swap(&plan, &driver.pointee.plan)
         switch next {
-        case .hop(let queue, let deadline):
-            awaitQueue(queue, at: deadline)
-            return withExtendedLifetime(finished) {}  // here, where their steps ran
+        case .hop(let queue, let deadline): return awaitQueue(queue, at: deadline)
         case .stop: break
         default:
             // The last step ran: the outcome goes to the completion, unless the run was cancelled
@@ -3506,6 +3502,8 @@ nonisolated extension Engine.Run {
     /// Parks the run, the step that hopped on top of its plan and its output in the slot, until
     /// `queue` carries it on, at `time` if given (see `Deadlines`).
     private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?) {
+        let finished = driver.pointee.plan.takeFinished(from: driver.pointee.spill)
+        defer { withExtendedLifetime(finished) {} }  // here, where their steps ran
         let handle = RunHandle(self)
         let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.

@@ -55,8 +55,9 @@ nonisolated public class RunBag: @unchecked Sendable {
 
     /// Cancels every run in the bag and empties it.
     ///
-    /// When another thread's `cancelAll()` is under way, this one may return before that one has
-    /// cancelled the runs it took, as a second `cancel()` of a run may (see ``RunHandle``).
+    /// Safe from any thread: it returns once every run the bag held as it was called is cancelled
+    /// (see ``RunHandle``), even while another thread's call is under way. Runs stored meanwhile
+    /// stay in the bag, for the next call.
     ///
     /// For a reset that keeps the bag, such as a search field whose old queries are stale:
     /// `model.runs.cancelAll()`.
@@ -82,13 +83,12 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// an `invalidate()` run.
 ///
 /// Tie a main-actor step with its `tiedTo:` argument, such as ``Promise/done(on:tiedTo:_:)``'s.
-/// Each run ties it as the run starts (a step of a promise a step made, or of a combination's
-/// member that a limit started late, as the run first reaches one, unless the run tied the token
-/// before), and keeps that tie through every retry, combination or shared run inside it: a run
-/// started before an `invalidate()` skips it, a run started after does not, so a promise kept and
-/// run again is not silenced for good. Keep the
-/// token, in the object whose callbacks it silences: ties do not keep it, and a token that has
-/// gone away silences them.
+/// Each run ties it as the run starts, and keeps that tie through every retry, combination or
+/// shared run inside it, and in the promises its steps make: a run started before an
+/// `invalidate()` skips it, even in a member that a combination's limit starts after the
+/// `invalidate()`, a run started after does not, so a promise kept and run again is not silenced
+/// for good. Keep the token, in the object whose callbacks it silences: ties do not keep it, and a
+/// token that has gone away silences them.
 ///
 /// ```swift
 /// @MainActor final class SearchScreen {
@@ -126,8 +126,7 @@ nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
     ///
     /// Callbacks tied afterwards run: call it before starting the work that replaces stale work,
     /// such as the next search: `token.invalidate()`. To cancel the runs alone, as Tomorrowland's
-    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``. As with that, a call made
-    /// while another thread's is under way may return before that one has cancelled its runs.
+    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``.
     public func invalidate() {
         lock.withLock { generation = Engine.invalidations(adding: 1) }
         cancelAll()

@@ -79,6 +79,32 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
         #expect(ensured.value == 1)
     }
 
+    /// (Review 6.) A member's step that cancels the awaiting task stops the batch of
+    /// `outcomes(of:)`, which returns.
+    @Test func aMemberStepThatCancelsTheAwaitingTaskStopsTheBatch() async {
+        let member = Guarantee(value: 1).map { value -> Int in
+            withUnsafeCurrentTask { $0?.cancel() }
+            return value
+        }
+        let task = Task.detached { await outcomes(of: [member, later(2)]) }
+        let finished = await bounded { await task.value }
+        #expect(finished != nil)
+    }
+
+    /// (Review 6.) A step that cancels the awaiting task stops the run before its next step.
+    @Test func aStepThatCancelsTheAwaitingTaskStopsTheRun() async {
+        let after = Counter()
+        let promise = Guarantee(value: 1).map { value -> Int in
+            withUnsafeCurrentTask { $0?.cancel() }
+            return value
+        }.map { value -> Int in
+            after.increment()
+            return value
+        }
+        let task = Task.detached { await promise.value }
+        #expect(await bounded { await task.value } == .some(nil))
+        #expect(after.value == 0)
+    }
 }
 
 @Suite struct AsyncWork {
