@@ -533,10 +533,11 @@ nonisolated extension Promise {
     ///
     /// The run keeps the chain's steps, and what they captured, until it ends, and lets go of them
     /// on the thread that ends it: after ``on(_:)``, on that queue (so a view a step captured goes
-    /// away on the main queue). The steps of a promise that a step returned go once they have run,
-    /// on the thread that ran them. A run that is cancelled lets go of them where it ends: on the
-    /// thread that calls ``RunHandle/cancel()`` if the run waits; if it runs, on the thread
-    /// running it, as it stops, or on the canceller's, if the cancel handlers return later.
+    /// away on the main queue). The steps of a promise that a step returned go once all of them
+    /// have run, on the thread that ran the last (for a promise that ends in ``on(_:)``, on that
+    /// queue). A run that is cancelled lets go of them where it ends: on the thread that calls
+    /// ``RunHandle/cancel()`` if the run waits; if it runs, on the thread running it, as it
+    /// stops, or on the canceller's, if the cancel handlers return later.
     @inlinable @discardableResult
     public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
@@ -3255,12 +3256,13 @@ nonisolated extension Engine.Run {
             switch fields.state {
             case .idle:
                 fields.state = .driving(thread: pthread_self())
-                guard case .own = fields.ties, fields.outer == nil else { break }  // a user's run
-                fields.started = UInt32(clamping: Engine.invalidations())
             case .cancelling(nil, _, _):
-                break  // cancelled before the start, e.g. an awaiting task
+                break  // cancelled before the start, e.g. an awaiting task: its ignored work ties
             default:
                 preconditionFailure("a run started \(fields.state)")
+            }
+            if case .own = fields.ties, fields.outer == nil {  // a user's run
+                fields.started = UInt32(clamping: Engine.invalidations())
             }
             return fields.state.isCancelled
         }

@@ -12,10 +12,11 @@ nonisolated extension Promise {
     ///
     /// The run keeps the chain's steps, and what they captured, until it ends, and lets go of them
     /// on the thread that ends it: after ``on(_:)``, on that queue (so a view a step captured goes
-    /// away on the main queue). The steps of a promise that a step returned go once they have run,
-    /// on the thread that ran them. A run that is cancelled lets go of them where it ends: on the
-    /// thread that calls ``RunHandle/cancel()`` if the run waits; if it runs, on the thread
-    /// running it, as it stops, or on the canceller's, if the cancel handlers return later.
+    /// away on the main queue). The steps of a promise that a step returned go once all of them
+    /// have run, on the thread that ran the last (for a promise that ends in ``on(_:)``, on that
+    /// queue). A run that is cancelled lets go of them where it ends: on the thread that calls
+    /// ``RunHandle/cancel()`` if the run waits; if it runs, on the thread running it, as it
+    /// stops, or on the canceller's, if the cancel handlers return later.
     @inlinable @discardableResult
     public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void

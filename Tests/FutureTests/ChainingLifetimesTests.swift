@@ -30,13 +30,12 @@ final class QueueWitness: Sendable {
 
 /// What a run lets go of, and where: CI runs this suite again under ThreadSanitizer (Lifetimes).
 @Suite("Chaining lifetimes") struct ChainingLifetimes {
-    /// Running.swift: "The run keeps the chain's steps, and what they captured, until it ends,
-    /// and lets go of them on the thread that ends it: after on(_:), on that queue (so a view a
-    /// step captured goes away on the main queue)." A step of a promise a step returned, after a
-    /// hop to `queue`, whose run ends on `queue`: its witness, captured by that step alone, goes
-    /// away where the run ends, even when the run enters another promise on another thread
-    /// before it ends.
-    @Test func aStepOfAnEnteredPromiseIsReleasedWhereTheRunEnds() {
+    /// Running.swift, `run(_:)`: "The steps of a promise that a step returned go once all of
+    /// them have run, on the thread that ran the last". A step of a promise a step returned runs
+    /// after a hop to `queue`: its witness, captured by that step alone, goes away on `queue`,
+    /// though the run goes on on another thread and enters another promise there (it went where
+    /// the run entered that promise, before the fix), then ends on `queue`.
+    @Test func aStepOfAnEnteredPromiseIsReleasedWhereItRan() {
         let marked = MarkedQueue("chaining.release")
         let released = Delivery<Bool>()
         let ended = Delivery<Bool>()
@@ -61,6 +60,28 @@ final class QueueWitness: Sendable {
 }
 
 extension ChainingLifetimes {
+    /// Running.swift, `run(_:)`: "The steps of a promise that a step returned go once all of
+    /// them have run, on the thread that ran the last (for a promise that ends in on(_:), on
+    /// that queue)". The promise a step returns here ends with a hop: its step, the witness's,
+    /// runs on `start`, then the hop, the promise's last step, takes the run to `hop`, where the
+    /// witness goes.
+    @Test func aStepOfAnEnteredPromiseThatEndsWithAHopIsReleasedOnTheHopsQueue() {
+        let start = MarkedQueue("chaining.start")
+        let hop = MarkedQueue("chaining.hop")
+        let released = Delivery<Bool>()
+        let ended = Delivery<Bool>()
+        start.queue.async {
+            Guarantee(value: ())
+                .then { _ -> Guarantee<Void> in
+                    let witness = QueueWitness(hop, released)
+                    return Guarantee(value: ()).map { _ = witness }.on(hop.queue)
+                }
+                .run(some: { ended.send(hop.isCurrent) })
+        }
+        #expect(ended.wait() == true)
+        #expect(released.wait() == true, "the step's witness went away off the hop's queue")
+    }
+
     /// Running.swift: "A run that is cancelled lets go of them where it ends: ... if it runs, on
     /// the thread running it, as it stops, or on the canceller's, if the cancel handlers return
     /// later." A run on `marked` is in its operation, long synchronous work that checks

@@ -105,4 +105,29 @@ import Testing
         #expect(stored.isCancelled)
         answer.fulfill(0)
     }
+
+    /// `InvalidationToken`: "a run started before an `invalidate()` skips it, ... a run started
+    /// after does not". An await whose task is already cancelled cancels its run before the run
+    /// starts; the run reaches its `ignoringCancel()` promise cancelled and starts the work,
+    /// whose tied step ties in that run. The token was invalidated once, long before, and never
+    /// again: the step runs. (`Run.start` recorded the count of invalidations only for a run it
+    /// found idle, so this run's count stayed 0, and its first tie took the token as invalidated
+    /// since the run started.)
+    @Test func aTiedStepOfWorkThatACancelledAwaitStartsRunsAfterAnEarlierInvalidate() async {
+        let screen = Screen()
+        let token = InvalidationToken()
+        token.invalidate()  // before the run is even made; nothing invalidates it after
+        let ended = Delivery<Void>()
+        let work = Guarantee(value: 1)
+            .done(on: .main, tiedTo: token) { screen.items.append($0) }
+            .map { ended.send(()) }
+            .ignoringCancel()
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }  // cancelled before the run starts
+            return await work.value
+        }
+        #expect(await task.value == nil, "the awaited run was not cancelled")
+        #expect(await ended.arrival() != nil)
+        #expect(screen.items == [1], "a tied step of a run made after the invalidate was skipped")
+    }
 }

@@ -459,12 +459,13 @@ nonisolated extension Engine.Run {
             switch fields.state {
             case .idle:
                 fields.state = .driving(thread: pthread_self())
-                guard case .own = fields.ties, fields.outer == nil else { break }  // a user's run
-                fields.started = UInt32(clamping: Engine.invalidations())
             case .cancelling(nil, _, _):
-                break  // cancelled before the start, e.g. an awaiting task
+                break  // cancelled before the start, e.g. an awaiting task: its ignored work ties
             default:
                 preconditionFailure("a run started \(fields.state)")
+            }
+            if case .own = fields.ties, fields.outer == nil {  // a user's run
+                fields.started = UInt32(clamping: Engine.invalidations())
             }
             return fields.state.isCancelled
         }
