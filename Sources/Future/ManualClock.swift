@@ -8,8 +8,9 @@ import Dispatch
 /// Pass it where the code takes a clock, start the work, then move time: ``advance(by:)``,
 /// ``advance(to:)`` and ``run()`` fire the timers that fall due, earliest deadline first (timers
 /// set for the same moment in the order they were set), on the thread that calls them. The
-/// time operators set their timers on it as their run reaches them, with no task in between,
-/// and cancelling a run removes its timers at once: ``timerCount`` shows it as `cancel()` returns.
+/// time operators set their timers on it as their run reaches them, with no task in between (a
+/// wait whose deadline the clock has reached, such as `after(.zero, clock:)`, sets none and ends
+/// at once, as on every clock), and cancelling a run removes its timers at once: ``timerCount`` shows it as `cancel()` returns.
 /// (When the run goes on on another thread, a timer it is setting as you cancel, or whose work is
 /// ending just then, goes a moment later; so does one a `cancel()` inside a cancel handler
 /// removes, as that cancel is done once the handler returns.) In an `async` test,
@@ -62,7 +63,8 @@ nonisolated public final class ManualClock: Clock, Sendable {
     public var timerCount: Int { timeline.count }
 
     /// Suspends until the clock reaches `deadline`, or throws `CancellationError` if the task is
-    /// cancelled first (which removes the timer).
+    /// cancelled first (which removes the timer). It returns at once for a deadline the clock
+    /// has reached.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         // The time operators' alarm, in a run that the task's cancellation cancels.
         guard await Engine.pause(on: self, until: { deadline }).value != nil else {

@@ -134,8 +134,9 @@ nonisolated extension Promise where Failure == any Swift.Error {
 // keeps the timer itself, and moves only when a test says so; `ContinuousClock` and
 // `SuspendingClock` wait on Dispatch's timers, as with no clock; another clock sleeps in a `Task`
 // that the run's cancel cancels. The steps after the wait run where the clock woke them: on the
-// thread that advances a manual clock, on a global queue for the standard clocks, on the task's
-// thread otherwise.
+// thread that advances a manual clock (at once, for a deadline it has reached), on a global queue
+// for the standard clocks (`after(_:clock:)` is `after(_:)` for them), on the task's thread
+// otherwise.
 
 /// A guarantee that succeeds after `interval` on `clock`, such as a test's ``ManualClock``.
 ///
@@ -149,7 +150,8 @@ nonisolated extension Promise where Failure == any Swift.Error {
 nonisolated public func after(
     _ interval: Duration, clock: some Clock<Duration>
 ) -> Guarantee<Void> {
-    Engine.pause(on: clock) { clock.now.advanced(by: interval) }
+    if clock is ContinuousClock || clock is SuspendingClock { return after(interval) }
+    return Engine.pause(on: clock) { clock.now.advanced(by: interval) }
 }
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)

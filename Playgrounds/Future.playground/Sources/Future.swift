@@ -1595,8 +1595,9 @@ nonisolated extension Promise where Failure == any Swift.Error {
 // keeps the timer itself, and moves only when a test says so; `ContinuousClock` and
 // `SuspendingClock` wait on Dispatch's timers, as with no clock; another clock sleeps in a `Task`
 // that the run's cancel cancels. The steps after the wait run where the clock woke them: on the
-// thread that advances a manual clock, on a global queue for the standard clocks, on the task's
-// thread otherwise.
+// thread that advances a manual clock (at once, for a deadline it has reached), on a global queue
+// for the standard clocks (`after(_:clock:)` is `after(_:)` for them), on the task's thread
+// otherwise.
 
 /// A guarantee that succeeds after `interval` on `clock`, such as a test's ``ManualClock``.
 ///
@@ -1610,7 +1611,8 @@ nonisolated extension Promise where Failure == any Swift.Error {
 nonisolated public func after(
     _ interval: Duration, clock: some Clock<Duration>
 ) -> Guarantee<Void> {
-    Engine.pause(on: clock) { clock.now.advanced(by: interval) }
+    if clock is ContinuousClock || clock is SuspendingClock { return after(interval) }
+    return Engine.pause(on: clock) { clock.now.advanced(by: interval) }
 }
 
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
@@ -1699,8 +1701,9 @@ nonisolated extension Promise where Failure == any Swift.Error {
 /// Pass it where the code takes a clock, start the work, then move time: ``advance(by:)``,
 /// ``advance(to:)`` and ``run()`` fire the timers that fall due, earliest deadline first (timers
 /// set for the same moment in the order they were set), on the thread that calls them. The
-/// time operators set their timers on it as their run reaches them, with no task in between,
-/// and cancelling a run removes its timers at once: ``timerCount`` shows it as `cancel()` returns.
+/// time operators set their timers on it as their run reaches them, with no task in between (a
+/// wait whose deadline the clock has reached, such as `after(.zero, clock:)`, sets none and ends
+/// at once, as on every clock), and cancelling a run removes its timers at once: ``timerCount`` shows it as `cancel()` returns.
 /// (When the run goes on on another thread, a timer it is setting as you cancel, or whose work is
 /// ending just then, goes a moment later; so does one a `cancel()` inside a cancel handler
 /// removes, as that cancel is done once the handler returns.) In an `async` test,
@@ -1753,7 +1756,8 @@ nonisolated public final class ManualClock: Clock, Sendable {
     public var timerCount: Int { timeline.count }
 
     /// Suspends until the clock reaches `deadline`, or throws `CancellationError` if the task is
-    /// cancelled first (which removes the timer).
+    /// cancelled first (which removes the timer). It returns at once for a deadline the clock
+    /// has reached.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         // The time operators' alarm, in a run that the task's cancellation cancels.
         guard await Engine.pause(on: self, until: { deadline }).value != nil else {
@@ -5102,7 +5106,10 @@ nonisolated extension Engine {
     ) -> @Sendable () -> Void {
         if let manual = clock as? ManualClock, let deadline = deadline as? ManualClock.Instant {
             let timeline = manual.timeline
-            let timer = timeline.schedule(at: deadline, fire)
+            guard let timer = timeline.schedule(at: deadline, fire) else {
+                Nesting.afterWaiting(fire)  // a deadline the clock has reached, as Dispatch's
+                return {}
+            }
             return { _ = timeline.cancel(timer) }
         }
         if clock is ContinuousClock || clock is SuspendingClock {
@@ -5162,9 +5169,11 @@ nonisolated extension ManualClock {
             }
         }
 
-        /// Sets a timer that calls `fire` when time reaches `deadline`, and returns its number.
-        func schedule(at deadline: Instant, _ fire: @escaping @Sendable () -> Void) -> Int {
+        /// Sets a timer that calls `fire` when time reaches `deadline`, and returns its number;
+        /// `nil` if time has reached it, under the lock that an advance moves time under.
+        func schedule(at deadline: Instant, _ fire: @escaping @Sendable () -> Void) -> Int? {
             lock.withLock {
+                guard deadline > instant else { return nil }
                 timersSet += 1
                 timers[timersSet] = (deadline, fire)
                 return timersSet

@@ -15,7 +15,10 @@ nonisolated extension Engine {
     ) -> @Sendable () -> Void {
         if let manual = clock as? ManualClock, let deadline = deadline as? ManualClock.Instant {
             let timeline = manual.timeline
-            let timer = timeline.schedule(at: deadline, fire)
+            guard let timer = timeline.schedule(at: deadline, fire) else {
+                Nesting.afterWaiting(fire)  // a deadline the clock has reached, as Dispatch's
+                return {}
+            }
             return { _ = timeline.cancel(timer) }
         }
         if clock is ContinuousClock || clock is SuspendingClock {
@@ -75,9 +78,11 @@ nonisolated extension ManualClock {
             }
         }
 
-        /// Sets a timer that calls `fire` when time reaches `deadline`, and returns its number.
-        func schedule(at deadline: Instant, _ fire: @escaping @Sendable () -> Void) -> Int {
+        /// Sets a timer that calls `fire` when time reaches `deadline`, and returns its number;
+        /// `nil` if time has reached it, under the lock that an advance moves time under.
+        func schedule(at deadline: Instant, _ fire: @escaping @Sendable () -> Void) -> Int? {
             lock.withLock {
+                guard deadline > instant else { return nil }
                 timersSet += 1
                 timers[timersSet] = (deadline, fire)
                 return timersSet

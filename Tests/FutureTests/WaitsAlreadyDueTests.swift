@@ -9,9 +9,9 @@ import Testing
     import Darwin
 #endif
 
-/// Faults found by a review of the making and time operators: each test fails on the code it was
-/// written against, and says which documented sentence that code breaks.
-@Suite struct MakingAndTimeReviewTests {
+/// Waits whose deadline has passed as they are set, on every clock: each test failed before its
+/// fix (found by a review of the time operators), and says which documented sentence it pins.
+@Suite("Waits already due") struct WaitsAlreadyDue {
     /// `ManualClock.sleep(until:)`: "Suspends until the clock reaches `deadline`". A deadline the
     /// clock has already reached (its `now`) is reached: the sleep returns without waiting for an
     /// advance, as `ContinuousClock`'s and every `Clock`'s does. It sets a timer that waits for
