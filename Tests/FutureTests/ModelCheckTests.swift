@@ -9,11 +9,13 @@
 // that cancel the run or resolve another operation); `when`, keyed `when`, `when(concurrently:)`,
 // `when(resolved:)`, `any`, `race`, `race(fulfilled:)`; `timeout`, `delay`, `after` and `retry`
 // on a `ManualClock`, and the Dispatch `timeout` (of zero, of an hour, or, in the real-time mode,
-// of a few milliseconds); `share()` (inline, or kept by the program and dropped by an event),
-// `pending()`, an `InvalidationToken` that the run is stored in, and `ignoringCancel()`. After the
-// run starts, the harness plays an event script: resolve or drop an operation's resolvers,
-// advance the clock, cancel or invalidate, drop a kept shared promise; the script always ends
-// with a cancel.
+// of a few milliseconds); `on(_:)`, a hop to the harness's queue, which runs only as an event
+// drains it; `share()` (inline, or kept by the program and dropped by an event), `pending()`, an
+// `InvalidationToken` that the run is stored in, and `ignoringCancel()`. After the run starts,
+// the harness plays an event script: resolve or drop an operation's resolvers, advance the
+// clock, drain the queue, cancel or invalidate, drop a kept shared promise; the script always
+// ends with a cancel. The log marks each cancel, invalidation, drop and drain as it returns, so
+// that what one sets off is not mistaken for what the final cancel does.
 //
 // The model (`MCModel`) is an interpreter over the same tree, with no locks and no threads: each
 // event of the script is handled in turn, and everything it sets off happens in a plain
@@ -53,6 +55,11 @@
 //   first, and the outer ones see their work settle with its error. A run cancelled before it
 //   reaches a timeout runs the ensure steps of the work (Cancellation.md: the steps it wraps run
 //   their ensure steps as for RunHandle.cancel()).
+// - `on(_:)`: the steps after it run once the queue runs the run, with the outcome before it; a
+//   run cancelled while it waits for the queue goes no further, and runs its `ensure` steps still
+//   ahead at once (RunHandle: the waiting operation's handlers, then the `ensure` steps). A drain
+//   runs what waited for the queue as it began, in the order it came, not what comes meanwhile
+//   (the queue is serial: what a step queues comes after the drain's own block).
 // - Sharing: `share()` runs the work once for the runs that come while it is under way (they go
 //   on in turn, in the order they came), later runs get its outcome; cancelling a run leaves the
 //   others waiting; once every waiting run is cancelled, so is the work (its handlers and ensures
@@ -213,6 +220,8 @@ indirect enum MCNode: Equatable, Sendable {
     /// The program's pending promise `k`.
     case pending(Int)
     case ignoringCancel(MCNode)
+    /// `x.on(queue)`, the harness's queue, suspended but while an event drains it.
+    case hop(MCNode)
 }
 
 enum MCEvent: Equatable, Sendable {
@@ -225,6 +234,8 @@ enum MCEvent: Equatable, Sendable {
     /// Lets go of the program's kept shared promise `k`.
     case dropShare(Int)
     case advance(milliseconds: Int)
+    /// Lets the harness's queue run what it holds: the runs that waited for it as the event came.
+    case drain
     case cancel
     case invalidate
 }
@@ -300,6 +311,8 @@ final class MCHarness: @unchecked Sendable {
     private(set) var keyOrders: [Int: [[Int]]] = [:]
     let clock = ManualClock()
     private let token: InvalidationToken?
+    /// The queue of `on(_:)`, suspended but while `drain()` runs it, made so as a hop is built.
+    private var hopQueue: DispatchQueue?
 
     init(pendings: Int = 0, token: Bool = false) {
         self.token = token ? InvalidationToken() : nil
@@ -553,6 +566,7 @@ final class MCHarness: @unchecked Sendable {
         }) {
             _ = first
         }
+        log("dropped \(op)")
     }
 
     func resolvePending(_ id: Int, _ outcome: MCOutcome) {
@@ -560,16 +574,50 @@ final class MCHarness: @unchecked Sendable {
     }
 
     func dropPending(_ id: Int) {
-        let resolver = lock.withLock { pendingResolvers.removeValue(forKey: id) }
-        _ = resolver
+        do {
+            let resolver = lock.withLock { pendingResolvers.removeValue(forKey: id) }
+            _ = resolver
+        }  // let go of before the mark
+        log("dropped pending \(id)")
     }
 
     func dropShare(_ id: Int) {
-        let promise = lock.withLock { kept.removeValue(forKey: id) }
-        _ = promise
+        do {
+            let promise = lock.withLock { kept.removeValue(forKey: id) }
+            _ = promise
+        }  // let go of before the mark
+        log("dropped share \(id)")
     }
 
     func advance(milliseconds: Int) { clock.advance(by: .milliseconds(milliseconds)) }
+
+    /// The queue the program's hops go to.
+    var queue: DispatchQueue {
+        lock.withLock {
+            if let hopQueue { return hopQueue }
+            let queue = DispatchQueue(label: "model check hops")
+            queue.suspend()
+            hopQueue = queue
+            return queue
+        }
+    }
+
+    /// Runs what the queue holds as it is called, and suspends it again: the block that suspends
+    /// it is queued before the queue resumes, so after those and before what they queue (a
+    /// suspension takes effect between blocks).
+    func drain() {
+        guard let queue = lock.withLock({ hopQueue }) else { return log("drained") }
+        let suspended = DispatchSemaphore(value: 0)
+        queue.async {
+            queue.suspend()
+            suspended.signal()
+        }
+        queue.resume()
+        suspended.wait()
+        log("drained")
+    }
+
+    deinit { hopQueue?.resume() }  // (a suspended queue must not be let go of)
 
     func cancel() { cancelRun(by: "harness") }
 
@@ -587,6 +635,7 @@ final class MCHarness: @unchecked Sendable {
             for id in lock.withLock({ Array(pendingResolvers.keys) }) { dropPending(id) }
             for id in lock.withLock({ Array(kept.keys) }) { dropShare(id) }
             clock.run()
+            drain()
         }
     }
 }
@@ -699,6 +748,8 @@ final class MCModel {
     var now = 0
     var timers: [(id: Int, deadline: Int, fire: () -> Void)] = []
     var timerSerial = 0
+    /// The runs that wait for the harness's queue, with what they carry on, in the order they came.
+    var queued: [(act: MCAct, end: MCOutcome)] = []
     var calls: [Int: [Call]] = [:]
     var keptShares: [Int: Shared] = [:]
     var droppedShares: Set<Int> = []
@@ -741,6 +792,7 @@ final class MCModel {
         case .drop(let op):
             for call in calls[op] ?? [] where call.waiting { cancelCall(call) }
             calls[op] = []
+            log.append("dropped \(op)")
         case .resolvePending(let k, let outcome):
             guard let pending = pendings[k], pending.outcome == nil else { return }
             pending.outcome = .some(outcome)
@@ -748,13 +800,21 @@ final class MCModel {
             pending.waiters = []
             for waiter in waiters { waiter.finish(outcome) }
         case .dropPending(let k):
+            defer { log.append("dropped pending \(k)") }
             guard let pending = pendings[k], pending.outcome == nil else { return }
             pending.outcome = .some(nil)
             let waiters = pending.waiters
             pending.waiters = []
             for waiter in waiters { waiter.finish(nil) }
-        case .dropShare(let k): droppedShares.insert(k)
+        case .dropShare(let k):
+            droppedShares.insert(k)
+            log.append("dropped share \(k)")
         case .advance(let milliseconds): advance(milliseconds)
+        case .drain:
+            let batch = queued
+            queued = []
+            for (act, end) in batch where !act.isOver { act.finish(end) }
+            log.append("drained")
         case .cancel:
             top?.cancel()
             log.append("cancelled by harness")
@@ -833,10 +893,12 @@ final class MCModel {
         now = target
     }
 
-    /// Whether anything still waits: an operation, a timer, a run of a pending promise.
+    /// Whether anything still waits: an operation, a timer, a run of a pending promise, a run
+    /// that waits for the queue.
     var isQuiet: Bool {
         !calls.values.contains { $0.contains { $0.waiting } } && timers.isEmpty
             && !pendings.values.contains { !$0.waiters.isEmpty }
+            && !queued.contains { !$0.act.isOver }
     }
 
     // The nodes.
@@ -982,6 +1044,14 @@ final class MCModel {
                     act.finish(nil)
                 }
             }
+        case .hop(let inner):
+            let child = MCAct { end in
+                guard let end else { return act.finish(nil) }
+                self.queued.append((act, end))
+                act.onCancel = { act.finish(nil) }
+            }
+            act.current = child
+            start(inner, child)
         case .ignoringCancel(let inner):
             act.onCancel = { act.finishCancelled() }
             operating(act) { start(inner, MCAct { act.finish($0) }) }
@@ -1034,7 +1104,7 @@ final class MCModel {
         case .ignoringCancel(let inner): inner
         case .map(let inner, _), .effect(let inner, _, _), .then(let inner, _, _),
             .recover(let inner, _, _), .tap(let inner, _), .ensure(let inner, _),
-            .delay(let inner, _),
+            .delay(let inner, _), .hop(let inner),
             .retry(let inner, _, _):
             ignoredWork(inner)
         case .timeout(let inner, _, _, _): ignoredWork(inner)
@@ -1059,7 +1129,7 @@ final class MCModel {
         case .ensure(let inner, let id): ensures(inner) + [id]
         case .map(let inner, _), .effect(let inner, _, _), .then(let inner, _, _),
             .recover(let inner, _, _), .tap(let inner, _), .delay(let inner, _),
-            .retry(let inner, _, _):
+            .hop(let inner), .retry(let inner, _, _):
             ensures(inner)
         case .timeout(let inner, _, _, _): ensures(inner)
         default: []
@@ -1087,6 +1157,7 @@ final class MCModel {
         case .share(let work, let cancelsWhenAbandoned):
             makeShare(build(work), cancelsWhenAbandoned)
         case .ignoringCancel(let inner): .ignoringCancel(build(inner))
+        case .hop(let inner): .hop(build(inner))
         }
     }
 
@@ -1364,6 +1435,7 @@ struct MCBuilder: Sendable {
         case .shared(let k): h.shared(k)
         case .pending(let k): h.pending(k)
         case .ignoringCancel(let inner): build(inner).ignoringCancel()
+        case .hop(let inner): build(inner).on(h.queue)
         }
     }
 
@@ -1431,6 +1503,7 @@ enum MCSource {
         case .shared(let k): return "h.shared(\(k))"
         case .pending(let k): return "h.pending(\(k))"
         case .ignoringCancel(let inner): return "\(self.node(inner)).ignoringCancel()"
+        case .hop(let inner): return "\(self.node(inner)).on(h.queue)"
         }
     }
 
@@ -1442,6 +1515,7 @@ enum MCSource {
         case .dropPending(let k): "h.dropPending(\(k))"
         case .dropShare(let k): "h.dropShare(\(k))"
         case .advance(let milliseconds): "h.advance(milliseconds: \(milliseconds))"
+        case .drain: "h.drain()"
         case .cancel: "h.cancel()"
         case .invalidate: "h.invalidate()"
         }
@@ -1520,6 +1594,8 @@ struct MCGenerator {
     /// Inside the promise a `then` or `recover` step makes: no kept shared promise, which the
     /// program may have let go of by then.
     var inStep = false
+    /// Whether the program may hop to the harness's queue (the exact mode), and whether it does.
+    var hops = (allowed: false, made: false)
 
     init(seed: UInt64) { random = MCRandom(state: seed) }
 
@@ -1569,6 +1645,10 @@ struct MCGenerator {
         if depth <= 0 || random.chance(0.22) { return leaf(zeroTimeout: zeroTimeout) }
         let inner = { (generator: inout MCGenerator) in
             generator.node(depth - 1, zeroTimeout: zeroTimeout)
+        }
+        if hops.allowed && random.chance(0.06) {
+            hops.made = true
+            return .hop(inner(&self))
         }
         switch random.int(0...21) {
         case 0, 1: return .map(inner(&self), id())
@@ -1660,6 +1740,10 @@ struct MCGenerator {
     mutating func events(count: Int, inToken: Bool) -> [MCEvent] {
         var events: [MCEvent] = []
         for _ in 0..<count {
+            if hops.made && random.chance(0.3) {
+                events.append(.drain)
+                continue
+            }
             switch random.int(0...99) {
             case 0..<45 where !kept.isEmpty: events.append(.resolve(random.pick(kept), outcome()))
             case 45..<53 where !kept.isEmpty: events.append(.drop(random.pick(kept)))
@@ -1679,6 +1763,7 @@ struct MCGenerator {
     mutating func program(_ mode: MCMode) -> MCProgram {
         switch mode {
         case .exact:
+            hops.allowed = true
             let main = MCNode.ensure(node(random.int(1...5)), 0)
             let inToken = random.chance(0.15)
             var program = MCProgram(
@@ -1751,7 +1836,7 @@ func mcBuiltIds(_ node: MCNode) -> Set<Int> {
     case .combine(_, let members, _):
         members.reduce(into: Set<Int>()) { $0.formUnion(mcBuiltIds($1)) }
     case .timeout(let inner, _, _, _), .delay(let inner, _), .retry(let inner, _, _),
-        .share(let inner, _), .ignoringCancel(let inner):
+        .share(let inner, _), .ignoringCancel(let inner), .hop(let inner):
         mcBuiltIds(inner)
     }
 }
@@ -1771,7 +1856,7 @@ func mcSharedIds(_ node: MCNode, shared: Bool = false) -> Set<Int> {
     case .combine(_, let members, _):
         return members.reduce(into: Set<Int>()) { $0.formUnion(mcSharedIds($1, shared: shared)) }
     case .timeout(let inner, _, _, _), .delay(let inner, _), .retry(let inner, _, _),
-        .ignoringCancel(let inner):
+        .ignoringCancel(let inner), .hop(let inner):
         return mcSharedIds(inner, shared: shared)
     case .share(let work, _): return mcSharedIds(work, shared: true)
     }
@@ -1832,6 +1917,7 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
                 problems.append("an advance of the clock did not return")
             }
         case .advance(let milliseconds): h.advance(milliseconds: milliseconds)
+        case .drain: h.drain()
         case .cancel: h.cancel()
         case .invalidate: h.invalidate()
         }
