@@ -1274,6 +1274,11 @@ final class MCModel {
         var next = 0
         var running = 0
         var closed = false
+        /// Inside `close()`, which starts the members that ignore cancel: a cancel of the run
+        /// that comes from them finds the combination stopping (`Join`'s `stopping`), which
+        /// ends the run cancelled once `close()` is done, not before, whatever it decided.
+        var closing = false
+        var cancelledWhileClosing = false
         /// What ends the act once the member runs it cancelled have stopped.
         var whenStopped: (() -> Void)?
         func runsStopped() -> Bool {
@@ -1284,6 +1289,8 @@ final class MCModel {
         }
         func close() {
             closed = true
+            closing = true
+            defer { closing = false }
             // The docs leave open the order in which the members still running are cancelled:
             // the model takes the library's, members with runs of their own (those with steps)
             // first, in input order, then operations alone (an op, a shared or pending promise),
@@ -1310,7 +1317,9 @@ final class MCModel {
             case .wait: pump()
             case .settle(let outcome):
                 close()
-                if settlesOnceStopped {
+                if cancelledWhileClosing {
+                    once { act.finishCancelled() }
+                } else if settlesOnceStopped {
                     once { act.finish(outcome) }
                 } else {
                     act.finish(outcome)
@@ -1348,6 +1357,10 @@ final class MCModel {
             }
         }
         act.onCancel = {
+            guard !closing else {
+                cancelledWhileClosing = true
+                return
+            }
             close()
             once { act.finishCancelled() }
         }
@@ -2129,5 +2142,39 @@ func mcFirstFailure(_ mode: MCMode, seed: UInt64, count: Int) -> String? {
         await mcRun(.threads, seed: seed &+ 1, count: 175)
         await mcRun(.deep, seed: seed &+ 1, count: 25)
         await mcRun(.realTime, seed: seed &+ 1, count: 50)
+    }
+}
+
+extension ModelCheck {
+    /// Seed 38's program 3422, where the model was wrong: a member that ignores cancel, started as
+    /// the combination closes (its first member cancelled itself), cancels the run from its
+    /// operation; the run, whose combination is stopping, ends once the close is done (`Join`'s
+    /// `stopping`), after that member's race has gone on (op 3) and cancelled its loser.
+    @Test func aCancelFromAMemberStartedAsTheCombinationClosesEndsTheRunAfterTheClose() {
+        let h = MCHarness(pendings: 0, token: false)
+        do {  // so that nothing here keeps the promises, which `alive` checks are let go of
+            let race = race(fulfilled: [
+                h.op(2, .cancelRun, handler: true), h.op(3, .now(.value(7))),
+            ])
+            .mapError(MC.allFailed)
+            .timeout(.milliseconds(3_600_000), orFailWith: MCError(code: 203))
+            let ignoring = when(fulfilled: h.keyed(5, [race])).map(MC.fold(keyed:)).ignoringCancel()
+            h.start(
+                when(fulfilled: [h.op(1, .later, handler: true), ignoring], concurrently: 1)
+                    .map(MC.fold).ensure(h.ensure(0)))
+        }
+        h.resolve(2, .value(9))
+        h.drop(1)
+        h.resolve(2, .value(2))
+        h.drop(1)
+        h.resolve(2, .value(5))
+        h.cancel()
+        let expected = [
+            "op 1", "cancel handler 1", "op 2", "op 3", "cancel handler 2", "ensure 0",
+            "dropped 1", "dropped 1", "cancelled by harness",
+        ]
+        #expect(MC.comparable(h.log) == expected)
+        h.finish()
+        #expect(h.alive == [] && h.clock.timerCount == 0)
     }
 }
