@@ -16,7 +16,9 @@ import Testing
     /// clock has already reached (its `now`) is reached: the sleep returns without waiting for an
     /// advance, as `ContinuousClock`'s and every `Clock`'s does. It sets a timer that waits for
     /// the next advance instead.
-    @Test func aSleepUntilADeadlineAlreadyReachedReturnsWithoutAnAdvance() async {
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func aSleepUntilADeadlineAlreadyReachedReturnsWithoutAnAdvance() async {
         let clock = ManualClock(now: .init(offset: .seconds(5)))
         let woke = Delivery<Void>()
         let sleeper = Task {
@@ -37,7 +39,9 @@ import Testing
     /// (Time.swift; CHANGELOG: "A `timeout` of zero or less means what it means on every
     /// clock"). On a `ContinuousClock` both happen as the run starts; on a `ManualClock`, whose
     /// time is already at the deadline, they wait for the next advance.
-    @Test func aWaitOfZeroOnAManualClockEndsWithoutAnAdvanceAsOnEveryClock() {
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func aWaitOfZeroOnAManualClockEndsWithoutAnAdvanceAsOnEveryClock() {
         let clocks: [(String, any Clock<Duration>)] = [
             ("continuous", ContinuousClock()), ("manual", ManualClock()),
         ]
@@ -69,8 +73,10 @@ import Testing
     /// does", whose zero is "a hop to a global queue, which lets the caller's work go on first".
     /// With an interval of zero or less, the steps after run at once on the caller's thread,
     /// inside its `run`.
-    @Test(arguments: [Duration.zero, .milliseconds(-1)])
-    func aWaitOfZeroOrLessOnAStandardClockGoesOnOnAGlobalQueue(interval: Duration) async {
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test(arguments: [0, -1])
+    func aWaitOfZeroOrLessOnAStandardClockGoesOnOnAGlobalQueue(milliseconds: Int) async {
+        let interval = Duration.milliseconds(milliseconds)
         // Each wait's steps, and whether they ran on the caller's thread; checked here, as an
         // expectation on a thread of its own is no test's.
         let ranHere = Log()
