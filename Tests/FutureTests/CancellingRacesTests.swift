@@ -63,11 +63,13 @@ final class CancelCheck: @unchecked Sendable {
     /// Spins until the work starts, so that a cancel lands while it does. Call it on a thread
     /// of one's own: Dispatch counts a thread of its pool that spins as busy, and may start no
     /// other.
-    func waitForTheWork() { spin(until: { lock.withLock { workStarted } }) }
+    @discardableResult func waitForTheWork() -> Bool {
+        spin(until: { lock.withLock { workStarted } })
+    }
 
     /// Spins until a member announces it is starting (see `member`), or the run has ended
     /// without starting it.
-    func waitForTheMemberToStart() {
+    @discardableResult func waitForTheMemberToStart() -> Bool {
         spin(until: { lock.withLock { memberStarting } || !ended.all.isEmpty })
     }
 
@@ -168,6 +170,10 @@ final class CancelCheck: @unchecked Sendable {
         }
     }
 
+    /// The rounds of every case of `noOperationStartsAfterCancelReturned`, which run one after
+    /// another: once one case stalls, the others stop at once too, instead of a minute each.
+    static let stalls = Rounds()
+
     /// `RunHandle.cancel()` promises that no later step starts once it has returned. The work
     /// starts on a global queue while another thread cancels its run, in a thousand rounds: a
     /// quarter of them just as a random member starts (it waits for the cancel), the others at
@@ -177,9 +183,9 @@ final class CancelCheck: @unchecked Sendable {
     @Test(arguments: Work.allCases)
     func noOperationStartsAfterCancelReturned(work: Work) async {
         let late = Counter()
-        let unfinished = Counter()
+        let rounds = Self.stalls
         await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
-            for index in 0..<1_000 {
+            for index in 0..<1_000 where rounds.goOn {
                 let check = CancelCheck()
                 let announcing = index.isMultiple(of: 4) ? Int.random(in: 0..<work.count) : nil
                 let handle = on(.global()).map { check.workStarts() }
@@ -190,18 +196,19 @@ final class CancelCheck: @unchecked Sendable {
                     }
                     .ensure { check.ended.send(()) }.run { _ in }
                 if announcing != nil {
-                    check.waitForTheMemberToStart()
+                    rounds.waited(check.waitForTheMemberToStart())
                 } else {
-                    if index.isMultiple(of: 2) { check.waitForTheWork() }  // else before
+                    // Else before the work starts.
+                    if index.isMultiple(of: 2) { rounds.waited(check.waitForTheWork()) }
                     spin(microseconds: Int.random(in: 0...40))
                 }
                 handle.cancel()
                 check.cancelHasReturned()
-                if !check.waitForTheEnd() { unfinished.increment() }
+                rounds.waited(check.waitForTheEnd())
                 for _ in 0..<check.late.value { late.increment() }
             }
         }
-        #expect(unfinished.value == 0, "rounds that did not end")
+        #expect(rounds.goOn, "rounds that did not end, in this case or an earlier one")
         #expect(late.value == 0, "operations started after cancel() returned")
     }
 
@@ -234,12 +241,13 @@ final class CancelCheck: @unchecked Sendable {
     /// still on its way down to the work. Found by the model checker (seed 49).
     @Test func aStepOfSharedWorkThatCancelsItsRunAsAnotherThreadDoesStopsTheWork() {
         let canceller = DispatchQueue(label: "canceller")
-        for round in 1...2_000 {
+        let rounds = Rounds()
+        for round in 1...2_000 where rounds.goOn {
             let h = MCHarness(pendings: 0, token: false)
             let armed = Counter()
             let cancelled = DispatchSemaphore(value: 0)
             canceller.async {
-                spin(until: { armed.value > 0 })
+                rounds.waited(spin(until: { armed.value > 0 }))
                 h.cancelRun(by: "thread")
                 cancelled.signal()
             }
@@ -253,8 +261,8 @@ final class CancelCheck: @unchecked Sendable {
                 .map(h.map(3))
             h.start(work.share(cancelsWhenAbandoned: true).ensure(h.ensure(0)))
             h.resolve(1, .value(1))
-            #expect(cancelled.wait(timeout: .now() + timeout) == .success)
-            #expect(mcEventually { h.log.contains("ensure 0") })
+            #expect(rounds.waited(cancelled.wait(timeout: .now() + timeout) == .success))
+            #expect(rounds.waited(mcEventually { h.log.contains("ensure 0") }))
             h.finish()
             if !h.late.isEmpty {
                 Issue.record("round \(round): went on after cancel() returned: \(h.late)")
@@ -271,9 +279,9 @@ final class CancelCheck: @unchecked Sendable {
     /// steps after the end.)
     @Test func aCancelledWhenEndsOnceEveryMemberRunHasStopped() async {
         let early = Counter()
-        let unfinished = Counter()
+        let rounds = Rounds()
         await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
-            for round in 0..<1_000 {
+            for round in 0..<1_000 where rounds.goOn {
                 let ended = Counter()
                 let stepping = Counter()
                 let check = { @Sendable in if ended.value > 0 { early.increment() } }
@@ -300,14 +308,14 @@ final class CancelCheck: @unchecked Sendable {
                         done.send(())
                     }
                     .run { _ in }
-                spin(until: { stepping.value > 0 })
+                rounds.waited(spin(until: { stepping.value > 0 }))
                 spin(microseconds: Int.random(in: 0...100))
                 handle.cancel()
-                if done.wait() == nil { unfinished.increment() }
+                rounds.waited(done.wait() != nil)
             }
         }
         #expect(early.value == 0, "member steps after the when ended")
-        #expect(unfinished.value == 0, "rounds that did not end")
+        #expect(rounds.goOn, "rounds that did not end")
     }
 
     /// A cancelled combination ends once the members it calls itself (operations alone, which
@@ -320,9 +328,9 @@ final class CancelCheck: @unchecked Sendable {
     /// a random moment, which may land as the next member is claimed, before its call.
     @Test func aCancelledWhenEndsOnceTheOperationsItCalledHaveReturned() async {
         let early = Counter()
-        let unfinished = Counter()
+        let rounds = Rounds()
         await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
-            for round in 0..<500 {
+            for round in 0..<500 where rounds.goOn {
                 let ended = Counter()
                 let started = Counter()
                 let cancelReturned = Counter()
@@ -347,15 +355,15 @@ final class CancelCheck: @unchecked Sendable {
                         done.send(())
                     }
                     .run { _ in }
-                spin(until: { started.value > (announcing ?? 0) })
+                rounds.waited(spin(until: { started.value > (announcing ?? 0) }))
                 if announcing == nil { spin(microseconds: Int.random(in: 0...60)) }
                 handle.cancel()
                 cancelReturned.increment()
-                if done.wait() == nil { unfinished.increment() }
+                rounds.waited(done.wait() != nil)
             }
         }
         #expect(early.value == 0, "member operations that ran after the when ended")
-        #expect(unfinished.value == 0, "rounds that did not end")
+        #expect(rounds.goOn, "rounds that did not end")
     }
 
     /// The same as the combination settles: a member's failure settles a `when` while the launch
@@ -365,9 +373,9 @@ final class CancelCheck: @unchecked Sendable {
     /// runs, and the run's end waits for it.
     @Test func aWhenCancelledAsItSettlesEndsOnceTheOperationItCalledHasReturned() async {
         let early = Counter()
-        let unfinished = Counter()
+        let rounds = Rounds()
         await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
-            for _ in 0..<200 {
+            for _ in 0..<200 where rounds.goOn {
                 let ended = Counter()
                 let calling = Counter()  // member 2 is in its operation
                 let settling = Counter()  // member 1's failure cancels member 2
@@ -401,18 +409,18 @@ final class CancelCheck: @unchecked Sendable {
                 // Once the first launch loop has ended: the next one runs on member 0's thread.
                 let zero = first.wait()
                 DispatchQueue.global().async { zero?.fulfill(0) }
-                spin(until: { calling.value > 0 })
+                rounds.waited(spin(until: { calling.value > 0 }))
                 let resolver = failing.wait()
                 // A thread of its own: Dispatch may start none while member 2 spins on one of its.
                 detachThread { resolver?.reject(TestError("1")) }
-                spin(until: { settling.value > 0 })
+                rounds.waited(spin(until: { settling.value > 0 }))
                 handle.cancel()
                 cancelReturned.increment()
-                if done.wait() == nil { unfinished.increment() }
+                rounds.waited(done.wait() != nil)
             }
         }
         #expect(early.value == 0, "member operations that ran after the when ended")
-        #expect(unfinished.value == 0, "rounds that did not end")
+        #expect(rounds.goOn, "rounds that did not end")
     }
 
     /// A combination that settles on another thread as its run is cancelled ends once the
@@ -422,9 +430,9 @@ final class CancelCheck: @unchecked Sendable {
     /// most), and the run's `ensure` step must come after it.
     @Test func aWhenThatSettlesAsItIsCancelledEndsAfterItsMembersHandlers() async {
         let early = Counter()
-        let unfinished = Counter()
+        let rounds = Rounds()
         await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
-            for _ in 0..<50 {
+            for _ in 0..<50 where rounds.goOn {
                 let ended = Counter()
                 let inHandler = Counter()
                 let cancelReturned = Counter()
@@ -450,14 +458,14 @@ final class CancelCheck: @unchecked Sendable {
                     .run { _ in }
                 let resolver = failing.wait()
                 detachThread { resolver?.reject(TestError("0")) }
-                spin(until: { inHandler.value > 0 })
+                rounds.waited(spin(until: { inHandler.value > 0 }))
                 handle.cancel()
                 cancelReturned.increment()
-                if done.wait() == nil { unfinished.increment() }
+                rounds.waited(done.wait() != nil)
             }
         }
         #expect(early.value == 0, "member cancel handlers that ran after the when ended")
-        #expect(unfinished.value == 0, "rounds that did not end")
+        #expect(rounds.goOn, "rounds that did not end")
     }
 
     /// A combination's member that cancels itself (its resolver's `cancel()`) and drops out of a
@@ -470,9 +478,9 @@ final class CancelCheck: @unchecked Sendable {
     /// thread cancels the run as the handler runs.
     @Test func aRaceCancelledAsAMemberCancelsItselfEndsAfterThatMembersHandlers() async {
         let early = Counter()
-        let unfinished = Counter()
+        let rounds = Rounds()
         await onThread(stackSize: 1 << 20) {  // a thread of its own, to spin on
-            for _ in 0..<25 {
+            for _ in 0..<25 where rounds.goOn {
                 let ended = Counter()
                 let inHandler = Counter()
                 let handlerReturned = Counter()
@@ -501,13 +509,13 @@ final class CancelCheck: @unchecked Sendable {
                         done.send(())
                     }
                     .run { _ in }
-                spin(until: { inHandler.value > 0 })
+                rounds.waited(spin(until: { inHandler.value > 0 }))
                 handle.cancel()
-                if done.wait() == nil { unfinished.increment() }
-                spin(until: { handlerReturned.value > 0 })
+                rounds.waited(done.wait() != nil)
+                rounds.waited(spin(until: { handlerReturned.value > 0 }))
             }
         }
         #expect(early.value == 0, "member cancel handlers that ran after the race ended")
-        #expect(unfinished.value == 0, "rounds that did not end")
+        #expect(rounds.goOn, "rounds that did not end")
     }
 }

@@ -584,8 +584,9 @@ extension WhenFulfilled {
 
     @Test func everyRunEndsOnceAndEveryMemberEnsuresOnceUnderRandomCancels() async {
         let wrong = Counter()
+        let rounds = Rounds()
         await onThread(stackSize: 1 << 20) {
-            for round in 0..<1_000 {
+            for round in 0..<1_000 where rounds.goOn {
                 let ensured = (0..<16).map { _ in Counter() }
                 let delivered = Counter()
                 let members = (0..<16).map { index in
@@ -599,16 +600,17 @@ extension WhenFulfilled {
                     handle.cancel()
                 }
                 let ensuredOnce =
-                    eventually { ensured.allSatisfy { $0.value > 0 } }
+                    rounds.waited(eventually { ensured.allSatisfy { $0.value > 0 } })
                     && ensured.allSatisfy { $0.value == 1 }
                 // A cancel that took effect: nothing delivered; else the outcome, once.
                 let deliveredRight =
                     handle.isCancelled
-                    ? delivered.value == 0 : eventually { delivered.value == 1 }
+                    ? delivered.value == 0 : rounds.waited(eventually { delivered.value == 1 })
                 if !ensuredOnce || !deliveredRight { wrong.increment() }
             }
         }
         #expect(wrong.value == 0, "rounds with an ensure not run once, or a wrong delivery")
+        #expect(rounds.goOn, "a round did not end in time")
     }
 }
 
@@ -617,8 +619,9 @@ extension CombiningConcurrency {
     /// combination as it decides whether the next member can run on the same handle.
     @Test func membersEndingAtOnceOrNotKeepTheirOrder() async {
         let wrong = Counter()
+        let rounds = Rounds()
         await onThread(stackSize: 1 << 20) {
-            for round in 0..<1_000 {
+            for round in 0..<1_000 where rounds.goOn {
                 let ensured = Counter()
                 let members = (0..<16).map { index in
                     Promise<Int, Never> { resolver in
@@ -631,11 +634,14 @@ extension CombiningConcurrency {
                         }
                     }.ensure { ensured.increment() }
                 }
-                let ordered = value(of: when(fulfilled: members)) == Array(0..<16)
+                let combined = value(of: when(fulfilled: members))
+                rounds.waited(combined != nil)
+                let ordered = combined == Array(0..<16)
                 if !ordered || ensured.value != 16 { wrong.increment() }
             }
         }
         #expect(wrong.value == 0, "rounds out of order, or with an ensure not run")
+        #expect(rounds.goOn, "a round did not end in time")
     }
 }
 

@@ -269,3 +269,20 @@ final class WeakReference<Object: AnyObject>: @unchecked Sendable {
         set { lock.withLock { object = newValue } }
     }
 }
+
+/// The rounds of a stress test, which stop at the first wait that ran out of `timeout`: a fault
+/// that stalls every round would otherwise hold the test for hours (a thousand rounds, each
+/// waiting a minute in vain), and CI until its time limit, instead of failing it.
+final class Rounds: @unchecked Sendable {
+    private let lock = TestLock()
+    private var stalled = false
+
+    /// Whether every wait so far ended in time: the rounds go on while it holds.
+    var goOn: Bool { lock.withLock { !stalled } }
+
+    /// Notes whether a bounded wait ended in time, and returns it.
+    @discardableResult func waited(_ inTime: Bool) -> Bool {
+        if !inTime { lock.withLock { stalled = true } }
+        return inTime
+    }
+}

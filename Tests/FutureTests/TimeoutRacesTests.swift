@@ -18,7 +18,8 @@ import Testing
     }
 
     @Test func theDeadlineAndTheWorkSettlingTogetherGiveOneOutcome() {
-        for round in 0..<300 {
+        let rounds = Rounds()
+        for round in 0..<300 where rounds.goOn {
             let delivered = Counter()
             let ensured = Counter()
             let cancelled = Counter()
@@ -32,8 +33,9 @@ import Testing
                     outcome.send(result)
                 }
             let result = outcome.wait()
+            rounds.waited(result != nil)
             #expect(result == .success(1) || result == .failure(TestError("late")))
-            #expect(eventually { ensured.value == 1 })
+            #expect(rounds.waited(eventually { ensured.value == 1 }))
             #expect(delivered.value == 1)
             // The work's handler runs at most once, and never when the work's outcome won. (The
             // deadline can win after the work settled, before the scope's last step ran: then
@@ -44,7 +46,8 @@ import Testing
     }
 
     @Test func aCancelAsTheDeadlinePassesEndsTheRunOnce() {
-        for round in 0..<300 {
+        let rounds = Rounds()
+        for round in 0..<300 where rounds.goOn {
             let delivered = Counter()
             let ensured = Counter()
             let cancelled = Counter()
@@ -57,7 +60,7 @@ import Testing
             handle.cancel()
             // Both `ensure` steps run once, whoever won; the work's handler at most once (none
             // when the deadline passed before the work started).
-            #expect(eventually { ensured.value == 2 })
+            #expect(rounds.waited(eventually { ensured.value == 2 }))
             #expect(cancelled.value <= 1)
             #expect(delivered.value <= 1)
             #expect(delivered.value == 0 || !handle.isCancelled)
@@ -203,7 +206,11 @@ import Testing
                 spin(microseconds: .random(in: 0...3))
                 task.cancel()  // from this thread, as the task's starts the run
             }
-            #expect(await task.value == nil)
+            // Bounded: a run that never ends would otherwise hang the test run.
+            guard let ended = await bounded({ await task.value }) else {
+                return #expect(Bool(false), "round \(round): the run did not end in time")
+            }
+            #expect(ended == nil)
             if ensured.value != round {
                 let times = ensured.value - round + 1
                 Issue.record("round \(round): the work's ensure ran \(times) times")
