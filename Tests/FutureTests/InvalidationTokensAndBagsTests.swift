@@ -34,30 +34,15 @@ import Testing
     /// emptied, and returned before they were cancelled: one delivered its outcome after).
     @Test nonisolated func aCancelAllThatReturnsHasCancelledEveryRunOfTheBag() {
         let bag = RunBag()
-        let inHandler = DispatchSemaphore(value: 0)
-        let leave = DispatchSemaphore(value: 0)
-        let kept = Delivery<Resolver<Int, Never>>()  // unresolved, not let go of
-        Guarantee<Int> { resolver in
-            resolver.onCancel { _ in
-                inHandler.signal()
-                leave.wait()
-            }
-            kept.send(resolver)
-        }.run(some: { _ in }).store(in: bag)
+        let held = HeldCancelAll(storingIn: bag)
         let (second, answer) = Guarantee<Int>.pending()
         let delivered = Delivery<Int>()
         let later = second.run(some: delivered.send).store(in: bag)
-        let firstDone = DispatchSemaphore(value: 0)
-        detachThread {
-            bag.cancelAll()  // in the first run's cancel handler until `leave`
-            firstDone.signal()
-        }
-        #expect(inHandler.wait(timeout: .now() + timeout) == .success)
+        #expect(held.start(), "the first cancelAll() did not reach the held handler")
         bag.cancelAll()
         let cancelledOnReturn = later.isCancelled
         answer.fulfill(2)
-        leave.signal()
-        #expect(firstDone.wait(timeout: .now() + timeout) == .success)
+        #expect(held.finish(), "the first cancelAll() did not return")
         #expect(cancelledOnReturn, "a run of the bag was not cancelled as cancelAll() returned")
         #expect(delivered.all.isEmpty, "a run of the bag delivered after cancelAll() returned")
     }
@@ -80,26 +65,11 @@ import Testing
     /// A run stored while a `cancelAll()` is under way stays in the bag, for the next call.
     @Test nonisolated func aRunStoredWhileCancelAllIsUnderWayStaysForTheNextCall() {
         let bag = RunBag()
-        let inHandler = DispatchSemaphore(value: 0)
-        let leave = DispatchSemaphore(value: 0)
-        let kept = Delivery<Resolver<Int, Never>>()
-        Guarantee<Int> { resolver in
-            resolver.onCancel { _ in
-                inHandler.signal()
-                leave.wait()
-            }
-            kept.send(resolver)
-        }.run(some: { _ in }).store(in: bag)
-        let firstDone = DispatchSemaphore(value: 0)
-        detachThread {
-            bag.cancelAll()
-            firstDone.signal()
-        }
-        #expect(inHandler.wait(timeout: .now() + timeout) == .success)
+        let held = HeldCancelAll(storingIn: bag)
+        #expect(held.start(), "the first cancelAll() did not reach the held handler")
         let (waiting, answer) = Guarantee<Int>.pending()
         let stored = waiting.run(some: { _ in }).store(in: bag)
-        leave.signal()
-        #expect(firstDone.wait(timeout: .now() + timeout) == .success)
+        #expect(held.finish(), "the first cancelAll() did not return")
         #expect(!stored.isCancelled)
         bag.cancelAll()
         #expect(stored.isCancelled)
@@ -129,5 +99,43 @@ import Testing
         #expect(await task.value == nil, "the awaited run was not cancelled")
         #expect(await ended.arrival() != nil)
         #expect(screen.items == [1], "a tied step of a run made after the invalidate was skipped")
+    }
+}
+
+/// Another thread's `cancelAll()` of a bag, held inside the cancel handler of the bag's first run
+/// (stored as this is made, its resolver kept unresolved) from `start()` until `finish()`.
+private struct HeldCancelAll {
+    let bag: RunBag
+    let inHandler = DispatchSemaphore(value: 0)
+    let leave = DispatchSemaphore(value: 0)
+    let returned = DispatchSemaphore(value: 0)
+    let kept = Delivery<Resolver<Int, Never>>()
+
+    init(storingIn bag: RunBag) {
+        self.bag = bag
+        let (inHandler, leave, kept) = (inHandler, leave, kept)
+        Guarantee<Int> { resolver in
+            resolver.onCancel { _ in
+                inHandler.signal()
+                leave.wait()
+            }
+            kept.send(resolver)
+        }.run(some: { _ in }).store(in: bag)
+    }
+
+    /// Starts the cancelAll(); returns whether it reached the handler in time.
+    func start() -> Bool {
+        let (bag, returned) = (bag, returned)
+        detachThread {
+            bag.cancelAll()
+            returned.signal()
+        }
+        return inHandler.wait(timeout: .now() + timeout) == .success
+    }
+
+    /// Lets the handler return; returns whether the cancelAll() returned in time.
+    func finish() -> Bool {
+        leave.signal()
+        return returned.wait(timeout: .now() + timeout) == .success
     }
 }
