@@ -7,7 +7,7 @@
 // twice, never (later, with no event), that drop their resolver, cancel their own run or cancel
 // the whole run from the operation; steps (`map`, `then`, `recover`, `ensure`, `tap`, and steps
 // that cancel the run or resolve another operation); `when`, keyed `when`, `when(concurrently:)`,
-// `when(resolved:)`, `any`, `race`, `race(fulfilled:)`; `timeout`, `delay`, `after` and `retry`
+// `when(resolved:)`, `when(resolved:concurrently:until:)`, `any`, `race`, `race(fulfilled:)`; `timeout`, `delay`, `after` and `retry`
 // on a `ManualClock`, and the Dispatch `timeout` (of zero, of an hour, or, in the real-time mode,
 // of a few milliseconds); `on(_:)`, a hop to the harness's queue, which runs only as an event
 // drains it; `share()` (inline, or kept by the program and dropped by an event), `pending()`, an
@@ -36,8 +36,12 @@
 //   ignored. `ignoringCancel()`: the run ends at once, the work goes on.
 // - CombiningPromises.md and the combinators' doc comments: members start in the order given (at
 //   most `limit` at once, the next as one finishes); results keep input order; the policies of
-//   `when`, `when(resolved:)`, `any`, `race`, `race(fulfilled:)` (with no members too); a member
-//   that ends by cancellation ends a `when`/`any` so, and drops out of a race; a decided
+//   `when`, `when(resolved:)`, `any`, `race`, `race(fulfilled:)` (with no members too), and of
+//   `when(resolved:concurrently:until:)`: its signal starts first, beside the limit, and stops the
+//   batch as it ends (with `nil` for each member not finished), or cancels it if its run ends by
+//   cancellation; a member cancelled on its own drops out with `nil`; no promises succeed at once,
+//   the signal not started. A member that ends by cancellation ends a `when`/`any` so, and drops
+//   out of a race; a decided
 //   combination cancels the members still running and starts none, but those that begin with
 //   `ignoringCancel()`, which start as it ends. A cancelled combination's run ends (its `ensure`
 //   steps, then its completion hears of it) once the members it cancelled that run steps have
@@ -192,6 +196,10 @@ enum MCCombinator: Equatable, Sendable {
     case any
     case race
     case raceFulfilled
+    /// `when(resolved:concurrently:until:)` with this limit (`Int.max`: none): the first member
+    /// is the signal, the others are the batch. The library adds a step to each (so none runs as
+    /// an operation alone).
+    case until(Int)
     /// The model's keyed `when`, its members in the dictionary's order: the keys, in that order.
     case keyedIn([Int])
 }
@@ -281,6 +289,11 @@ enum MC {
         }
     }
     static func fold(results: [Result<Int, MCError>]) -> Int { fold(results.map(code)) }
+    /// What a batch's member that did not finish counts as.
+    static let unfinished = -1
+    static func fold(unfinished results: [Result<Int, MCError>?]) -> Int {
+        fold(results.map { $0.map(code) ?? unfinished })
+    }
     /// A log without the marks of cancels from steps and operations (see `mcCheck`).
     static func comparable(_ log: [String]) -> [String] {
         log.filter { !$0.hasPrefix("cancelled by") || $0 == "cancelled by harness" }
@@ -1198,12 +1211,21 @@ final class MCModel {
     typealias Tally = [MCEnd?]
 
     func combine(_ combinator: MCCombinator, _ members: [MCNode], id: Int, _ act: MCAct) {
-        let starters = members.map {
-            member -> (ignored: (() -> Void)?, alone: Bool, start: (MCAct) -> Void) in
+        var starters = members.enumerated().map {
+            index, member -> (ignored: (() -> Void)?, alone: Bool, start: (MCAct) -> Void) in
             (
                 Self.ignoredWork(member).map { work in { self.start(work, MCAct { _ in }) } },
                 Self.isOperationAlone(member), { self.start(member, $0) }
             )
+        }
+        var limit = if case .limit(let limit) = combinator { limit } else { Int.max }
+        if case .until(let batchLimit) = combinator {
+            // Every member has a step of its own (the batch makes optionals of its members'
+            // values, the signal a `Guarantee<Void>`), and the signal a place beside the limit's;
+            // with no promises there is nothing to stop, and it does not start.
+            for index in starters.indices { starters[index].alone = false }
+            if starters.count == 1 { starters = [] }
+            limit = batchLimit == .max ? .max : batchLimit + 1
         }
         func complete(_ tally: Tally) -> Bool { !tally.contains { $0 == nil } }
         func values(_ tally: Tally) -> [Int] {
@@ -1221,7 +1243,6 @@ final class MCModel {
                 }
             }
         }
-        let limit = if case .limit(let limit) = combinator { limit } else { Int.max }
         join(starters, limit: limit, act) { tally, ending in
             switch combinator {
             case .all, .limit, .keyed, .keyedIn:
@@ -1254,6 +1275,22 @@ final class MCModel {
                 guard complete(tally) else { return .wait }
                 return tally.contains { $0 == .some(nil) }
                     ? .cancel : .settle(.error(MC.fold(errors(tally))))
+            case .until:
+                if case .cancelled(0) = ending { return .cancel }
+                let signalled = if case .some(.some) = tally.first { true } else { false }
+                let batch = tally.dropFirst()
+                guard signalled || !batch.contains(where: { $0 == nil }) else { return .wait }
+                // A member not finished, cancelled or never started, is `nil`.
+                return .settle(
+                    .value(
+                        MC.fold(
+                            batch.map { end -> Int in
+                                switch end {
+                                case .value(let value)??: value
+                                case .error(let code)??: -1000 - code
+                                default: MC.unfinished
+                                }
+                            })))
             }
         }
     }
@@ -1464,6 +1501,11 @@ struct MCBuilder: Sendable {
         case .any: any(members).map(MC.fold(results:)).mapError(MC.allFailed)
         case .race: race(members)
         case .raceFulfilled: race(fulfilled: members).mapError(MC.allFailed)
+        case .until(let limit):
+            when(
+                resolved: Array(members.dropFirst()), concurrently: limit,
+                until: members[0].asVoid().recover { _ in }
+            ).map(MC.fold(unfinished:)).setFailureType(to: MCError.self)
         }
     }
 }
@@ -1499,6 +1541,12 @@ enum MCSource {
             case .any: return "any(\(list)).map(MC.fold(results:)).mapError(MC.allFailed)"
             case .race: return "race(\(list))"
             case .raceFulfilled: return "race(fulfilled: \(list)).mapError(MC.allFailed)"
+            case .until(let limit):
+                let batch = "[" + members.dropFirst().map(self.node).joined(separator: ", ") + "]"
+                let concurrently = limit == .max ? ".max" : "\(limit)"
+                return "when(resolved: \(batch), concurrently: \(concurrently), "
+                    + "until: \(self.node(members[0])).asVoid().recover { _ in })"
+                    + ".map(MC.fold(unfinished:)).setFailureType(to: MCError.self)"
             }
         case .timeout(let inner, let milliseconds, let code, let clock):
             return "\(self.node(inner)).timeout(.milliseconds(\(milliseconds)), "
@@ -1687,10 +1735,11 @@ struct MCGenerator {
         case 9, 10, 11:
             var combinator = random.pick([
                 MCCombinator.all, .limit(random.int(1...2)), .keyed, .resolved, .any, .race,
-                .raceFulfilled,
+                .raceFulfilled, .until(random.pick([Int.max, 1, 2])),
             ])
             if launchesOnEvents && random.chance(0.5) { combinator = .limit(1) }
-            let count = random.chance(0.1) ? 0 : random.int(1...3)
+            var count = random.chance(0.1) ? 0 : random.int(1...3)
+            if case .until = combinator { count += 1 }  // the signal, first
             let members = (0..<count).map { _ -> MCNode in
                 let member =
                     launchesOnEvents && random.chance(0.5)
