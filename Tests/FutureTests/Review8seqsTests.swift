@@ -91,3 +91,38 @@ import Testing
         withExtendedLifetime(token) {}
     }
 }
+
+/// `ensure(on:)`: "After `body`, the chain goes back to the queue it was on, if a hop took it
+/// there (with ``on(_:)``, or a step on the main actor), else on to a global queue". A chain a
+/// `then` step returns after `on(work)` goes back to `work`; the same chain as the member of a
+/// `thenMap` step (a run of its own, whose `Driver.queue` is `nil`: Engine/Run.swift) is on `work`
+/// too as it starts, but goes on to a global queue. Members of `when`, `race` and `timeout`'s work
+/// run in runs of their own the same way.
+@Suite struct Review8EnsureOnInAMember {
+    @Test(arguments: [false, true])
+    func aMembersEnsureOnGoesBackToTheQueueItsChainWasOn(asMember: Bool) {
+        let key = DispatchSpecificKey<String>()
+        let work = DispatchQueue(label: "work")
+        work.setSpecific(key: key, value: "work")
+        let cleanup = DispatchQueue(label: "cleanup")
+        cleanup.setSpecific(key: key, value: "cleanup")
+        let places = Log()
+        @Sendable func record() { places.record(DispatchQueue.getSpecific(key: key) ?? "none") }
+        @Sendable func item(_ value: Int) -> Guarantee<Int> {
+            Guarantee(value: value)
+                .map { value -> Int in
+                    record()
+                    return value
+                }
+                .ensure(on: cleanup) { record() }
+                .map { value -> Int in
+                    record()
+                    return value
+                }
+        }
+        let start = Guarantee(value: [1]).on(work)
+        let promise = asMember ? start.thenMap(item) : start.then { item($0[0]) }.map { [$0] }
+        #expect(value(of: promise) == [1])
+        #expect(places.all == ["work", "cleanup", "work"])
+    }
+}
