@@ -16,7 +16,7 @@ import Testing
 /// combination's member cancelled between its claim and its start) skips only the tie and the
 /// `flatMap` step: the `ensure` steps and the `ignoringCancel()` work before the tied step are
 /// never reached.
-@Suite struct Review8TiedStepsHideTheChainBeforeThem {
+@Suite struct InvalidationTokensAndTheChainBeforeATiedStep {
     /// `Promise.result`: "The run ends by cancellation if the task was cancelled (after its
     /// `onCancel` handlers and `ensure` steps)"; `RunHandle`: "the `ensure` steps still ahead
     /// run". Without a token the `ensure` step runs; with one, it does not.
@@ -98,7 +98,7 @@ import Testing
 /// `thenMap` step (a run of its own, whose `Driver.queue` is `nil`: Engine/Run.swift) is on `work`
 /// too as it starts, but goes on to a global queue. Members of `when`, `race` and `timeout`'s work
 /// run in runs of their own the same way.
-@Suite struct Review8EnsureOnInAMember {
+@Suite struct EnsureOnInAMember {
     @Test(arguments: [false, true])
     func aMembersEnsureOnGoesBackToTheQueueItsChainWasOn(asMember: Bool) {
         let key = DispatchSpecificKey<String>()
