@@ -61,9 +61,10 @@ nonisolated extension Promise where Value: Sendable {
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
         _ body: @escaping @MainActor @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> {
-        onMain(tiedTo: token) { chain, valid in
-            chain.flatMap { value in
-                Self.asMainActor { valid() ? .value(body(value)) : .init { $0.cancel() } }
+        onMain(tiedTo: token) { outcome, valid in
+            switch outcome {
+            case .success(let value): valid ? .success(Self.asMainActor { body(value) }) : nil
+            case .failure(let error): .failure(error)
             }
         }
     }
@@ -91,8 +92,8 @@ nonisolated extension Promise where Value: Sendable {
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
         _ body: @escaping @MainActor @Sendable (Value) -> Void
     ) -> Promise<Void, Failure> {
-        onMain(tiedTo: token) { chain, valid in
-            chain.done { value in Self.asMainActor { if valid() { body(value) } } }
+        onMain(tiedTo: token) { outcome, valid in
+            outcome.map { value in Self.asMainActor { if valid { body(value) } } }
         }
     }
 
@@ -105,8 +106,9 @@ nonisolated extension Promise where Value: Sendable {
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
         _ body: @escaping @MainActor @Sendable (Failure) -> Void
     ) -> Guarantee<Void> {
-        onMain(tiedTo: token) { chain, valid in
-            chain.catch { error in Self.asMainActor { if valid() { body(error) } } }
+        onMain(tiedTo: token) { outcome, valid in
+            if case .failure(let error) = outcome, valid { Self.asMainActor { body(error) } }
+            return .success(())
         }
     }
 }

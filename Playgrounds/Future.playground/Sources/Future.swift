@@ -1894,9 +1894,10 @@ nonisolated extension Promise where Value: Sendable {
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
         _ body: @escaping @MainActor @Sendable (Value) -> NewValue
     ) -> Promise<NewValue, Failure> {
-        onMain(tiedTo: token) { chain, valid in
-            chain.flatMap { value in
-                Self.asMainActor { valid() ? .value(body(value)) : .init { $0.cancel() } }
+        onMain(tiedTo: token) { outcome, valid in
+            switch outcome {
+            case .success(let value): valid ? .success(Self.asMainActor { body(value) }) : nil
+            case .failure(let error): .failure(error)
             }
         }
     }
@@ -1924,8 +1925,8 @@ nonisolated extension Promise where Value: Sendable {
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
         _ body: @escaping @MainActor @Sendable (Value) -> Void
     ) -> Promise<Void, Failure> {
-        onMain(tiedTo: token) { chain, valid in
-            chain.done { value in Self.asMainActor { if valid() { body(value) } } }
+        onMain(tiedTo: token) { outcome, valid in
+            outcome.map { value in Self.asMainActor { if valid { body(value) } } }
         }
     }
 
@@ -1938,8 +1939,9 @@ nonisolated extension Promise where Value: Sendable {
         on _: MainActorContext, tiedTo token: InvalidationToken? = nil,
         _ body: @escaping @MainActor @Sendable (Failure) -> Void
     ) -> Guarantee<Void> {
-        onMain(tiedTo: token) { chain, valid in
-            chain.catch { error in Self.asMainActor { if valid() { body(error) } } }
+        onMain(tiedTo: token) { outcome, valid in
+            if case .failure(let error) = outcome, valid { Self.asMainActor { body(error) } }
+            return .success(())
         }
     }
 }
@@ -5054,29 +5056,33 @@ nonisolated extension Engine {
 
 // Engine/MainActor.swift: how a step runs on the main actor (Queues.swift): a hop to the main
 // queue, the main actor's executor, then the closure called as the main actor's; and, for a
-// step tied to a token, the check that the token was not invalidated since the run started.
+// step tied to a token, the check there that the token was not invalidated since the run started.
 
 nonisolated extension Promise where Value: Sendable {
-    /// Whether a token has not been invalidated since a run started.
-    typealias Validity = @Sendable () -> Bool
-
-    /// This promise with a hop to the main queue (the main actor's executor, so its steps may
-    /// assume the main actor), then the steps `add` adds, which ask `valid` whether `token` was
-    /// invalidated since the run started: added as each run starts, so that a promise kept and run
-    /// again after an `invalidate()` is tied anew, but a retry inside the run is not.
+    /// This promise with a hop to the main queue (the main actor's executor, so the steps after it
+    /// may assume the main actor), then a step that makes its outcome with `next` there, or, if
+    /// `next` returns `nil`, cancels its run. `next` is told whether `token` (if any) was not
+    /// invalidated since the run started: the step ties the run to it as it runs, so that a
+    /// promise kept and run again after an `invalidate()` is tied anew, but a retry inside the
+    /// run is not (see `Run.generation(of:)`). A step of the chain, not a wrapper around it: a
+    /// run that stops before it still reaches the chain's `ensure` steps.
     func onMain<NewValue, NewFailure>(
         tiedTo token: InvalidationToken?,
-        _ add: @escaping @Sendable (Promise, @escaping Validity) -> Promise<NewValue, NewFailure>
+        _ next: @escaping @Sendable (Outcome, _ valid: Bool) -> Swift.Result<NewValue, NewFailure>?
     ) -> Promise<NewValue, NewFailure> {
-        guard let token else { return add(on(.main), { true }) }
-        // Whether the token has not been invalidated since the run's user tied it (one that went
-        // away has).
-        let tie = Guarantee<Validity> { [weak token] resolver in
-            guard let token else { return resolver.fulfill { false } }
-            let tied = resolver.run.generation(of: token)
-            resolver.fulfill { [weak token] in token?.current == tied }
+        typealias Next = @Sendable (Outcome, Bool) -> Swift.Result<NewValue, NewFailure>?
+        let hopped = on(.main)
+        // Not kept by the chain: a token goes away, invalidating itself, with what owns it.
+        return hopped.appending(next) { [weak token, tied = token != nil] stage, slot, run in
+            let outcome = slot.take(Outcome.self)
+            let valid = !tied || token.map { run.generation(of: $0) == $0.current } ?? false
+            guard let made = Node<Next>.payload(of: stage)(outcome, valid) else {
+                _ = run.cancel(call: nil)  // as a step that cancels its own run: it stops here
+                return .stop
+            }
+            slot.put(made)
+            return .proceed
         }
-        return tie.flatMap { add(on(.main), $0) }
     }
 
     /// Calls `body` as the main actor's, on the main queue, the main actor's executor, where a hop
