@@ -1,0 +1,88 @@
+import Dispatch
+import Foundation
+import Testing
+
+@testable import Future
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `ensure(on:)`'s promise of where the chain goes on after the cleanup ("back to the queue it
+/// was on, if a hop took it there, else on to a global queue: never on `queue`").
+@Suite struct Review8errsEnsureOnQueues {
+    /// `ensure(on:)` promises that the chain never goes on on the cleanup's queue ("never on
+    /// `queue`, whose `sync` a later step may call"). A timeout whose deadline passes while the
+    /// cleanup runs stops the work as the cleanup returns, on the cleanup's queue, and the steps
+    /// after the timeout go on there.
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test func theStepsAfterATimeoutThatStopsAnEnsureOnGoOnOffTheCleanupsQueue() {
+        let key = DispatchSpecificKey<String>()
+        let cleanup = DispatchQueue(label: "review8.cleanup")
+        cleanup.setSpecific(key: key, value: "cleanup")
+        let clock = ManualClock()
+        let gate = DispatchSemaphore(value: 0)
+        cleanup.async { _ = gate.wait(timeout: .now() + timeout) }  // until the alarm is set
+        let place = Delivery<String>()
+        Promise<Int, TestError>(value: 1)
+            .ensure(on: cleanup) { clock.advance(by: .seconds(1)) }  // the deadline passes
+            .timeout(.seconds(1), orFailWith: TestError("slow"), clock: clock)
+            .recover { _ in -1 }
+            .map { _ in place.send(DispatchQueue.getSpecific(key: key) ?? "elsewhere") }
+            .run()
+        gate.signal()
+        #expect(place.wait() == "elsewhere")
+    }
+
+    /// After the cleanup, `ensure(on:)` goes back to the queue a hop took the chain to. Inside a
+    /// `timeout`'s work, which runs in a run of its own, it forgets that queue and goes on on a
+    /// global queue: wrapping work in a timeout moves its steps.
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test func ensureOnInsideATimeoutGoesBackToTheQueueTheChainWasOn() {
+        let key = DispatchSpecificKey<String>()
+        let work = DispatchQueue(label: "review8.work")
+        work.setSpecific(key: key, value: "work")
+        let cleanup = DispatchQueue(label: "review8.cleanup2")
+        cleanup.setSpecific(key: key, value: "cleanup")
+        let places = Log()
+        let finished = Delivery<Void>()
+        Guarantee(value: 1).on(work)
+            .then { _ in
+                Promise<Int, TestError>(value: 1)
+                    .ensure(on: cleanup) {
+                        places.record(DispatchQueue.getSpecific(key: key) ?? "none")
+                    }
+                    .map { _ in places.record(DispatchQueue.getSpecific(key: key) ?? "none") }
+                    .timeout(.seconds(60), orFailWith: TestError("slow"))
+            }
+            .run { _ in finished.send(()) }
+        #expect(finished.wait() != nil)
+        #expect(places.all == ["cleanup", "work"])
+    }
+
+    /// The same inside a member of a combination, which runs in a run of its own too.
+    @Test func ensureOnInsideAMemberGoesBackToTheQueueTheChainWasOn() {
+        let key = DispatchSpecificKey<String>()
+        let work = DispatchQueue(label: "review8.work3")
+        work.setSpecific(key: key, value: "work")
+        let cleanup = DispatchQueue(label: "review8.cleanup3")
+        cleanup.setSpecific(key: key, value: "cleanup")
+        let places = Log()
+        let finished = Delivery<Void>()
+        Guarantee(value: 1).on(work)
+            .then { _ in
+                when(fulfilled: [
+                    Promise<Int, TestError>(value: 1)
+                        .ensure(on: cleanup) {
+                            places.record(DispatchQueue.getSpecific(key: key) ?? "none")
+                        }
+                        .map { _ in places.record(DispatchQueue.getSpecific(key: key) ?? "none") }
+                ])
+            }
+            .run { _ in finished.send(()) }
+        #expect(finished.wait() != nil)
+        #expect(places.all == ["cleanup", "work"])
+    }
+}
