@@ -86,3 +86,36 @@ import Testing
         #expect(places.all == ["cleanup", "work"])
     }
 }
+
+/// `ensure(_:)` "runs body when the chain gets here ... and also when a run is cancelled before
+/// it"; a run cancelled before it reaches a `timeout` runs the `ensure` steps of the timeout's
+/// work (`Run.skip` walks its chain, `Stage.ahead`), but not those of a combination's members.
+@Suite struct Review8errsEnsureAhead {
+    /// The task is cancelled before the await starts the run, which so stops before its first
+    /// step, the combination.
+    @Test func anEnsureInAMemberOfACombinationThatACancelledRunNeverReachedRuns() async {
+        let ensured = Counter()
+        let task = Task { () -> [Int]? in
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await when(fulfilled: [Guarantee(value: 1).ensure { ensured.increment() }])
+                .value
+        }
+        #expect(await task.value == nil)
+        #expect(ensured.value == 1)
+    }
+
+    /// The same with a timeout around the work instead: its `ensure` runs (this one passes).
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test func anEnsureInATimeoutsWorkThatACancelledRunNeverReachedRuns() async {
+        let ensured = Counter()
+        let task = Task { () -> Result<Int, TestError>? in
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await Guarantee(value: 1).ensure { ensured.increment() }
+                .setFailureType(to: TestError.self)
+                .timeout(.seconds(9), orFailWith: TestError("slow"))
+                .result
+        }
+        #expect(await task.value == nil)
+        #expect(ensured.value == 1)
+    }
+}
