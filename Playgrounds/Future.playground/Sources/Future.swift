@@ -2974,9 +2974,10 @@ nonisolated extension Engine {
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
-        /// The queue the run last hopped to, while the run is on it: until a thread other than
-        /// the queue's carries the run on, or the run ends. For a step to read: the cleanup of
-        /// an ensure(on:) goes back to it.
+        /// The queue the run is on, if a hop took it there: the run's last hop, or, for a run
+        /// Future starts inside another, the queue of that run's step as it starts it; until a
+        /// resolver's thread carries the run on, or the run ends. For a step to read: the cleanup
+        /// of an ensure(on:) goes back to it.
         var queue: DispatchQueue?
         /// How many operations the run has called: each call's number is its count, so that a
         /// resolver of an earlier call matches no pending one. Only the driving thread calls.
@@ -3258,7 +3259,7 @@ nonisolated extension Engine.Run {
             driver.pointee.resumesAt = .operation
         }
         // Cancelled first, it stops before its first step.
-        driver.pointee.cancelledHere = locked { fields -> Bool in
+        let (cancelled, isUsers) = locked { fields -> (Bool, Bool) in
             switch fields.state {
             case .idle:
                 fields.state = .driving(thread: pthread_self())
@@ -3267,11 +3268,15 @@ nonisolated extension Engine.Run {
             default:
                 preconditionFailure("a run started \(fields.state)")
             }
-            if case .own = fields.ties, fields.outer == nil {  // a user's run
-                fields.started = UInt32(clamping: Engine.invalidations())
+            guard case .own = fields.ties, fields.outer == nil else {
+                return (fields.state.isCancelled, false)
             }
-            return fields.state.isCancelled
+            fields.started = UInt32(clamping: Engine.invalidations())
+            return (fields.state.isCancelled, true)
         }
+        driver.pointee.cancelledHere = cancelled
+        // A run Future starts inside another starts on the queue of the step that starts it.
+        if !isUsers { driver.pointee.queue = Engine.Nesting.drivenRun?.driver.pointee.queue }
         drive(immediately: immediately)
     }
 
@@ -3294,9 +3299,7 @@ nonisolated extension Engine.Run {
         swap(&plan, &driver.pointee.plan)
         var slot = self.slot
         var next: Next = .proceed
-        let resumesAt = driver.pointee.resumesAt.take()
-        if resumesAt != .hop { driver.pointee.queue = nil }  // another thread carries the run on
-        switch resumesAt {
+        switch driver.pointee.resumesAt.take() {
         case .hop?: _ = plan.pop()  // past the step that hopped
         // An operation alone is called through the work typed for the run, made with it (see
         // `specialized`, below `make`): `.performFirst` calls `perform` with its types.
@@ -3455,6 +3458,7 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(call, let handlers):
                 write(slot)
                 fields.state = .driving(thread: pthread_self())
+                driver.pointee.queue = nil  // off the queue: this thread carries the run on
                 return (true, handlers)
             default:
                 fields.state = state
