@@ -110,9 +110,12 @@ nonisolated extension Promise {
     /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as state the queue
     /// guards: `fetchUser(id).ensure(on: queue) { spinner.stop() }.catch(report).run()`.
     /// After `body`, the chain goes back to the queue it was on, if a hop took it there (with
-    /// ``on(_:)``, or a step on the main actor), else on to a global queue: never on `queue`,
-    /// whose `sync` a later step may call. Every move is queued, never a `sync`, so a chain that
-    /// is on `queue` already goes on too.
+    /// ``on(_:)``, or a step on the main actor; a combination's member, or a `timeout`'s work, is
+    /// on the queue of the step that starts it), else on to a global queue: not on `queue`,
+    /// whose `sync` a later step may call, unless it was there before. Every move is queued,
+    /// never a `sync`. A run cancelled while `body` runs (a `timeout` around it expired, say)
+    /// makes that move all the same, and stops there: what goes on after it does not go on on
+    /// `queue`.
     ///
     /// A run cancelled before `body` has run queues it on `queue`, once the cancel handlers have
     /// returned; the run's end does not wait for it.
@@ -133,7 +136,7 @@ nonisolated extension Promise {
             body()
             let (outcome, back) = slot.take(Carried.self).get()
             slot.put(outcome)
-            return .hop(back ?? .global(), nil)
+            return .hop(back ?? .global(), nil, leaving: true)
         }
     }
 

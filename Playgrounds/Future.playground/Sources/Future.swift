@@ -1057,9 +1057,12 @@ nonisolated extension Promise {
     /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as state the queue
     /// guards: `fetchUser(id).ensure(on: queue) { spinner.stop() }.catch(report).run()`.
     /// After `body`, the chain goes back to the queue it was on, if a hop took it there (with
-    /// ``on(_:)``, or a step on the main actor), else on to a global queue: never on `queue`,
-    /// whose `sync` a later step may call. Every move is queued, never a `sync`, so a chain that
-    /// is on `queue` already goes on too.
+    /// ``on(_:)``, or a step on the main actor; a combination's member, or a `timeout`'s work, is
+    /// on the queue of the step that starts it), else on to a global queue: not on `queue`,
+    /// whose `sync` a later step may call, unless it was there before. Every move is queued,
+    /// never a `sync`. A run cancelled while `body` runs (a `timeout` around it expired, say)
+    /// makes that move all the same, and stops there: what goes on after it does not go on on
+    /// `queue`.
     ///
     /// A run cancelled before `body` has run queues it on `queue`, once the cancel handlers have
     /// returned; the run's end does not wait for it.
@@ -1080,7 +1083,7 @@ nonisolated extension Promise {
             body()
             let (outcome, back) = slot.take(Carried.self).get()
             slot.put(outcome)
-            return .hop(back ?? .global(), nil)
+            return .hop(back ?? .global(), nil, leaving: true)
         }
     }
 
@@ -2569,14 +2572,15 @@ nonisolated extension Engine {
 
     /// What the loop does after a step: go on (the output is in the slot), run a chain whose
     /// outcome is the output, stop (the run was cancelled), or go on on a queue (after a time),
-    /// the output waiting in the slot. After a step called an operation, the loop learns whether
-    /// to go on (it resolved), stop, or `wait` for its resolver.
+    /// the output waiting in the slot; `leaving`: a hop off a queue the run must not stay on (an
+    /// `ensure(on:)`'s), which a cancelled run still takes, to stop there. After a step called an
+    /// operation, the loop learns whether to go on (it resolved), stop, or `wait` for its resolver.
     @usableFromInline enum Next {
         case proceed
         case enter(Stage)
         case called, wait
         case stop
-        case hop(DispatchQueue, DispatchTime?)
+        case hop(DispatchQueue, DispatchTime?, leaving: Bool = false)
     }
 
     /// Where a step finds its input and leaves its output: raw memory sized for the largest outcome
@@ -2876,8 +2880,12 @@ nonisolated extension Promise {
 //                                                                            else go on
 //   cancelling(t,h,-)       t reaches an           unchanged                 stop
 //                           operation, a chain
-//                           entered, a hop or
+//                           entered, a hop (but
+//                           the next row's) or
 //                           the end
+//   cancelling(t,h,-)       t reaches a hop that   cancelling(-,h,-)         the queue, once it
+//                           leaves a queue                                   runs, releases t's
+//                           (`Next.hop`)                                     hold
 //   cancelling(t,h,c)       c's onCancel           cancelling(t,h+1,c)       call it, release
 //   cancelled(c)            c's onCancel           unchanged                 call it
 //   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -
@@ -3340,7 +3348,8 @@ nonisolated extension Engine.Run {
         if case .hop = next { plan.putBack() }
         swap(&plan, &driver.pointee.plan)
         switch next {
-        case .hop(let queue, let deadline): return awaitQueue(queue, at: deadline)
+        case .hop(let queue, let deadline, let leaving):
+            return awaitQueue(queue, at: deadline, leaving: leaving)
         case .stop: break
         default:
             // The last step ran: the outcome goes to the completion, unless the run was cancelled
@@ -3512,8 +3521,10 @@ nonisolated extension Engine.Run {
 
 nonisolated extension Engine.Run {
     /// Parks the run, the step that hopped on top of its plan and its output in the slot, until
-    /// `queue` carries it on, at `time` if given (see `Deadlines`).
-    private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?) {
+    /// `queue` carries it on, at `time` if given (see `Deadlines`). Cancelled, the run stops here,
+    /// or, `leaving` the queue it is on, once `queue` runs, where nothing after it waits on the
+    /// queue it left (the hop's output and the stages ahead go as in any stop: see `end`).
+    private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?, leaving: Bool) {
         let finished = driver.pointee.plan.takeFinished(from: driver.pointee.spill)
         defer { withExtendedLifetime(finished) {} }  // here, where their steps ran
         let handle = RunHandle(self)
@@ -3522,15 +3533,25 @@ nonisolated extension Engine.Run {
         driver.pointee.resumesAt = .hop
         driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
-        let parked = locked { fields -> Bool in
-            guard case .driving = fields.state else { return false }
-            fields.state = .awaitingQueue
-            // Armed under the lock, so that a canceller that takes the run over finds it armed.
-            deadline.map(Engine.Deadlines.shared.arm)
-            return true
+        // `nil`: cancelled, and the driving thread's hold goes to the queue.
+        let parked = locked { fields -> Bool? in
+            switch fields.state {
+            case .driving:
+                fields.state = .awaitingQueue
+                // Armed under the lock, so that a canceller that takes the run over finds it armed.
+                deadline.map(Engine.Deadlines.shared.arm)
+                return true
+            case .cancelling(_, let holds, let call) where leaving:
+                fields.state = .cancelling(thread: nil, holds: holds, call: call)
+                return nil
+            default: return false
+            }
         }
-        guard parked else { return release(stopping: true) }
-        if deadline == nil { queue.async { handle.run.queueArrived() } }
+        switch parked {
+        case true?: if deadline == nil { queue.async { handle.run.queueArrived() } }
+        case false?: release(stopping: true)
+        case nil: queue.async { handle.run.release() }
+        }
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.

@@ -276,14 +276,15 @@ nonisolated extension Engine {
 
     /// What the loop does after a step: go on (the output is in the slot), run a chain whose
     /// outcome is the output, stop (the run was cancelled), or go on on a queue (after a time),
-    /// the output waiting in the slot. After a step called an operation, the loop learns whether
-    /// to go on (it resolved), stop, or `wait` for its resolver.
+    /// the output waiting in the slot; `leaving`: a hop off a queue the run must not stay on (an
+    /// `ensure(on:)`'s), which a cancelled run still takes, to stop there. After a step called an
+    /// operation, the loop learns whether to go on (it resolved), stop, or `wait` for its resolver.
     @usableFromInline enum Next {
         case proceed
         case enter(Stage)
         case called, wait
         case stop
-        case hop(DispatchQueue, DispatchTime?)
+        case hop(DispatchQueue, DispatchTime?, leaving: Bool = false)
     }
 
     /// Where a step finds its input and leaves its output: raw memory sized for the largest outcome

@@ -61,8 +61,12 @@
 //                                                                            else go on
 //   cancelling(t,h,-)       t reaches an           unchanged                 stop
 //                           operation, a chain
-//                           entered, a hop or
+//                           entered, a hop (but
+//                           the next row's) or
 //                           the end
+//   cancelling(t,h,-)       t reaches a hop that   cancelling(-,h,-)         the queue, once it
+//                           leaves a queue                                   runs, releases t's
+//                           (`Next.hop`)                                     hold
 //   cancelling(t,h,c)       c's onCancel           cancelling(t,h+1,c)       call it, release
 //   cancelled(c)            c's onCancel           unchanged                 call it
 //   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -
@@ -537,7 +541,8 @@ nonisolated extension Engine.Run {
         if case .hop = next { plan.putBack() }
         swap(&plan, &driver.pointee.plan)
         switch next {
-        case .hop(let queue, let deadline): return awaitQueue(queue, at: deadline)
+        case .hop(let queue, let deadline, let leaving):
+            return awaitQueue(queue, at: deadline, leaving: leaving)
         case .stop: break
         default:
             // The last step ran: the outcome goes to the completion, unless the run was cancelled
@@ -709,8 +714,10 @@ nonisolated extension Engine.Run {
 
 nonisolated extension Engine.Run {
     /// Parks the run, the step that hopped on top of its plan and its output in the slot, until
-    /// `queue` carries it on, at `time` if given (see `Deadlines`).
-    private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?) {
+    /// `queue` carries it on, at `time` if given (see `Deadlines`). Cancelled, the run stops here,
+    /// or, `leaving` the queue it is on, once `queue` runs, where nothing after it waits on the
+    /// queue it left (the hop's output and the stages ahead go as in any stop: see `end`).
+    private final func awaitQueue(_ queue: DispatchQueue, at time: DispatchTime?, leaving: Bool) {
         let finished = driver.pointee.plan.takeFinished(from: driver.pointee.spill)
         defer { withExtendedLifetime(finished) {} }  // here, where their steps ran
         let handle = RunHandle(self)
@@ -719,15 +726,25 @@ nonisolated extension Engine.Run {
         driver.pointee.resumesAt = .hop
         driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
-        let parked = locked { fields -> Bool in
-            guard case .driving = fields.state else { return false }
-            fields.state = .awaitingQueue
-            // Armed under the lock, so that a canceller that takes the run over finds it armed.
-            deadline.map(Engine.Deadlines.shared.arm)
-            return true
+        // `nil`: cancelled, and the driving thread's hold goes to the queue.
+        let parked = locked { fields -> Bool? in
+            switch fields.state {
+            case .driving:
+                fields.state = .awaitingQueue
+                // Armed under the lock, so that a canceller that takes the run over finds it armed.
+                deadline.map(Engine.Deadlines.shared.arm)
+                return true
+            case .cancelling(_, let holds, let call) where leaving:
+                fields.state = .cancelling(thread: nil, holds: holds, call: call)
+                return nil
+            default: return false
+            }
         }
-        guard parked else { return release(stopping: true) }
-        if deadline == nil { queue.async { handle.run.queueArrived() } }
+        switch parked {
+        case true?: if deadline == nil { queue.async { handle.run.queueArrived() } }
+        case false?: release(stopping: true)
+        case nil: queue.async { handle.run.release() }
+        }
     }
 
     /// The queue carries the run on, unless it was cancelled meanwhile.
