@@ -11,14 +11,15 @@ import Testing
 #endif
 
 /// `ensure(on:)`'s promise of where the chain goes on after the cleanup ("back to the queue it
-/// was on, if a hop took it there, else on to a global queue: never on `queue`").
-@Suite struct Review8errsEnsureOnQueues {
-    /// `ensure(on:)` promises that the chain never goes on on the cleanup's queue ("never on
-    /// `queue`, whose `sync` a later step may call"). A timeout whose deadline passes while the
-    /// cleanup runs stops the work as the cleanup returns, on the cleanup's queue, and the steps
-    /// after the timeout go on there.
+/// was on, if a hop took it there, ..., else on to a global queue: not on `queue`").
+@Suite struct EnsureOnQueues {
+    /// "A run cancelled while `body` runs (a `timeout` around it expired, say) makes that move all
+    /// the same, and stops there: what goes on after it does not go on on `queue`". The work's
+    /// run used to stop on the cleanup's queue as the cleanup returned, and the steps after the
+    /// timeout went on there.
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
-    @Test func theStepsAfterATimeoutThatStopsAnEnsureOnGoOnOffTheCleanupsQueue() {
+    @Test
+    func theStepsAfterATimeoutThatStopsAnEnsureOnGoOnOffTheCleanupsQueue() {
         let key = DispatchSpecificKey<String>()
         let cleanup = DispatchQueue(label: "review8.cleanup")
         cleanup.setSpecific(key: key, value: "cleanup")
@@ -40,7 +41,8 @@ import Testing
     /// `timeout`'s work, which runs in a run of its own, it forgets that queue and goes on on a
     /// global queue: wrapping work in a timeout moves its steps.
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
-    @Test func ensureOnInsideATimeoutGoesBackToTheQueueTheChainWasOn() {
+    @Test
+    func ensureOnInsideATimeoutGoesBackToTheQueueTheChainWasOn() {
         let key = DispatchSpecificKey<String>()
         let work = DispatchQueue(label: "review8.work")
         work.setSpecific(key: key, value: "work")
@@ -89,11 +91,12 @@ import Testing
 
 /// `ensure(_:)` "runs body when the chain gets here ... and also when a run is cancelled before
 /// it"; a run cancelled before it reaches a `timeout` runs the `ensure` steps of the timeout's
-/// work (`Run.skip` walks its chain, `Stage.ahead`), but not those of a combination's members.
-@Suite struct Review8errsEnsureAhead {
+/// work (`Run.skip` walks its chain, `Stage.ahead`); a combination's members are promises of
+/// their own, and one that never started runs none of its steps (`ensure`, Cancellation.md).
+@Suite struct EnsureStepsAhead {
     /// The task is cancelled before the await starts the run, which so stops before its first
-    /// step, the combination.
-    @Test func anEnsureInAMemberOfACombinationThatACancelledRunNeverReachedRuns() async {
+    /// step, the combination: its member never starts, and its `ensure` does not run.
+    @Test func anEnsureInAMemberOfACombinationThatACancelledRunNeverReachedDoesNotRun() async {
         let ensured = Counter()
         let task = Task { () -> [Int]? in
             withUnsafeCurrentTask { $0?.cancel() }
@@ -101,12 +104,14 @@ import Testing
                 .value
         }
         #expect(await task.value == nil)
-        #expect(ensured.value == 1)
+        #expect(ensured.value == 0)
     }
 
-    /// The same with a timeout around the work instead: its `ensure` runs (this one passes).
+    /// With a timeout around the work instead, its `ensure` runs: the timeout's work is a part
+    /// of the run's chain.
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
-    @Test func anEnsureInATimeoutsWorkThatACancelledRunNeverReachedRuns() async {
+    @Test
+    func anEnsureInATimeoutsWorkThatACancelledRunNeverReachedRuns() async {
         let ensured = Counter()
         let task = Task { () -> Result<Int, TestError>? in
             withUnsafeCurrentTask { $0?.cancel() }
