@@ -2851,12 +2851,15 @@ nonisolated extension Promise {
 // the number of the call pending, hs its cancel handlers; h: the holds on a cancelled run's end
 // (see `State.cancelling`): the driving thread's (or the start's to come) and the canceller's
 // first; -: none. A cancel is a handle's, or the pending call's own (its resolver cancelled, or
-// let go of unresolved), which counts only while the call is pending: in a state with no c
-// pending, only a handle's cancel counts; so does a call's report. A step that cancels a run it is
-// part of (a member's step cancels the combination's run, say) then also cancels the run that it
-// is a step of (see `cancel(call:)`). Then "release": the canceller's hold, let go of once the
-// handlers (hs, or none) have returned; "stop next": the driving thread stops before its next
-// step (`Driver.cancelledHere`), and stopping releases its hold.
+// let go of unresolved), which counts only while the call is pending, in `calling` or
+// `awaitingResolver` (the c of `cancelling` is the call that was pending as the run was
+// cancelled, whose late handlers run at once): elsewhere only a handle's cancel counts, and a
+// call's report, like its cancel, changes nothing (the last row). A step that cancels a run it is part of (a member's step cancels the
+// combination's run, say) then also cancels the run that it is a step of (see `cancel(call:)`).
+// Then "release": the canceller's hold, let go of once the handlers (hs, or none) have returned,
+// and the cancels they set off (of a combination's members, say: `Nesting.cancelling`); "stop
+// next": the driving thread stops before its next step (`Driver.cancelledHere`), and stopping
+// releases its hold.
 //
 //   state                   event                  new state                 then
 //   idle                    start                  driving(t)                drive
@@ -3263,7 +3266,7 @@ nonisolated extension Engine.Run {
             let stages = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
             let room = Engine.Room(start: stages, count: capacity - Self.driverWords - words)
             driver.pointee.plan.load(consume last, in: room)
-        case .operation(let operation):
+        case .operation(let operation):  // the drive calls it (`Specialized.performFirst`)
             slot.put(operation)
             driver.pointee.resumesAt = .operation
         }
