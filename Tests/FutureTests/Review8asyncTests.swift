@@ -63,3 +63,54 @@ import Testing
         withExtendedLifetime(neverResolver) {}
     }
 }
+
+extension Review8Async {
+    /// RunHandle: "A step that cancels its own run stops it before the next step, even when
+    /// another thread's cancel came first (a step … of a shared promise's work that only this run
+    /// waits for, too)". Run U waits for a shared promise's work through two members of a `when`
+    /// (`members` 2: the shared promise itself, twice, whose resolvers both report to U; 1: once,
+    /// the control). Thread B cancels U first, and is held inside the cancel handler of U's first
+    /// member before its cancel has reached the shared members. The work's step, on thread A,
+    /// then cancels U: only U waits for the work, yet the work's next step runs, as
+    /// `Shared.reach` names the run that waits only if one resolver waits, not one run.
+    @Test(arguments: [1, 2])
+    func aStepOfWorkThatOneRunWaitsForThroughTwoMembersStopsAsItCancelsIt(members: Int) {
+        let (start, starter) = Guarantee<Int>.pending()
+        let handle = Delivery<RunHandle>()
+        let stepRuns = DispatchSemaphore(value: 0)
+        let blockerCancelled = DispatchSemaphore(value: 0)
+        let stepCancelled = DispatchSemaphore(value: 0)
+        let nextStep = Counter()
+        let workEnded = Delivery<Void>()
+        let shared = start.map { value -> Int in
+            stepRuns.signal()
+            _ = blockerCancelled.wait(timeout: .now() + timeout)
+            handle.wait()?.cancel()  // U, which B is cancelling
+            stepCancelled.signal()
+            return value
+        }.map { value -> Int in
+            nextStep.increment()
+            return value
+        }.ensure { workEnded.send(()) }.share()
+        let kept = Delivery<Resolver<Int, Never>>()
+        let blocker = Guarantee<Int> { resolver in
+            kept.send(resolver)  // never resolved
+            resolver.onCancel { _ in
+                blockerCancelled.signal()
+                _ = stepCancelled.wait(timeout: .now() + timeout)
+            }
+        }.map { $0 }  // a member run of its own, cancelled first
+        let waiting = Array(repeating: shared, count: members)
+        handle.send(when(fulfilled: [blocker] + waiting).run(some: { _ in }))
+        detachThread { starter.fulfill(1) }  // A: runs the work's steps
+        #expect(stepRuns.wait(timeout: .now() + timeout) == .success)
+        let cancelledOnB = Delivery<Void>()
+        detachThread {  // B
+            handle.all.first?.cancel()
+            cancelledOnB.send(())
+        }
+        #expect(workEnded.wait() != nil)
+        #expect(cancelledOnB.wait() != nil)
+        #expect(nextStep.value == 0, "the work's step after the one that cancelled U ran")
+    }
+}
