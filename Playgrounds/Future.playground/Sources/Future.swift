@@ -3630,7 +3630,7 @@ nonisolated extension Engine.Run {
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
     /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
     /// so, at any depth.
-    private final func isReached(byCancelOf run: Engine.Run) -> Bool {
+    final func isReached(byCancelOf run: Engine.Run) -> Bool {
         sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
     }
 
@@ -5034,13 +5034,18 @@ nonisolated extension Engine {
         }
 
         /// Names, as the run of the work's outer run, the one run whose cancel reaches it: the
-        /// only run that waits, when the work is cancelled as abandoned; else none. A step of
-        /// the work that cancels that run so stops before its next step (see `Run.cancel`), even
-        /// as another thread's cancel of it is on its way down, or has cancelled the work. Under
-        /// the lock, as `waiting` changes; the last run to leave stays named.
+        /// only run that waits (through one resolver or more: members of one combination), when
+        /// the work is cancelled as abandoned; else none. A step of the work that cancels that run
+        /// so stops before its next step (see `Run.cancel`), even as another thread's cancel of it
+        /// is on its way down, or has cancelled the work. Never a run inside the work (the work
+        /// may run its own shared promise), which would make the runs' `outer` links a loop, where
+        /// a cancel's walk would never end. Under the lock, as `waiting` changes; the last run to
+        /// leave stays named.
         private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
-            guard cancelsWhenAbandoned, !waiting.isEmpty else { return }
-            run.locked { $0.outer = waiting.count == 1 ? waiting.first?.value.run : nil }
+            guard cancelsWhenAbandoned, let only = waiting.first?.value.run else { return }
+            let isOne = waiting.values.allSatisfy { $0.run === only }
+            let named = isOne && !only.isReached(byCancelOf: run) ? only : nil
+            run.locked { $0.outer = named }
         }
 
         /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`

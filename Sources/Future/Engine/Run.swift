@@ -822,7 +822,7 @@ nonisolated extension Engine.Run {
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
     /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
     /// so, at any depth.
-    private final func isReached(byCancelOf run: Engine.Run) -> Bool {
+    final func isReached(byCancelOf run: Engine.Run) -> Bool {
         sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
     }
 
