@@ -11,7 +11,7 @@ import Testing
 
 /// Found by review 8 (async and sharing): each test shows a documented promise that the engine
 /// breaks, and fails on the code it was written against.
-@Suite(.serialized) struct Review8Async {
+@Suite(.serialized) struct SharingWorkReach {
     final class Box: @unchecked Sendable { var shared: Guarantee<Int>? }
 
     /// Whether `cancel()` of a run that is not `run`'s, from a step `run` drives, returns: it walks
@@ -64,7 +64,7 @@ import Testing
     }
 }
 
-extension Review8Async {
+extension SharingWorkReach {
     /// RunHandle: "A step that cancels its own run stops it before the next step, even when
     /// another thread's cancel came first (a step … of a shared promise's work that only this run
     /// waits for, too)". Run U waits for a shared promise's work through two members of a `when`
