@@ -105,6 +105,17 @@ final class Members: @unchecked Sendable {
                 _ = when(fulfilled: [Promise<Int, Never>](), concurrently: 0)
             }
         }
+
+        /// The message names the function called, not the one it is built on.
+        @Test func thenFlatMapsLimitBelowOneStopsWithAMessageNamingIt() async {
+            let exit = await #expect(
+                processExitsWith: .failure, observing: [\.standardErrorContent]
+            ) {
+                _ = Guarantee(value: [1]).thenFlatMap(concurrently: 0) { Guarantee(value: [$0]) }
+            }
+            let message = String(decoding: exit?.standardErrorContent ?? [], as: UTF8.self)
+            #expect(message.contains("thenFlatMap(concurrently:_:) needs a limit of at least 1"))
+        }
     #endif
 
     @Test func thenMapJoinsAPromiseForEachElement() {
