@@ -56,7 +56,8 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype {
         concurrently limit: Int = .max,
         _ transform: @escaping @Sendable (Value.Element) -> Promise<Segment, Failure>
     ) -> Promise<[Segment.Element], Failure> {
-        thenMap(concurrently: limit, transform).flatMapValues { $0 }
+        let limit = checkedLimit(limit, "thenFlatMap(concurrently:_:)")  // its own name
+        return thenMap(concurrently: limit, transform).flatMapValues { $0 }
     }
 }
 

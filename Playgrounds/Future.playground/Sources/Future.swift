@@ -1434,7 +1434,8 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype {
         concurrently limit: Int = .max,
         _ transform: @escaping @Sendable (Value.Element) -> Promise<Segment, Failure>
     ) -> Promise<[Segment.Element], Failure> {
-        thenMap(concurrently: limit, transform).flatMapValues { $0 }
+        let limit = checkedLimit(limit, "thenFlatMap(concurrently:_:)")  // its own name
+        return thenMap(concurrently: limit, transform).flatMapValues { $0 }
     }
 }
 
@@ -2243,8 +2244,9 @@ nonisolated extension Promise where Failure == Never {
 /// The task's cancellation stops the batch as the signal of
 /// ``when(resolved:concurrently:until:)`` does: the members still running are cancelled (their
 /// `onCancel` handlers and `ensure` steps have run when the await returns, but for the body of
-/// an `ensure(on:)`, which is queued by then), and the others never
-/// start. A member whose run ends by cancellation of its own has `nil` too.
+/// an `ensure(on:)`, which is queued by then), and the others never start. A member whose run
+/// ends by cancellation of its own has `nil` too. A `limit` below 1 stops the program, with
+/// the message of `when(resolved:concurrently:until:)`.
 @inlinable nonisolated(nonsending) public func outcomes<Value, Failure>(
     of promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) async -> [Swift.Result<Value, Failure>?] {
