@@ -101,12 +101,15 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// (the user gave up; nothing went wrong), call ``cancel()``.
     @inlinable public func reject(_ error: Failure) { self(.failure(error)) }
 
-    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would.
+    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would, if this operation
+    /// has not resolved yet.
     ///
     /// For work that learns elsewhere that it was cancelled, such as an API that reports
     /// cancellation as an error: the run then delivers no completion, and an await of it gets
     /// `nil`, where ``reject(_:)`` would report a failure. For completion handlers,
-    /// ``resolve(_:_:cancelledIf:)`` does this for you.
+    /// ``resolve(_:_:cancelledIf:)`` does this for you. Like a late outcome, a late cancel does
+    /// nothing: the resolver of an operation that resolved (or of an earlier attempt of a
+    /// `retry`) cancels nothing.
     public func cancel() { _ = reporter.cancel(call) }
 
     /// Whether the run this operation is part of (for a combination's member, the member) was

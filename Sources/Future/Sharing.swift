@@ -34,8 +34,8 @@ nonisolated extension Promise where Value: Sendable {
     /// Choose it for outcomes that arrive through a delegate or a notification, rather than an
     /// operation: `let (location, resolver) = Promise<Place, GPSError>.pending()`. Its runs wait
     /// for the resolver or get its outcome, as a shared promise's do; if the resolver goes unused,
-    /// they end by cancellation. Debug builds report such a resolver if a run was waiting for it,
-    /// but not one of a promise made and never run.
+    /// they end by cancellation. Debug builds report such a resolver if a run is waiting for it
+    /// as it goes, but not one of a promise made and never run (or no longer).
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {

@@ -235,12 +235,15 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// (the user gave up; nothing went wrong), call ``cancel()``.
     @inlinable public func reject(_ error: Failure) { self(.failure(error)) }
 
-    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would.
+    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would, if this operation
+    /// has not resolved yet.
     ///
     /// For work that learns elsewhere that it was cancelled, such as an API that reports
     /// cancellation as an error: the run then delivers no completion, and an await of it gets
     /// `nil`, where ``reject(_:)`` would report a failure. For completion handlers,
-    /// ``resolve(_:_:cancelledIf:)`` does this for you.
+    /// ``resolve(_:_:cancelledIf:)`` does this for you. Like a late outcome, a late cancel does
+    /// nothing: the resolver of an operation that resolved (or of an earlier attempt of a
+    /// `retry`) cancels nothing.
     public func cancel() { _ = reporter.cancel(call) }
 
     /// Whether the run this operation is part of (for a combination's member, the member) was
@@ -2159,8 +2162,8 @@ nonisolated extension Promise where Value: Sendable {
     /// Choose it for outcomes that arrive through a delegate or a notification, rather than an
     /// operation: `let (location, resolver) = Promise<Place, GPSError>.pending()`. Its runs wait
     /// for the resolver or get its outcome, as a shared promise's do; if the resolver goes unused,
-    /// they end by cancellation. Debug builds report such a resolver if a run was waiting for it,
-    /// but not one of a promise made and never run.
+    /// they end by cancellation. Debug builds report such a resolver if a run is waiting for it
+    /// as it goes, but not one of a promise made and never run (or no longer).
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
