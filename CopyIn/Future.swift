@@ -2915,8 +2915,8 @@ nonisolated extension Promise {
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step, even when another thread's cancel came first (a step of a
 /// combination's member, of a `timeout`'s work, or of a shared promise's work that only this run
-/// waits for, too); from another thread, the run stops at its next operation, hop, entered promise
-/// or end (steps take no lock). When two threads cancel a run at once, the second `cancel()` may
+/// waits for and that cancels when abandoned, too); from another thread, the run stops at its next
+/// operation, hop, entered promise or end (steps take no lock). When two threads cancel a run at once, the second `cancel()` may
 /// return before the first has reached the runs inside it (a combination's members, a `timeout`'s
 /// work, a shared promise's work), whose steps and operations may then start until the first
 /// `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s work) are in
