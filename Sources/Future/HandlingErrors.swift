@@ -111,9 +111,10 @@ nonisolated extension Promise {
     /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as state the queue
     /// guards: `fetchUser(id).ensure(on: queue) { spinner.stop() }.catch(report).run()`.
     /// After `body`, the chain goes back to the queue it was on, if a hop took it there (with
-    /// ``on(_:)``, or a step on the main actor; a combination's member, or a `timeout`'s work, is
-    /// on the queue of the step that starts it), else on to a global queue: not on `queue`,
-    /// whose `sync` a later step may call, unless it was there before. Every move is queued,
+    /// ``on(_:)``, or a step on the main actor), or took there the run whose thread started it or
+    /// carried it on (a combination's member, or a `timeout`'s work, that a step on that queue
+    /// started, say), else on to a global queue: not on `queue`, whose `sync` a later step may
+    /// call, unless it was there before. Every move is queued,
     /// never a `sync`. A run cancelled while `body` runs (a `timeout` around it expired, say)
     /// makes that move all the same, and stops there: what goes on after it does not go on on
     /// `queue`.

@@ -1061,9 +1061,10 @@ nonisolated extension Promise {
     /// PromiseKit's `ensure(on:)`, for cleanup that belongs to a queue, such as state the queue
     /// guards: `fetchUser(id).ensure(on: queue) { spinner.stop() }.catch(report).run()`.
     /// After `body`, the chain goes back to the queue it was on, if a hop took it there (with
-    /// ``on(_:)``, or a step on the main actor; a combination's member, or a `timeout`'s work, is
-    /// on the queue of the step that starts it), else on to a global queue: not on `queue`,
-    /// whose `sync` a later step may call, unless it was there before. Every move is queued,
+    /// ``on(_:)``, or a step on the main actor), or took there the run whose thread started it or
+    /// carried it on (a combination's member, or a `timeout`'s work, that a step on that queue
+    /// started, say), else on to a global queue: not on `queue`, whose `sync` a later step may
+    /// call, unless it was there before. Every move is queued,
     /// never a `sync`. A run cancelled while `body` runs (a `timeout` around it expired, say)
     /// makes that move all the same, and stops there: what goes on after it does not go on on
     /// `queue`.
@@ -2991,10 +2992,11 @@ nonisolated extension Engine {
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
-        /// The queue the run is on, if a hop took it there: the run's last hop, or, for a run
-        /// Future starts inside another, the queue of that run's step as it starts it; until a
-        /// resolver's thread carries the run on, or the run ends. For a step to read: the cleanup
-        /// of an ensure(on:) goes back to it.
+        /// The queue whose block the driving thread is in, as far as hops tell, set as each drive
+        /// begins: the queue of the hop that carries the run on, else the one the thread was on
+        /// (`Nesting.queue`: that of a run whose step starts this one, as a combination's member,
+        /// or resolves its operation), or none. For a step to read: the cleanup of an
+        /// ensure(on:) goes back to it.
         var queue: DispatchQueue?
         /// How many operations the run has called: each call's number is its count, so that a
         /// resolver of an earlier call matches no pending one. Only the driving thread calls.
@@ -3276,7 +3278,7 @@ nonisolated extension Engine.Run {
             driver.pointee.resumesAt = .operation
         }
         // Cancelled first, it stops before its first step.
-        let (cancelled, isUsers) = locked { fields -> (Bool, Bool) in
+        driver.pointee.cancelledHere = locked { fields -> Bool in
             switch fields.state {
             case .idle:
                 fields.state = .driving(thread: pthread_self())
@@ -3285,15 +3287,11 @@ nonisolated extension Engine.Run {
             default:
                 preconditionFailure("a run started \(fields.state)")
             }
-            guard case .own = fields.ties, fields.outer == nil else {
-                return (fields.state.isCancelled, false)
+            if case .own = fields.ties, fields.outer == nil {  // a user's run
+                fields.started = UInt32(clamping: Engine.invalidations())
             }
-            fields.started = UInt32(clamping: Engine.invalidations())
-            return (fields.state.isCancelled, true)
+            return fields.state.isCancelled
         }
-        driver.pointee.cancelledHere = cancelled
-        // A run Future starts inside another starts on the queue of the step that starts it.
-        if !isUsers { driver.pointee.queue = Engine.Nesting.drivenRun?.driver.pointee.queue }
         drive(immediately: immediately)
     }
 
@@ -3306,10 +3304,16 @@ nonisolated extension Engine.Run {
     /// `Nesting.enterRun`).
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
-        guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
+        let driver = self.driver
+        let hop = driver.pointee.resumesAt == .hop ? driver.pointee.queue : nil
+        guard
+            let level = nesting.withCurrent({
+                $0.enterRun(self, immediately: immediately, hop: hop)
+            })
         else { return }  // past the limit: a level below drives it
         defer { nesting.withCurrent { $0.leaveRun(level) } }
-        let driver = self.driver
+        // On the hop's queue, or on the one this thread was on (a resolver's, a run's start).
+        driver.pointee.queue = hop ?? level.queue
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
         var plan = Plan()
@@ -3476,7 +3480,6 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(call, let handlers):
                 write(slot)
                 fields.state = .driving(thread: pthread_self())
-                driver.pointee.queue = nil  // off the queue: this thread carries the run on
                 return (true, handlers)
             default:
                 fields.state = state
@@ -4015,6 +4018,10 @@ nonisolated extension Engine {
         private var held: [Any] = []
         /// The run this thread drives, the innermost (see `Run.cancel(call:)`).
         private var driven: Run?
+        /// The queue whose block this thread is in, as far as hops tell: the one a hop took the
+        /// innermost run it drives to, or the queue that run began its drive on (see
+        /// `Driver.queue`). The thread's own, so read by no other thread.
+        private var queue: DispatchQueue?
         /// The run this thread drove as the cancel under way on it began (see `drivenRun`).
         private var drivenAsCancelBegan: Run?
 
@@ -4042,27 +4049,31 @@ nonisolated extension Engine {
             }
         }
 
-        /// A level of runs (see `Run.drive`): the run driven around it, and, if it resumes what
-        /// waits inside it as it returns (the bottom level, and every level inside a settle), how
-        /// much waited before it.
-        typealias Level = (outer: Run?, mark: Int?)
+        /// A level of runs (see `Run.drive`): the run driven around it and its queue, and, if it
+        /// resumes what waits inside it as it returns (the bottom level, and every level inside a
+        /// settle), how much waited before it.
+        typealias Level = (outer: Run?, queue: DispatchQueue?, mark: Int?)
 
         /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and a
         /// level below that resumes what waits inside it (see `Level`) drives it once the levels
         /// above it have returned (`nil`). `immediately`: now, even past `limit`, as a level that
         /// resumes nothing: a run that waited, driven by what resumes it (a level, or a settle),
         /// which goes on to what waits inside it too; or `pending()`'s, whose operation starts
-        /// none.
-        @inline(never) func enterRun(_ run: Run, immediately: Bool) -> Level? {
+        /// none. `hop`: the queue of a hop that carries the run on, whose block this thread is now
+        /// in; else the thread stays in the block it was in.
+        @inline(never) func enterRun(
+            _ run: Run, immediately: Bool, hop: DispatchQueue?
+        ) -> Level? {
             guard immediately || levels.runs < Nesting.limit else {
                 waiting.append { run.drive(immediately: true) }
                 return nil
             }
             levels.runs += 1
-            let outer = driven
+            let outer = (driven, queue)
             driven = run
+            if let hop { queue = hop }
             let resumes = !immediately && (levels.runs == 1 || isSettling)
-            return (outer, resumes ? waiting.count : nil)
+            return (outer.0, outer.1, resumes ? waiting.count : nil)
         }
 
         /// Leaves a level of runs: the bottom level, and every level inside a settle, resumes what
@@ -4070,6 +4081,7 @@ nonisolated extension Engine {
         /// (`settling`).
         @inline(never) func leaveRun(_ level: Level) {
             driven = level.outer
+            queue = level.queue
             if let mark = level.mark, waiting.count > mark { resumeWaiting(since: mark) }
             levels.runs -= 1
         }

@@ -2,6 +2,8 @@
 // levels that `Run.drive` enters and leaves, and those of a release. Builds on Run.swift, whose
 // runs wait here for room (`Run.drive`).
 
+import Dispatch
+
 #if canImport(Darwin)
     import Darwin
 #elseif canImport(Glibc)
@@ -63,6 +65,10 @@ nonisolated extension Engine {
         private var held: [Any] = []
         /// The run this thread drives, the innermost (see `Run.cancel(call:)`).
         private var driven: Run?
+        /// The queue whose block this thread is in, as far as hops tell: the one a hop took the
+        /// innermost run it drives to, or the queue that run began its drive on (see
+        /// `Driver.queue`). The thread's own, so read by no other thread.
+        private var queue: DispatchQueue?
         /// The run this thread drove as the cancel under way on it began (see `drivenRun`).
         private var drivenAsCancelBegan: Run?
 
@@ -90,27 +96,31 @@ nonisolated extension Engine {
             }
         }
 
-        /// A level of runs (see `Run.drive`): the run driven around it, and, if it resumes what
-        /// waits inside it as it returns (the bottom level, and every level inside a settle), how
-        /// much waited before it.
-        typealias Level = (outer: Run?, mark: Int?)
+        /// A level of runs (see `Run.drive`): the run driven around it and its queue, and, if it
+        /// resumes what waits inside it as it returns (the bottom level, and every level inside a
+        /// settle), how much waited before it.
+        typealias Level = (outer: Run?, queue: DispatchQueue?, mark: Int?)
 
         /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and a
         /// level below that resumes what waits inside it (see `Level`) drives it once the levels
         /// above it have returned (`nil`). `immediately`: now, even past `limit`, as a level that
         /// resumes nothing: a run that waited, driven by what resumes it (a level, or a settle),
         /// which goes on to what waits inside it too; or `pending()`'s, whose operation starts
-        /// none.
-        @inline(never) func enterRun(_ run: Run, immediately: Bool) -> Level? {
+        /// none. `hop`: the queue of a hop that carries the run on, whose block this thread is now
+        /// in; else the thread stays in the block it was in.
+        @inline(never) func enterRun(
+            _ run: Run, immediately: Bool, hop: DispatchQueue?
+        ) -> Level? {
             guard immediately || levels.runs < Nesting.limit else {
                 waiting.append { run.drive(immediately: true) }
                 return nil
             }
             levels.runs += 1
-            let outer = driven
+            let outer = (driven, queue)
             driven = run
+            if let hop { queue = hop }
             let resumes = !immediately && (levels.runs == 1 || isSettling)
-            return (outer, resumes ? waiting.count : nil)
+            return (outer.0, outer.1, resumes ? waiting.count : nil)
         }
 
         /// Leaves a level of runs: the bottom level, and every level inside a settle, resumes what
@@ -118,6 +128,7 @@ nonisolated extension Engine {
         /// (`settling`).
         @inline(never) func leaveRun(_ level: Level) {
             driven = level.outer
+            queue = level.queue
             if let mark = level.mark, waiting.count > mark { resumeWaiting(since: mark) }
             levels.runs -= 1
         }

@@ -178,10 +178,11 @@ nonisolated extension Engine {
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
-        /// The queue the run is on, if a hop took it there: the run's last hop, or, for a run
-        /// Future starts inside another, the queue of that run's step as it starts it; until a
-        /// resolver's thread carries the run on, or the run ends. For a step to read: the cleanup
-        /// of an ensure(on:) goes back to it.
+        /// The queue whose block the driving thread is in, as far as hops tell, set as each drive
+        /// begins: the queue of the hop that carries the run on, else the one the thread was on
+        /// (`Nesting.queue`: that of a run whose step starts this one, as a combination's member,
+        /// or resolves its operation), or none. For a step to read: the cleanup of an
+        /// ensure(on:) goes back to it.
         var queue: DispatchQueue?
         /// How many operations the run has called: each call's number is its count, so that a
         /// resolver of an earlier call matches no pending one. Only the driving thread calls.
@@ -463,7 +464,7 @@ nonisolated extension Engine.Run {
             driver.pointee.resumesAt = .operation
         }
         // Cancelled first, it stops before its first step.
-        let (cancelled, isUsers) = locked { fields -> (Bool, Bool) in
+        driver.pointee.cancelledHere = locked { fields -> Bool in
             switch fields.state {
             case .idle:
                 fields.state = .driving(thread: pthread_self())
@@ -472,15 +473,11 @@ nonisolated extension Engine.Run {
             default:
                 preconditionFailure("a run started \(fields.state)")
             }
-            guard case .own = fields.ties, fields.outer == nil else {
-                return (fields.state.isCancelled, false)
+            if case .own = fields.ties, fields.outer == nil {  // a user's run
+                fields.started = UInt32(clamping: Engine.invalidations())
             }
-            fields.started = UInt32(clamping: Engine.invalidations())
-            return (fields.state.isCancelled, true)
+            return fields.state.isCancelled
         }
-        driver.pointee.cancelledHere = cancelled
-        // A run Future starts inside another starts on the queue of the step that starts it.
-        if !isUsers { driver.pointee.queue = Engine.Nesting.drivenRun?.driver.pointee.queue }
         drive(immediately: immediately)
     }
 
@@ -493,10 +490,16 @@ nonisolated extension Engine.Run {
     /// `Nesting.enterRun`).
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
-        guard let level = nesting.withCurrent({ $0.enterRun(self, immediately: immediately) })
+        let driver = self.driver
+        let hop = driver.pointee.resumesAt == .hop ? driver.pointee.queue : nil
+        guard
+            let level = nesting.withCurrent({
+                $0.enterRun(self, immediately: immediately, hop: hop)
+            })
         else { return }  // past the limit: a level below drives it
         defer { nesting.withCurrent { $0.leaveRun(level) } }
-        let driver = self.driver
+        // On the hop's queue, or on the one this thread was on (a resolver's, a run's start).
+        driver.pointee.queue = hop ?? level.queue
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
         var plan = Plan()
@@ -663,7 +666,6 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(call, let handlers):
                 write(slot)
                 fields.state = .driving(thread: pthread_self())
-                driver.pointee.queue = nil  // off the queue: this thread carries the run on
                 return (true, handlers)
             default:
                 fields.state = state

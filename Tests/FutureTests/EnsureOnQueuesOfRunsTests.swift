@@ -38,12 +38,12 @@ private final class Kept<Value, Failure: Error>: @unchecked Sendable {
     var resolver: Resolver<Value, Failure>? { lock.withLock { kept } }
 }
 
-/// Review of the fixes f7ad212 (a run Future starts inside another takes the queue of the run
-/// this thread drives) and 830af6c (`ensure(on:)`'s move back). `ensure(on:)`: "After `body`,
-/// the chain goes back to the queue it was on, if a hop took it there (with ``on(_:)``, or a step
-/// on the main actor; a combination's member, or a `timeout`'s work, is on the queue of the step
-/// that starts it), else on to a global queue".
-@Suite struct FixReviewMemberQueues {
+/// `ensure(on:)`: "After `body`, the chain goes back to the queue it was on, if a hop took it
+/// there (with ``on(_:)``, or a step on the main actor), or took there the run whose thread
+/// started it or carried it on (a combination's member, or a `timeout`'s work, that a step on
+/// that queue started, say), else on to a global queue". (A review of a first fix, which took the
+/// queue of the run the starting thread drove, found these two wrong.)
+@Suite struct EnsureOnInMembersStartedLate {
     /// How the first member of a combination that runs one member at a time ends, which starts
     /// the second: its own hop to another queue (its run's end clears its queue before the
     /// combination hears of it), or its resolver, called from a step of an unrelated run that a
@@ -51,10 +51,10 @@ private final class Kept<Value, Failure: Error>: @unchecked Sendable {
     enum FirstEnds: CaseIterable, Sendable { case onItsOwnHop, byAnUnrelatedRunsStep }
 
     /// The first member starts as the combination's step runs, on `work`, and goes back there
-    /// after its cleanup (the fix's own test, `EnsureOnInAMember`). The second, started once the
-    /// first ended (the limit is 1), is a member of the same combination, started by it: it goes
-    /// back to a global queue when the first ended on its hop, and to the unrelated run's queue
-    /// when that run's step resolved the first.
+    /// after its cleanup (as in `EnsureOnInAMember`). The second, started once the first ended (the
+    /// limit is 1), starts on the thread where the first ended, in the block of `other` either way:
+    /// it goes back there. (The first fix sent it to a global queue when the first ended on its
+    /// hop, as the first's end had cleared the queue it read.)
     @Test(arguments: FirstEnds.allCases)
     func aMemberStartedAsAnotherEndsGoesBackWhereTheFirstMemberDoes(first ends: FirstEnds) {
         let queues = NamedQueues()
@@ -88,22 +88,23 @@ private final class Kept<Value, Failure: Error>: @unchecked Sendable {
         }
         #expect(finished.wait() == .success([1, 2]))
         let expected =
-            ends == .onItsOwnHop ? ["first: work", "second: work"] : ["second: work"]
+            ends == .onItsOwnHop ? ["first: work", "second: other"] : ["second: other"]
         #expect(places.all.sorted() == expected)
     }
 }
 
-/// `Driver.queue` is to name the queue the thread driving the run is in the block of. Between a
+/// `Driver.queue` names the queue the thread driving the run is in the block of. Between a
 /// hop's hand-over of the run (`Run.awaitQueue`, under the lock) and the end of that drive, the
 /// thread that hopped still counts as driving the run (`Nesting.drivenRun`), whose `queue` names
 /// the queue the run is moving to, and which that queue's thread drives meanwhile. What that
 /// thread lets go of there (the steps of a promise a step returned, which have all run) may start
 /// a run inside another: here a model that such a step captured goes, and as it goes it settles
 /// the first member of a `when` that runs one member at a time, which starts the second
-/// (`Run.start` reads the hopping run's `Driver.queue`, which the hop's queue's thread writes as
-/// it ends that run, with no lock between: a data race, which ThreadSanitizer does not see, as
-/// Swift has it ignore every access a deinit makes, `__tsan_ignore_thread_begin`).
-@Suite struct FixReviewQueueAfterAHandOver {
+/// (the first fix's `Run.start` read the hopping run's `Driver.queue`, which the hop's queue's
+/// thread writes as it ends that run, with no lock between: a data race, which ThreadSanitizer
+/// does not see, as Swift has it ignore every access a deinit makes; the queue is now the
+/// thread's own, `Nesting.queue`).
+@Suite struct EnsureOnAfterAHandOver {
     /// The second member was never on `hop`, nor was its combination's step, nor did a hop take
     /// it there: after its cleanup it goes on to a global queue, as `ensure(on:)` says; it goes
     /// on on `hop`.
