@@ -58,3 +58,40 @@ private final class NamedQueues: Sendable {
         #expect(place.wait() == "work")
     }
 }
+
+/// Review of 830af6c with 7436fc3: a run cancelled while an `ensure(on:)` cleanup runs makes its
+/// move back, and the queue that it moves to ends it (`Run.awaitQueue` hands it the driving
+/// thread's hold, released in a block of that queue, outside any drive). The run of a `timeout`
+/// whose alarm cancelled its work there goes on as that work ends: its resolver's thread is in
+/// the block of `work`, where a hop took the work (and, before it, the timeout's own run), but
+/// `Nesting.queue` says none, as no drive began there; so a later `ensure(on:)` of that run goes
+/// back to a global queue.
+@Suite struct FixReview2LeavingHops {
+    /// The timeout's run hops to `work`, whose step starts the timeout's work there; the work's
+    /// cleanup outlasts the timeout, whose failure comes as the work ends, on `work` (the ensure
+    /// right after the timeout sees it). `ensure(on:)`: "the chain goes back to the queue it was
+    /// on, if a hop took it there (with ``on(_:)`` ...), or took there the run whose thread
+    /// started it or carried it on": `work` either way; it goes on on a global queue.
+    @Test func aRunThatATimeoutsEndingWorkCarriesOnGoesBackToItsQueueAfterEnsureOn() {
+        let queues = NamedQueues()
+        let work = queues.make("work")
+        let cleanup = queues.make("cleanup")
+        let later = queues.make("later")
+        let places = Log()
+        let finished = Delivery<Result<Int, TestError>>()
+        let slow = Promise<Int, TestError>(value: 1)
+            .ensure(on: cleanup) { usleep(400_000) }  // the alarm rings as it runs
+        Guarantee(value: ()).on(work)
+            .setFailureType(to: TestError.self)
+            .then { _ in slow.timeout(.milliseconds(50), orFailWith: TestError("late")) }
+            .ensure { places.record("after the timeout: \(queues.current)") }
+            .ensure(on: later) {}
+            .run { outcome in
+                places.record("after ensure(on:): \(queues.current)")
+                finished.send(outcome)
+            }
+        #expect(finished.wait() == .failure(TestError("late")))
+        #expect(
+            places.all == ["after the timeout: work", "after ensure(on:): work"])
+    }
+}
