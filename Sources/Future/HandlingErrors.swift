@@ -147,8 +147,8 @@ nonisolated extension Promise {
     ///
     /// PromiseKit's `ensure(on: .main)`, for cleanup of main-actor state, such as a spinner of
     /// the user interface: `fetchFeed().ensure(on: .main) { spinner.stop() }`. The chain goes on
-    /// as after ``ensure(on:_:)-(_,()->Void)`` with the main queue: back to the queue it was on,
-    /// if a hop took it there, else on to a global queue.
+    /// as after ``ensure(on:_:)-(_,()->Void)`` with the main queue: back to the queue it was on
+    /// (as that method says), else on to a global queue.
     public func ensure(
         on _: MainActorContext, _ body: @escaping @MainActor @Sendable () -> Void
     ) -> Promise {

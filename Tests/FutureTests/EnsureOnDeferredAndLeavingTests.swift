@@ -28,7 +28,7 @@ private final class NamedQueues: Sendable {
 /// took it there (with ``on(_:)``, or a step on the main actor), or took there the run whose
 /// thread started it or carried it on (a combination's member, or a `timeout`'s work, that a step
 /// on that queue started, say), else on to a global queue".
-@Suite struct FixReview2DeferredDrives {
+@Suite struct EnsureOnInDeferredDrives {
     /// A member nested `depth` combinations deep in a step that a hop took to `work`: each level
     /// is a member run that its combination's step, on `work`, starts. Past `Nesting.limit` (32)
     /// levels on the thread, a member's drive waits, and the bottom level, the hop's, drives it as
@@ -66,30 +66,41 @@ private final class NamedQueues: Sendable {
 /// the block of `work`, where a hop took the work (and, before it, the timeout's own run), but
 /// `Nesting.queue` says none, as no drive began there; so a later `ensure(on:)` of that run goes
 /// back to a global queue.
-@Suite struct FixReview2LeavingHops {
+@Suite struct EnsureOnAfterALeavingHop {
     /// The timeout's run hops to `work`, whose step starts the timeout's work there; the work's
     /// cleanup outlasts the timeout, whose failure comes as the work ends, on `work` (the ensure
     /// right after the timeout sees it). `ensure(on:)`: "the chain goes back to the queue it was
     /// on, if a hop took it there (with ``on(_:)`` ...), or took there the run whose thread
     /// started it or carried it on": `work` either way; it goes on on a global queue.
-    @Test func aRunThatATimeoutsEndingWorkCarriesOnGoesBackToItsQueueAfterEnsureOn() {
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func aRunThatATimeoutsEndingWorkCarriesOnGoesBackToItsQueueAfterEnsureOn() {
         let queues = NamedQueues()
         let work = queues.make("work")
         let cleanup = queues.make("cleanup")
         let later = queues.make("later")
         let places = Log()
+        let clock = ManualClock()
+        let gate = DispatchSemaphore(value: 0)
+        cleanup.async { _ = gate.wait(timeout: .now() + timeout) }  // until the alarm is set
         let finished = Delivery<Result<Int, TestError>>()
-        let slow = Promise<Int, TestError>(value: 1)
-            .ensure(on: cleanup) { usleep(400_000) }  // the alarm rings as it runs
+        let started = Delivery<Void>()
+        let slow = Promise<Int, TestError> { resolver in
+            started.send(())
+            resolver.fulfill(1)
+        }.ensure(on: cleanup) { clock.advance(by: .seconds(1)) }  // the alarm rings as it runs
         Guarantee(value: ()).on(work)
             .setFailureType(to: TestError.self)
-            .then { _ in slow.timeout(.milliseconds(50), orFailWith: TestError("late")) }
+            .then { _ in slow.timeout(.seconds(1), orFailWith: TestError("late"), clock: clock) }
             .ensure { places.record("after the timeout: \(queues.current)") }
             .ensure(on: later) {}
             .run { outcome in
                 places.record("after ensure(on:): \(queues.current)")
                 finished.send(outcome)
             }
+        #expect(started.wait() != nil)
+        #expect(eventually { clock.timerCount == 1 })  // the work waits for its cleanup
+        gate.signal()
         #expect(finished.wait() == .failure(TestError("late")))
         #expect(
             places.all == ["after the timeout: work", "after ensure(on:): work"])

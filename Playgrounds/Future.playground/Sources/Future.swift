@@ -1097,8 +1097,8 @@ nonisolated extension Promise {
     ///
     /// PromiseKit's `ensure(on: .main)`, for cleanup of main-actor state, such as a spinner of
     /// the user interface: `fetchFeed().ensure(on: .main) { spinner.stop() }`. The chain goes on
-    /// as after ``ensure(on:_:)-(_,()->Void)`` with the main queue: back to the queue it was on,
-    /// if a hop took it there, else on to a global queue.
+    /// as after ``ensure(on:_:)-(_,()->Void)`` with the main queue: back to the queue it was on
+    /// (as that method says), else on to a global queue.
     public func ensure(
         on _: MainActorContext, _ body: @escaping @MainActor @Sendable () -> Void
     ) -> Promise {
@@ -3562,7 +3562,8 @@ nonisolated extension Engine.Run {
         switch parked {
         case true?: if deadline == nil { queue.async { handle.run.queueArrived() } }
         case false?: release(stopping: true)
-        case nil: queue.async { handle.run.release() }
+        case nil:
+            queue.async { Engine.Nesting.withCurrent { $0.on(queue) { handle.run.release() } } }
         }
     }
 
@@ -3638,7 +3639,7 @@ nonisolated extension Engine.Run {
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
     /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
     /// so, at any depth.
-    final func isReached(byCancelOf run: Engine.Run) -> Bool {
+    private final func isReached(byCancelOf run: Engine.Run) -> Bool {
         sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
     }
 
@@ -4081,9 +4082,21 @@ nonisolated extension Engine {
         /// (`settling`).
         @inline(never) func leaveRun(_ level: Level) {
             driven = level.outer
-            queue = level.queue
+            // What waited is resumed in this level's queue's block, which the thread is still in
+            // (a hop carries a run on at the bottom level).
             if let mark = level.mark, waiting.count > mark { resumeWaiting(since: mark) }
+            queue = level.queue
             levels.runs -= 1
+        }
+
+        /// Calls `body`, which carries runs on in `hop`'s block outside a drive (a cancelled run
+        /// that stops as a hop leaves a queue, `Run.awaitQueue`), as a drive would: the runs it
+        /// drives are on `hop`.
+        func on(_ hop: DispatchQueue, _ body: () -> Void) {
+            let outer = queue
+            queue = hop
+            body()
+            queue = outer
         }
 
         /// Resumes what waited since `mark` (what waited before is a lower level's), one after
@@ -5056,13 +5069,17 @@ nonisolated extension Engine {
         /// so stops before its next step (see `Run.cancel`), even as another thread's cancel of it
         /// is on its way down, or has cancelled the work. Never a run inside the work (the work
         /// may run its own shared promise), which would make the runs' `outer` links a loop, where
-        /// a cancel's walk would never end. Under the lock, as `waiting` changes; the last run to
-        /// leave stays named.
+        /// a cancel's walk would never end: the walk up from it stops at the first run made apart
+        /// (a work's), so that shares nested deep take no longer. (Two works that each wait for
+        /// the other could still make a loop.) Under the lock, as `waiting` changes; the last run
+        /// to leave stays named.
         private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
             guard cancelsWhenAbandoned, let only = waiting.first?.value.run else { return }
             let isOne = waiting.values.allSatisfy { $0.run === only }
-            let named = isOne && !only.isReached(byCancelOf: run) ? only : nil
-            run.locked { $0.outer = named }
+            let isInside = sequence(first: only) { inner in
+                inner.locked { if case .user = $0.ties { nil } else { $0.outer } }
+            }.contains { $0 === run }
+            run.locked { $0.outer = isOne && !isInside ? only : nil }
         }
 
         /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`

@@ -128,9 +128,21 @@ nonisolated extension Engine {
         /// (`settling`).
         @inline(never) func leaveRun(_ level: Level) {
             driven = level.outer
-            queue = level.queue
+            // What waited is resumed in this level's queue's block, which the thread is still in
+            // (a hop carries a run on at the bottom level).
             if let mark = level.mark, waiting.count > mark { resumeWaiting(since: mark) }
+            queue = level.queue
             levels.runs -= 1
+        }
+
+        /// Calls `body`, which carries runs on in `hop`'s block outside a drive (a cancelled run
+        /// that stops as a hop leaves a queue, `Run.awaitQueue`), as a drive would: the runs it
+        /// drives are on `hop`.
+        func on(_ hop: DispatchQueue, _ body: () -> Void) {
+            let outer = queue
+            queue = hop
+            body()
+            queue = outer
         }
 
         /// Resumes what waited since `mark` (what waited before is a lower level's), one after

@@ -748,7 +748,8 @@ nonisolated extension Engine.Run {
         switch parked {
         case true?: if deadline == nil { queue.async { handle.run.queueArrived() } }
         case false?: release(stopping: true)
-        case nil: queue.async { handle.run.release() }
+        case nil:
+            queue.async { Engine.Nesting.withCurrent { $0.on(queue) { handle.run.release() } } }
         }
     }
 
@@ -824,7 +825,7 @@ nonisolated extension Engine.Run {
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
     /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
     /// so, at any depth.
-    final func isReached(byCancelOf run: Engine.Run) -> Bool {
+    private final func isReached(byCancelOf run: Engine.Run) -> Bool {
         sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
     }
 
