@@ -43,6 +43,9 @@ nonisolated extension Engine {
         // Guarded by `lock`.
         private var state: State
         private var arrivals = 0
+        /// How many of the waiting resolvers each run has (a combination's members may be many),
+        /// so that `reach` knows at once whether one run waits.
+        private var waitingRuns: [ObjectIdentifier: Int] = [:]
         /// Whether the run of the work is cancelled when every waiting run has left.
         private let cancelsWhenAbandoned: Bool
 
@@ -124,6 +127,7 @@ nonisolated extension Engine {
                 // A settled state answers at once, and stays as it is.
                 if case .settled(let outcome) = state { return .resume(resolver, outcome) }
                 arrivals += 1
+                waitingRuns[ObjectIdentifier(resolver.run), default: 0] += 1
                 switch consume state {
                 case .idle(let work):
                     // The run is made before it starts, so that a run leaving meanwhile cancels
@@ -150,7 +154,13 @@ nonisolated extension Engine {
             on { state, dropped in
                 switch consume state {
                 case .running(let work, let run, var waiting):
-                    dropped = waiting.removeValue(forKey: number)
+                    let left = waiting.removeValue(forKey: number)
+                    if let left {
+                        let leaving = ObjectIdentifier(left.run)
+                        let count = waitingRuns[leaving]!
+                        waitingRuns[leaving] = count > 1 ? count - 1 : nil
+                    }
+                    dropped = left
                     reach(run, from: waiting)
                     state = .running(work, run, waiting)
                     guard waiting.isEmpty, cancelsWhenAbandoned, let work else { return .none }
@@ -174,7 +184,7 @@ nonisolated extension Engine {
         /// to leave stays named.
         private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
             guard cancelsWhenAbandoned, let only = waiting.first?.value.run else { return }
-            let isOne = waiting.values.allSatisfy { $0.run === only }
+            let isOne = waitingRuns.count == 1
             let isInside = sequence(first: only) { inner in
                 inner.locked { if case .user = $0.ties { nil } else { $0.outer } }
             }.contains { $0 === run }
@@ -194,6 +204,7 @@ nonisolated extension Engine {
                 else { return .none }
                 dropped = work
                 state = if outcome == nil, let work { .idle(work) } else { .settled(outcome) }
+                waitingRuns = [:]
                 return .settle(waiting.sorted { $0.key < $1.key }.map(\.value), outcome)
             }
         }
