@@ -1066,8 +1066,8 @@ nonisolated extension Promise {
     /// started, say), else on to a global queue: not on `queue`, whose `sync` a later step may
     /// call, unless it was there before. Every move is queued,
     /// never a `sync`. A run cancelled while `body` runs (a `timeout` around it expired, say)
-    /// makes that move all the same, and stops there: what goes on after it does not go on on
-    /// `queue`.
+    /// makes that move all the same, and stops there (it ends there, or, if the cancel is still
+    /// under way, on the canceller's thread): what goes on after it does not go on on `queue`.
     ///
     /// A run cancelled before `body` has run queues it on `queue`, once the cancel handlers have
     /// returned; the run's end does not wait for it.
@@ -3638,9 +3638,23 @@ nonisolated extension Engine.Run {
 
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
     /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
-    /// so, at any depth.
+    /// so, at any depth. The links may loop: a shared promise's work that waits for its own
+    /// promise (racing it with a fallback, say) may have a run inside itself as the one run that
+    /// waits for it (`Shared.reach`). So a second walk follows the first at half its pace, and
+    /// meets it only in a loop, once the first has passed every run of it (Floyd's cycle finding):
+    /// no allocation, and no walk that never ends.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
-        sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
+        var ahead: Engine.Run? = self
+        var behind: Engine.Run? = self
+        var steps = 0
+        while let current = ahead {
+            if current === run { return true }
+            ahead = current.locked { $0.outer }
+            steps += 1
+            if steps % 2 == 0 { behind = behind?.locked { $0.outer } }
+            if let ahead, ahead === behind { return false }  // around a loop without `run`
+        }
+        return false
     }
 
     /// Holds the end of a cancelled run that has not ended, and says whether it did: for a
@@ -4089,9 +4103,9 @@ nonisolated extension Engine {
             levels.runs -= 1
         }
 
-        /// Calls `body`, which carries runs on in `hop`'s block outside a drive (a cancelled run
-        /// that stops as a hop leaves a queue, `Run.awaitQueue`), as a drive would: the runs it
-        /// drives are on `hop`.
+        /// Calls `body` in `hop`'s block outside a drive, as a drive would: the release of a
+        /// cancelled run that stops as a hop leaves a queue (`Run.awaitQueue`), so that the runs
+        /// that its end carries on, if it is the last hold, are on `hop`.
         func on(_ hop: DispatchQueue, _ body: () -> Void) {
             let outer = queue
             queue = hop
@@ -5077,19 +5091,14 @@ nonisolated extension Engine {
         /// only run that waits (through one resolver or more: members of one combination), when
         /// the work is cancelled as abandoned; else none. A step of the work that cancels that run
         /// so stops before its next step (see `Run.cancel`), even as another thread's cancel of it
-        /// is on its way down, or has cancelled the work. Never a run inside the work (the work
-        /// may run its own shared promise), which would make the runs' `outer` links a loop, where
-        /// a cancel's walk would never end: the walk up from it stops at the first run made apart
-        /// (a work's), so that shares nested deep take no longer. (Two works that each wait for
-        /// the other could still make a loop.) Under the lock, as `waiting` changes; the last run
-        /// to leave stays named.
+        /// is on its way down, or has cancelled the work. That run may be inside the work (work
+        /// that waits for its own promise), which makes the runs' `outer` links a loop: the walks
+        /// of them end all the same (`Run.isReached(byCancelOf:)`, and `Run.user`, which stops at
+        /// this work's run). Under the lock, as `waiting` changes; the last run to leave stays
+        /// named.
         private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
             guard cancelsWhenAbandoned, let only = waiting.first?.value.run else { return }
-            let isOne = waitingRuns.count == 1
-            let isInside = sequence(first: only) { inner in
-                inner.locked { if case .user = $0.ties { nil } else { $0.outer } }
-            }.contains { $0 === run }
-            run.locked { $0.outer = isOne && !isInside ? only : nil }
+            run.locked { $0.outer = waitingRuns.count == 1 ? only : nil }
         }
 
         /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`

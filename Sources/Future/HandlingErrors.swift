@@ -116,8 +116,8 @@ nonisolated extension Promise {
     /// started, say), else on to a global queue: not on `queue`, whose `sync` a later step may
     /// call, unless it was there before. Every move is queued,
     /// never a `sync`. A run cancelled while `body` runs (a `timeout` around it expired, say)
-    /// makes that move all the same, and stops there: what goes on after it does not go on on
-    /// `queue`.
+    /// makes that move all the same, and stops there (it ends there, or, if the cancel is still
+    /// under way, on the canceller's thread): what goes on after it does not go on on `queue`.
     ///
     /// A run cancelled before `body` has run queues it on `queue`, once the cancel handlers have
     /// returned; the run's end does not wait for it.

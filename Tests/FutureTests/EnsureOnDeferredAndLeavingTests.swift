@@ -106,3 +106,73 @@ private final class NamedQueues: Sendable {
             places.all == ["after the timeout: work", "after ensure(on:): work"])
     }
 }
+
+/// A queue that a step can tell it runs on, by name.
+private final class Named3Queues: Sendable {
+    let key = DispatchSpecificKey<String>()
+
+    func make(_ name: String) -> DispatchQueue {
+        let queue = DispatchQueue(label: "fixrev3.\(name)")
+        queue.setSpecific(key: key, value: name)
+        return queue
+    }
+
+    var current: String { DispatchQueue.getSpecific(key: key) ?? "none" }
+}
+
+extension EnsureOnAfterALeavingHop {
+    /// `ensure(on:)`: "A run cancelled while `body` runs (a `timeout` around it expired, say)
+    /// makes that move all the same, and stops there: what goes on after it does not go on on
+    /// `queue`"; it ends where its last hold is let go of. Here the alarm rings on another thread,
+    /// inside a cancel handler there (of an unrelated run), whose hold on the work's end outlasts
+    /// the move back, most often: the work then ends on that thread, which carries the timeout's
+    /// run on, in no queue's block, so a later `ensure(on:)` goes on to a global queue. Nothing
+    /// goes on on the cleanup's queue. (A review of a fix expected `work` here; the work's run does
+    /// not end there.)
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func aTimeoutsWorkCancelledFromAnotherThreadDuringEnsureOnStopsOnTheQueueItMovesBackTo() {
+        let queues = Named3Queues()
+        let work = queues.make("work")
+        let cleanup = queues.make("cleanup")
+        let later = queues.make("later")
+        let places = Log()
+        let clock = ManualClock()
+        let bodyRuns = Delivery<Void>()
+        let rang = DispatchSemaphore(value: 0)
+        let bodyReturns = DispatchSemaphore(value: 0)
+        let finished = Delivery<Result<Int, TestError>>()
+        let slow = Promise<Int, TestError>(value: 1).ensure(on: cleanup) {
+            bodyRuns.send(())
+            _ = rang.wait(timeout: .now() + timeout)
+            bodyReturns.signal()
+        }
+        Guarantee(value: ()).on(work)
+            .setFailureType(to: TestError.self)
+            .then { _ in slow.timeout(.seconds(1), orFailWith: TestError("late"), clock: clock) }
+            .ensure { places.record("after the timeout: \(queues.current)") }
+            .ensure(on: later) {}
+            .run { outcome in
+                places.record("after ensure(on:): \(queues.current)")
+                finished.send(outcome)
+            }
+        #expect(bodyRuns.wait() != nil)
+        #expect(eventually { clock.timerCount == 1 })
+        let kept = Delivery<Resolver<Int, Never>>()  // unresolved, until the run is cancelled
+        let unrelated = Guarantee<Int> { resolver in
+            kept.send(resolver)
+            resolver.onCancel { _ in
+                clock.advance(by: .seconds(1))  // the alarm cancels the work: its part waits
+                rang.signal()
+                _ = bodyReturns.wait(timeout: .now() + timeout)
+                work.sync {}  // most often, the move back's block has released its hold
+            }
+        }.run()
+        detachThread { unrelated.cancel() }
+        #expect(finished.wait() == .failure(TestError("late")))
+        // Where the work ends depends on which hold goes last; never on the cleanup's queue.
+        #expect(places.all.count == 2)
+        #expect(!places.all.contains { $0.hasSuffix("cleanup") })
+        withExtendedLifetime(kept) {}
+    }
+}

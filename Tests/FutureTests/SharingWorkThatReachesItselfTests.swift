@@ -14,52 +14,44 @@ import Testing
 @Suite(.serialized) struct SharingWorkReach {
     final class Box: @unchecked Sendable { var shared: Guarantee<Int>? }
 
-    /// Whether `cancel()` of a run that is not `run`'s, from a step `run` drives, returns: it walks
-    /// the runs whose cancel reaches `run` (`Run.isReached(byCancelOf:)`, through `outer`) to find
-    /// whether the step cancels a run it is part of. The walk is bounded here, so that the test
-    /// shows a cycle where `cancel()` would spin forever (seen in gdb: a thread at 100% in
-    /// `isReached`, and the cancel never returned).
-    static func outerLinksEnd(from run: Engine.Run) -> Bool {
-        var seen = Set<ObjectIdentifier>()
-        var next: Engine.Run? = run
-        while let current = next {
-            guard seen.insert(ObjectIdentifier(current)).inserted else { return false }
-            next = current.locked { $0.outer }
-        }
-        return true
-    }
-
     /// RunHandle: "Cancelling is idempotent and safe from any thread"; Sharing: the work may run
     /// the shared promise (`whatTheWorkCapturedMayRunTheSharedPromiseAsItGoes`), and "Cancelling
     /// a run leaves the others waiting". A shared promise's work races the shared promise itself
-    /// against a fallback (a member that joins its own work, as an operation alone or through a
-    /// step). The run that started the work leaves: the member is then the only run waiting, and
-    /// `Shared.reach` names it the work's `outer`, while the member's `outer` is the work's run
-    /// (or, for an operation alone, its resolver's run is the work's run itself): a cycle. A step
-    /// of the fallback then cancels an unrelated run: `Run.cancel(call:)` walks `outer` from the
-    /// run this thread drives to see whether the step cancels a run it is part of, and never ends.
-    @Test(arguments: [false, true])
-    func aStepOfWorkThatRacesItsOwnSharedPromiseCancelsAnotherRun(throughAStep: Bool) {
+    /// (an operation alone, or through a step), or a share of it, against a fallback. The run
+    /// that started the work leaves: a run inside the work is then the only run waiting, and
+    /// `Shared.reach` names it as the work's `outer`: the runs' `outer` links loop. A step of the
+    /// fallback then cancels an unrelated run, whose cancel walks `outer` from the run this thread
+    /// drives to see whether the step cancels a run it is part of: the walk must end (it spun
+    /// forever, a thread at 100 %, before `Run.isReached(byCancelOf:)` stopped at a loop).
+    enum Own: CaseIterable, Sendable { case itself, throughAStep, aShare, aShareThroughAStep }
+
+    @Test(arguments: Own.allCases)
+    func aStepOfWorkThatRacesItsOwnSharedPromiseCancelsAnotherRun(own: Own) {
         let box = Box()
         let (gate, gateResolver) = Guarantee<Int>.pending()
         let (never, neverResolver) = Guarantee<Int>.pending()
         let other = never.run()
         let walked = Delivery<Bool>()
         box.shared = Guarantee<Int>(value: 0).then { _ -> Guarantee<Int> in
-            let own: Guarantee<Int> = throughAStep ? box.shared!.map { $0 } : box.shared!
+            let member: Guarantee<Int> =
+                switch own {
+                case .itself: box.shared!
+                case .throughAStep: box.shared!.map { $0 }
+                case .aShare: box.shared!.map { $0 }.share()
+                case .aShareThroughAStep: box.shared!.map { $0 }.share().map { $0 }
+                }
             let fallback = gate.map { value -> Int in
-                let ends = Engine.Nesting.drivenRun.map(Self.outerLinksEnd) ?? true
-                if ends { other.cancel() }  // (else it would not return)
-                walked.send(ends)
+                other.cancel()  // walks the links from the run this thread drives
+                walked.send(true)
                 return value
             }
-            return race([own, fallback])
+            return race([member, fallback])
         }.share()
         let first = box.shared!.run()
         first.cancel()  // the race's member that joined the work waits for it alone
         detachThread { gateResolver.fulfill(1) }
-        #expect(walked.wait() == true, "cancel() from the fallback's step would never return")
-        #expect(other.isCancelled == (walked.all == [true]))
+        #expect(walked.wait() == true, "cancel() from the fallback's step never returned")
+        #expect(other.isCancelled)
         withExtendedLifetime(neverResolver) {}
     }
 }

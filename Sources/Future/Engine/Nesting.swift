@@ -135,9 +135,9 @@ nonisolated extension Engine {
             levels.runs -= 1
         }
 
-        /// Calls `body`, which carries runs on in `hop`'s block outside a drive (a cancelled run
-        /// that stops as a hop leaves a queue, `Run.awaitQueue`), as a drive would: the runs it
-        /// drives are on `hop`.
+        /// Calls `body` in `hop`'s block outside a drive, as a drive would: the release of a
+        /// cancelled run that stops as a hop leaves a queue (`Run.awaitQueue`), so that the runs
+        /// that its end carries on, if it is the last hold, are on `hop`.
         func on(_ hop: DispatchQueue, _ body: () -> Void) {
             let outer = queue
             queue = hop

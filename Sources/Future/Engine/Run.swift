@@ -824,9 +824,23 @@ nonisolated extension Engine.Run {
 
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
     /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
-    /// so, at any depth.
+    /// so, at any depth. The links may loop: a shared promise's work that waits for its own
+    /// promise (racing it with a fallback, say) may have a run inside itself as the one run that
+    /// waits for it (`Shared.reach`). So a second walk follows the first at half its pace, and
+    /// meets it only in a loop, once the first has passed every run of it (Floyd's cycle finding):
+    /// no allocation, and no walk that never ends.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
-        sequence(first: self) { $0.locked { $0.outer } }.contains { $0 === run }
+        var ahead: Engine.Run? = self
+        var behind: Engine.Run? = self
+        var steps = 0
+        while let current = ahead {
+            if current === run { return true }
+            ahead = current.locked { $0.outer }
+            steps += 1
+            if steps % 2 == 0 { behind = behind?.locked { $0.outer } }
+            if let ahead, ahead === behind { return false }  // around a loop without `run`
+        }
+        return false
     }
 
     /// Holds the end of a cancelled run that has not ended, and says whether it did: for a

@@ -176,19 +176,14 @@ nonisolated extension Engine {
         /// only run that waits (through one resolver or more: members of one combination), when
         /// the work is cancelled as abandoned; else none. A step of the work that cancels that run
         /// so stops before its next step (see `Run.cancel`), even as another thread's cancel of it
-        /// is on its way down, or has cancelled the work. Never a run inside the work (the work
-        /// may run its own shared promise), which would make the runs' `outer` links a loop, where
-        /// a cancel's walk would never end: the walk up from it stops at the first run made apart
-        /// (a work's), so that shares nested deep take no longer. (Two works that each wait for
-        /// the other could still make a loop.) Under the lock, as `waiting` changes; the last run
-        /// to leave stays named.
+        /// is on its way down, or has cancelled the work. That run may be inside the work (work
+        /// that waits for its own promise), which makes the runs' `outer` links a loop: the walks
+        /// of them end all the same (`Run.isReached(byCancelOf:)`, and `Run.user`, which stops at
+        /// this work's run). Under the lock, as `waiting` changes; the last run to leave stays
+        /// named.
         private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
             guard cancelsWhenAbandoned, let only = waiting.first?.value.run else { return }
-            let isOne = waitingRuns.count == 1
-            let isInside = sequence(first: only) { inner in
-                inner.locked { if case .user = $0.ties { nil } else { $0.outer } }
-            }.contains { $0 === run }
-            run.locked { $0.outer = isOne && !isInside ? only : nil }
+            run.locked { $0.outer = waitingRuns.count == 1 ? only : nil }
         }
 
         /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`
