@@ -5105,9 +5105,6 @@ nonisolated extension Engine {
         /// or (`nil`) by cancellation: the waiting runs go on. The work, cancelled, stays to be
         /// run again.
         private func settle(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
-            // Its steps are done: it lets go of the run it named (`reach`) now, so that shares
-            // nested deep are not let go of as a chain of runs, each the last to hold the next.
-            if cancelsWhenAbandoned { _ = run.locked { $0.outer.take() } }
             on { state, dropped in
                 // Else it is an earlier run of the work, cancelled as every run left.
                 guard case .running(let work, let current, let waiting) = state, current === run
@@ -5128,7 +5125,16 @@ nonisolated extension Engine {
                 // go).
                 resolver.onCancel { [self] _ in leave(number) }
                 guard let (work, run) = start else { return }
-                run.start(work, Done { [weak self] in self?.settle($1, of: $0) })
+                run.start(
+                    work,
+                    Done { [weak self] run, outcome in
+                        // Its steps are done: it lets go of the run it named (`reach`) now, so that
+                        // shares nested deep are not let go of as a chain of runs, each the last
+                        // to hold the next, and a loop (a run inside the work) goes, even once the
+                        // shared promise has gone.
+                        _ = run.locked { $0.outer.take() }
+                        self?.settle(outcome, of: run)
+                    })
             case .resume(let waiter, let outcome):
                 if let outcome { waiter(outcome) } else { waiter.cancel() }
             case .settle(let waiters, let outcome):

@@ -9,9 +9,9 @@ import Testing
     import Darwin
 #endif
 
-/// Review of fd6e965: each test shows a documented promise that the code after that fix breaks,
-/// and fails on it.
-@Suite(.serialized) struct FixReview4 {
+/// Found by a review of fd6e965: the test shows a documented promise that the code after that fix
+/// broke, and failed on it (10 of 10, with a control that passed).
+@Suite(.serialized) struct SharingWorkLoops {
     /// A cache of a shared promise, which lets go of it (Shared.swift: "the caller may have
     /// dropped the promise (`work.share().run(...)`, a cache that lets go)").
     final class Cache: @unchecked Sendable {
