@@ -9,20 +9,6 @@ import Testing
     import Darwin
 #endif
 
-/// A queue that a step can tell it runs on, by name.
-private final class NamedQueues: Sendable {
-    let key = DispatchSpecificKey<String>()
-
-    func make(_ name: String) -> DispatchQueue {
-        let queue = DispatchQueue(label: "fixrev2.\(name)")
-        queue.setSpecific(key: key, value: name)
-        return queue
-    }
-
-    /// The name of the queue this thread is in the block of, or "none".
-    var current: String { DispatchQueue.getSpecific(key: key) ?? "none" }
-}
-
 /// Review of 7436fc3 (cc33281: a run's queue is the thread's, `Nesting.queue`, set as each drive
 /// begins). `ensure(on:)`: "After `body`, the chain goes back to the queue it was on, if a hop
 /// took it there (with ``on(_:)``, or a step on the main actor), or took there the run whose
@@ -107,19 +93,6 @@ private final class NamedQueues: Sendable {
     }
 }
 
-/// A queue that a step can tell it runs on, by name.
-private final class Named3Queues: Sendable {
-    let key = DispatchSpecificKey<String>()
-
-    func make(_ name: String) -> DispatchQueue {
-        let queue = DispatchQueue(label: "fixrev3.\(name)")
-        queue.setSpecific(key: key, value: name)
-        return queue
-    }
-
-    var current: String { DispatchQueue.getSpecific(key: key) ?? "none" }
-}
-
 extension EnsureOnAfterALeavingHop {
     /// `ensure(on:)`: "A run cancelled while `body` runs (a `timeout` around it expired, say)
     /// makes that move all the same, and stops there: what goes on after it does not go on on
@@ -132,7 +105,7 @@ extension EnsureOnAfterALeavingHop {
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
     @Test
     func aTimeoutsWorkCancelledFromAnotherThreadDuringEnsureOnStopsOnTheQueueItMovesBackTo() {
-        let queues = Named3Queues()
+        let queues = NamedQueues()
         let work = queues.make("work")
         let cleanup = queues.make("cleanup")
         let later = queues.make("later")

@@ -9,20 +9,6 @@ import Testing
     import Darwin
 #endif
 
-/// A queue that a step can tell it runs on, by name.
-private final class NamedQueues: Sendable {
-    let key = DispatchSpecificKey<String>()
-
-    func make(_ name: String) -> DispatchQueue {
-        let queue = DispatchQueue(label: "fixrev.\(name)")
-        queue.setSpecific(key: key, value: name)
-        return queue
-    }
-
-    /// The name of the queue this thread is in the block of, or "none".
-    var current: String { DispatchQueue.getSpecific(key: key) ?? "none" }
-}
-
 /// Calls `body` as it goes away.
 private final class OnRelease: Sendable {
     let body: @Sendable () -> Void

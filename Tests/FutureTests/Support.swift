@@ -286,3 +286,17 @@ final class Rounds: @unchecked Sendable {
         return inTime
     }
 }
+
+/// Queues that a step can tell it runs on, by name: for where `ensure(on:)` goes back to.
+final class NamedQueues: Sendable {
+    let key = DispatchSpecificKey<String>()
+
+    func make(_ name: String) -> DispatchQueue {
+        let queue = DispatchQueue(label: "tests.\(name)")
+        queue.setSpecific(key: key, value: name)
+        return queue
+    }
+
+    /// The name of the queue this thread is in the block of, or "none".
+    var current: String { DispatchQueue.getSpecific(key: key) ?? "none" }
+}
