@@ -69,21 +69,12 @@ import Testing
         let clock = ManualClock()
         let gate = DispatchSemaphore(value: 0)
         cleanup.async { _ = gate.wait(timeout: .now() + timeout) }  // until the alarm is set
-        let finished = Delivery<Result<Int, TestError>>()
         let started = Delivery<Void>()
         let slow = Promise<Int, TestError> { resolver in
             started.send(())
             resolver.fulfill(1)
         }.ensure(on: cleanup) { clock.advance(by: .seconds(1)) }  // the alarm rings as it runs
-        Guarantee(value: ()).on(work)
-            .setFailureType(to: TestError.self)
-            .then { _ in slow.timeout(.seconds(1), orFailWith: TestError("late"), clock: clock) }
-            .ensure { places.record("after the timeout: \(queues.current)") }
-            .ensure(on: later) {}
-            .run { outcome in
-                places.record("after ensure(on:): \(queues.current)")
-                finished.send(outcome)
-            }
+        let finished = runTimedOut(slow, on: work, clock: clock, then: later, queues, places)
         #expect(started.wait() != nil)
         #expect(eventually { clock.timerCount == 1 })  // the work waits for its cleanup
         gate.signal()
@@ -114,21 +105,12 @@ extension EnsureOnAfterALeavingHop {
         let bodyRuns = Delivery<Void>()
         let rang = DispatchSemaphore(value: 0)
         let bodyReturns = DispatchSemaphore(value: 0)
-        let finished = Delivery<Result<Int, TestError>>()
         let slow = Promise<Int, TestError>(value: 1).ensure(on: cleanup) {
             bodyRuns.send(())
             _ = rang.wait(timeout: .now() + timeout)
             bodyReturns.signal()
         }
-        Guarantee(value: ()).on(work)
-            .setFailureType(to: TestError.self)
-            .then { _ in slow.timeout(.seconds(1), orFailWith: TestError("late"), clock: clock) }
-            .ensure { places.record("after the timeout: \(queues.current)") }
-            .ensure(on: later) {}
-            .run { outcome in
-                places.record("after ensure(on:): \(queues.current)")
-                finished.send(outcome)
-            }
+        let finished = runTimedOut(slow, on: work, clock: clock, then: later, queues, places)
         #expect(bodyRuns.wait() != nil)
         #expect(eventually { clock.timerCount == 1 })
         let kept = Delivery<Resolver<Int, Never>>()  // unresolved, until the run is cancelled
@@ -148,4 +130,25 @@ extension EnsureOnAfterALeavingHop {
         #expect(!places.all.contains { $0.hasSuffix("cleanup") })
         withExtendedLifetime(kept) {}
     }
+}
+
+/// Runs `slow` on `queue` under a timeout of a second on `clock`, then an `ensure` step and an
+/// `ensure(on: later)`, recording in `places` the queue each of the last two steps ran on; the
+/// delivery gets the outcome.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+private func runTimedOut(
+    _ slow: Promise<Int, TestError>, on queue: DispatchQueue, clock: ManualClock,
+    then later: DispatchQueue, _ queues: NamedQueues, _ places: Log
+) -> Delivery<Result<Int, TestError>> {
+    let finished = Delivery<Result<Int, TestError>>()
+    Guarantee(value: ()).on(queue)
+        .setFailureType(to: TestError.self)
+        .then { _ in slow.timeout(.seconds(1), orFailWith: TestError("late"), clock: clock) }
+        .ensure { places.record("after the timeout: \(queues.current)") }
+        .ensure(on: later) {}
+        .run { outcome in
+            places.record("after ensure(on:): \(queues.current)")
+            finished.send(outcome)
+        }
+    return finished
 }
