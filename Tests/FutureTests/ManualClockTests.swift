@@ -31,7 +31,7 @@ final class FeedModel {
 /// starting after the clock had moved.
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 func timersSet(_ count: Int, on clock: ManualClock) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(60)
+    let deadline = ContinuousClock.now + .seconds(timeoutSeconds)
     while clock.timerCount < count {
         guard ContinuousClock.now < deadline else { return false }
         try? await Task.sleep(for: .milliseconds(1))
@@ -255,9 +255,9 @@ enum RealClockScenario {
         }
     }
 
-    /// Whether `condition` holds within `timerRelease`, polled without holding a thread.
+    /// Whether `condition` holds within `timeout`, polled without holding a thread.
     static func released(_ condition: () -> Bool) async -> Bool {
-        let deadline = DispatchTime.now() + timerRelease
+        let deadline = DispatchTime.now() + timeout
         while !condition() {
             guard DispatchTime.now() < deadline else { return false }
             try? await Task.sleep(nanoseconds: 10_000_000)

@@ -1975,7 +1975,7 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
                 done.signal()
             }
             for _ in 0..<(milliseconds * 1000 - half) { h.clock.advance(by: .microseconds(1)) }
-            if done.wait(timeout: .now() + .seconds(60)) == .timedOut {
+            if done.wait(timeout: .now() + timeout) == .timedOut {
                 problems.append("an advance of the clock did not return")
             }
         case .advance(let milliseconds): h.advance(milliseconds: milliseconds)
@@ -1984,7 +1984,7 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
         case .invalidate: h.invalidate()
         }
     }
-    if let thread, thread.wait(timeout: .now() + .seconds(60)) == .timedOut {
+    if let thread, thread.wait(timeout: .now() + timeout) == .timedOut {
         problems.append("the cancel from another thread did not return")
     }
     if program.mode == .realTime {

@@ -211,9 +211,15 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         final class Tokens: @unchecked Sendable {
             var all: [InvalidationToken?] = (0..<500).map { _ in InvalidationToken() }
         }
-        // Under ThreadSanitizer a round takes seconds, and twenty came near the bound of the
-        // await below (as long as a round's): five still race every tie with its token's end.
-        let rounds = MCSeeds.underThreadSanitizer ? 5 : 20
+        /// Takes one of `ended`'s signals: spinning first, to go on as soon as main signals, then
+        /// blocking, so that a main queue busy with other tests' work costs no core. The spin
+        /// tries the semaphore, which takes no lock: spinning on a lock that main takes starved
+        /// main under ThreadSanitizer, and with it every main-actor test running beside this one.
+        @Sendable func take(_ ended: DispatchSemaphore) -> Bool {
+            for _ in 0..<10_000 where ended.wait(timeout: .now()) == .success { return true }
+            return ended.wait(timeout: .now() + timeout) == .success
+        }
+        let rounds = 20
         let finished = Delivery<Int>()
         DispatchQueue.global().async {
             for round in 0..<rounds {
@@ -221,22 +227,18 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
                 let runs = tokens.all.map {
                     Guarantee(value: 1).done(on: .main, tiedTo: $0) { _ in }
                 }
-                let checked = Counter()
-                let all = DispatchSemaphore(value: 0)
+                let ended = DispatchSemaphore(value: 0)
                 let gate = DispatchSemaphore(value: 0)
                 DispatchQueue.main.async { gate.wait() }  // every hop queued before main runs one
-                for run in runs {
-                    run.run(some: { if checked.increment() == runs.count { all.signal() } })
-                }
+                for run in runs { run.run(some: { _ in ended.signal() }) }
                 gate.signal()
-                for index in runs.indices {  // token k goes about when main checks run k's tie
-                    while checked.value < index {}
-                    for _ in 0..<Int.random(in: 0...200) { _ = checked.value }
+                // Main ends run k - 1 just before it checks run k's tie: token k goes then.
+                for index in runs.indices {
+                    guard index == 0 || take(ended) else { return finished.send(round) }
+                    for _ in 0..<Int.random(in: 0...200) { _ = DispatchTime.now() }
                     tokens.all[index] = nil
                 }
-                guard all.wait(timeout: .now() + timeout) == .success else {
-                    return finished.send(round)
-                }
+                guard take(ended) else { return finished.send(round) }
             }
             finished.send(rounds)
         }

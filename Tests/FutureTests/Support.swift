@@ -9,9 +9,14 @@ import Testing
     import Darwin
 #endif
 
-/// How long a test waits for asynchronous work before it fails instead of hanging: generous,
-/// because on a loaded 2-core machine the heavy tests running beside it can take seconds.
-let timeout = DispatchTimeInterval.seconds(60)
+/// How long, in seconds, a test waits for asynchronous work before it fails instead of hanging:
+/// generous, because on a loaded 2-core machine the heavy tests running beside it can take
+/// seconds. Four times as long under ThreadSanitizer, where the whole run slows: there a
+/// main-actor test waited more than a minute for the pool's threads that the others kept busy.
+let timeoutSeconds = MCSeeds.underThreadSanitizer ? 240 : 60
+
+/// `timeoutSeconds`, for Dispatch's waits.
+let timeout = DispatchTimeInterval.seconds(timeoutSeconds)
 
 /// Waits until `condition` holds, for at most `timeout`; returns whether it held. For state that
 /// another thread settles with no event to wait on (a weak reference clearing, a count reached).

@@ -9,12 +9,6 @@ import Testing
     import Darwin
 #endif
 
-/// How long a cancelled timer may take to be let go of: Dispatch does so on its own thread, and a
-/// clock's task once a pool thread runs it, which tests that block the pool's threads (two on 2
-/// cores) can hold off for more than 10 seconds under ThreadSanitizer (seen once in the CI
-/// subset, on a loaded machine). A wait that passes returns as soon as its condition holds.
-let timerRelease = DispatchTimeInterval.seconds(60)
-
 /// Polls `condition` until it holds, for at most `limit`; returns whether it held.
 func holds(within limit: DispatchTimeInterval, _ condition: () -> Bool) -> Bool {
     let deadline = DispatchTime.now() + limit
@@ -82,7 +76,7 @@ func allocatedBytes() -> Int? {
             handle.cancel()
             handles.append(Weak(run: handle.run))
         }
-        #expect(holds(within: timerRelease) { handles.allSatisfy { $0.run == nil } })
+        #expect(holds(within: timeout) { handles.allSatisfy { $0.run == nil } })
         #expect(handles.filter { $0.run != nil }.count == 0, "runs still alive")
     }
 
@@ -99,7 +93,7 @@ func allocatedBytes() -> Int? {
             handle.cancel()
             released = handle.run
         }
-        #expect(holds(within: timerRelease) { released == nil })
+        #expect(holds(within: timeout) { released == nil })
         #expect(attempts.value == 1)
     }
 
@@ -142,7 +136,7 @@ func allocatedBytes() -> Int? {
                 let before = allocatedBytes() ?? 0
                 timers.run(10_000)
                 let kept = { (allocatedBytes() ?? 0) - before }
-                #expect(holds(within: timerRelease) { kept() < 10_000 * 100 })
+                #expect(holds(within: timeout) { kept() < 10_000 * 100 })
                 #expect(kept() / 10_000 < 100, "bytes kept for each timer: \(kept() / 10_000)")
             }
         }
