@@ -115,6 +115,31 @@ func milliseconds(since start: DispatchTime) -> Double {
         #expect(attempts.value == 6)
     }
 
+    /// A delay of zero or less is no wait: the attempts follow one another on the thread of
+    /// the failure, as with no delay, and a clock sets no timer for them.
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func aRetryWithADelayOfZeroOrLessRetriesAtOnce() {
+        for delay in [Duration.zero, .seconds(-1)] {
+            let clock = ManualClock()
+            for withClock in [false, true] {
+                let attempts = Counter()
+                let flaky = Promise<Int, TestError> { resolver in
+                    let attempt = attempts.increment()
+                    attempt == 3
+                        ? resolver.fulfill(attempt) : resolver.reject(TestError("\(attempt)"))
+                }
+                let retried =
+                    withClock
+                    ? flaky.retry(3, delay: delay, clock: clock) : flaky.retry(3, delay: delay)
+                let delivered = Log()
+                retried.run { delivered.record("\($0)") }
+                #expect(delivered.all == ["success(3)"], "delay \(delay), clock \(withClock)")
+                #expect(clock.timerCount == 0)
+            }
+        }
+    }
+
     @Test func cancellingBetweenAttemptsStopsTheRetries() {
         let attempts = Counter()
         let ensured = Counter()
