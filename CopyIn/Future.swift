@@ -1550,8 +1550,8 @@ nonisolated extension Promise {
     /// Runs the work again after a failure, `attempts` times at most in all.
     ///
     /// As a promise is lazy, a retry runs the whole chain before it again, not a stored result. It
-    /// waits `delay` before each new attempt, and retries while `shouldRetry` accepts the error;
-    /// `attempts` below 1 stops the program with a message:
+    /// waits `delay` before each new attempt (not at all, at zero or less), and retries while
+    /// `shouldRetry` accepts the error; `attempts` below 1 stops the program with a message:
     /// `fetchFeed().retry(3, delay: .seconds(1), while: { $0.isTransient })`. The last attempt's
     /// error is the chain's.
     public func retry(
@@ -1560,7 +1560,7 @@ nonisolated extension Promise {
     ) -> Promise {
         retrying(
             attempts, name: "retry(_:delay:while:)",
-            after: delay == .zero ? immediately : after(delay), while: shouldRetry)
+            after: delay <= .zero ? immediately : after(delay), while: shouldRetry)
     }
 
     /// Runs the work again after a failure, `attempts` times at most, after `pause` each time.
@@ -1676,7 +1676,7 @@ nonisolated extension Promise {
     ) -> Promise {
         retrying(
             attempts, name: "retry(_:delay:clock:while:)",
-            after: delay == .zero ? immediately : after(delay, clock: clock), while: shouldRetry)
+            after: delay <= .zero ? immediately : after(delay, clock: clock), while: shouldRetry)
     }
 
     /// Not for a chain with a typed error, which ``PromiseError/timedOut`` is not: say which error
