@@ -1,0 +1,174 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+// Time at its edges: intervals too long for Dispatch, timeouts of zero or less, and the error of
+// a timeout that did not fire. Each test names the documented sentence it pins.
+
+/// A clock of the app's own, which keeps `ContinuousClock`'s time and sleeps on it, and tells
+/// when a sleep has returned or thrown.
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+struct SleepReportingClock: Clock {
+    let sleepsEnded = Delivery<Void>()
+    var now: ContinuousClock.Instant { ContinuousClock.now }
+    var minimumResolution: Duration { ContinuousClock().minimumResolution }
+    func sleep(until deadline: ContinuousClock.Instant, tolerance: Duration?) async throws {
+        defer { sleepsEnded.send(()) }
+        try await ContinuousClock().sleep(until: deadline, tolerance: tolerance)
+    }
+}
+
+/// Intervals past `Int64.max` seconds: a `Duration` holds them (`.seconds(Int64.max) * 2`), and
+/// `Promise.nanoseconds` (Time.swift) means to clamp them ("within what a `DispatchTime` holds":
+/// `guard seconds < 9_000_000_000 else { return 9_000_000_000_000_000_000 }`), but it first reads
+/// `interval.components`, whose `Int64` seconds trap for them. So `after`, `delay`,
+/// `retry(_:delay:)` and `timeout` (with no clock, or on `ContinuousClock` and `SuspendingClock`)
+/// stop the program for an interval that only means "very long", where `.seconds(Int64.max)`
+/// works and a `ManualClock` takes it. (In a child process, where the trap fails the test.)
+@Suite("Intervals past Int64.max seconds") struct HugeIntervals {
+    /// Runs `promise`, whose work waits for `pending`'s resolver, answers 1 once the run has
+    /// called it, and waits for the outcome.
+    static func outcome(
+        of promise: Promise<Int, TestError>, answeredBy pending: Pending<Int>
+    ) -> Result<Int, TestError>? {
+        let delivered = Delivery<Result<Int, TestError>>()
+        promise.run { delivered.send($0) }
+        guard let resolver = pending.resolvers.wait() else { return nil }
+        pending.resolvers.clear()
+        resolver.fulfill(1)
+        return delivered.wait()
+    }
+
+    #if os(macOS) || os(Linux)
+        /// `after(_:)`: "A guarantee that succeeds after `interval`"; `delay(_:)`: "Passes the
+        /// outcome ... on after `interval`"; cancelling the run cancels the timer.
+        @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+        @Test
+        func afterAndDelayOfAHugeIntervalWaitAndCancel() async {
+            await #expect(processExitsWith: .success) {
+                let huge = Duration.seconds(Int64.max) * 2
+                let ensured = Counter()
+                after(huge).ensure { ensured.increment() }.run { _ in }.cancel()
+                Promise<Int, TestError>(value: 1).delay(huge).ensure { ensured.increment() }
+                    .run { _ in }.cancel()
+                #expect(ensured.value == 2)
+            }
+        }
+
+        /// `timeout(_:orFailWith:)`: "Fails with `error()` unless the promise settles within
+        /// `interval`": work that settles in a moment wins against a huge interval.
+        @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+        @Test
+        func aTimeoutOfAHugeIntervalLetsTheWorkWin() async {
+            await #expect(processExitsWith: .success) {
+                let huge = Duration.seconds(Int64.max) * 2
+                let pending = Pending<Int>()
+                let bounded = pending.promise.timeout(huge, orFailWith: TestError("late"))
+                #expect(
+                    HugeIntervals.outcome(of: bounded, answeredBy: pending) == .success(1))
+            }
+        }
+
+        /// The same on `ContinuousClock`, which "set[s] their timer on Dispatch's, as
+        /// `timeout(_:orFailWith:)` does"; a `ManualClock` takes the interval (the control).
+        @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+        @Test
+        func aTimeoutOfAHugeIntervalOnAContinuousClockLetsTheWorkWin() async {
+            await #expect(processExitsWith: .success) {
+                let huge = Duration.seconds(Int64.max) * 2
+                let pending = Pending<Int>()
+                let manual = pending.promise.timeout(
+                    huge, orFailWith: TestError("late"), clock: ManualClock())
+                #expect(
+                    HugeIntervals.outcome(of: manual, answeredBy: pending) == .success(1))
+                let continuous = pending.promise.timeout(
+                    huge, orFailWith: TestError("late"), clock: ContinuousClock())
+                #expect(
+                    HugeIntervals.outcome(of: continuous, answeredBy: pending) == .success(1)
+                )
+            }
+        }
+    #endif
+}
+
+/// `timeout(_:orFailWith:)`: "When the deadline passes first, ... the promise then fails, and the
+/// chain goes on, on the thread that stopped the work: the alarm's (a global queue's) for work
+/// that waits". With an interval of zero or less, the alarm (`Engine.setAlarm`, a deadline
+/// already past) fires at once on the thread that reached the timeout, inside its `run`, so the
+/// steps after the timeout run there, on the caller's thread (the main thread, in an app), not on
+/// a global queue, as `after(.zero)` and `delay(.zero)` were made to (Waits already due). The same
+/// on `ContinuousClock`, whose timer is Dispatch's.
+@Suite("Timeouts of zero or less") struct ZeroTimeouts {
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func theStepsAfterATimeoutOfZeroOrLessThatFailsWorkThatWaitsRunOnAGlobalQueue() async {
+        let ranHere = Log()
+        await onThread(stackSize: 1 << 20) {
+            let caller = pthread_self()
+            for interval in [Duration.zero, .seconds(-1)] {
+                for clock in ["none", "continuous"] {
+                    let pending = Pending<Int>()  // work that waits, and never answers
+                    let bounded =
+                        clock == "none"
+                        ? pending.promise.timeout(interval, orFailWith: TestError("late"))
+                        : pending.promise.timeout(
+                            interval, orFailWith: TestError("late"), clock: ContinuousClock())
+                    let here = Delivery<Bool>()
+                    bounded.run { _ in here.send(pthread_equal(pthread_self(), caller) != 0) }
+                    let ran = here.wait().map { "\($0)" } ?? "never"
+                    ranHere.record("\(interval), \(clock): on the caller's thread \(ran)")
+                }
+            }
+        }
+        #expect(
+            ranHere.all
+                == [
+                    "0.0 seconds, none: on the caller's thread false",
+                    "0.0 seconds, continuous: on the caller's thread false",
+                    "-1.0 seconds, none: on the caller's thread false",
+                    "-1.0 seconds, continuous: on the caller's thread false",
+                ])
+    }
+}
+
+/// `timeout(_:orFailWith:clock:)`: "Fails with `error()` unless the promise settles within
+/// `interval`". On a clock of the app's own, the alarm's task calls the alarm however its sleep
+/// ends (`try?` in `Engine.setAlarm`, Timeline.swift: "which a cancelled run ignores"), and the
+/// alarm evaluates `error()` before the timeout sees that it already settled: so the work that
+/// wins has the timeout's error made all the same, once its task is cancelled, on the task's
+/// thread, after the run ended. On Dispatch's clock and a `ManualClock`, the cancelled alarm is
+/// never called (the controls).
+@Suite("The error of a timeout that did not fire") struct TimeoutErrors {
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func aTimeoutWhoseWorkWinsNeverMakesItsError() {
+        let own = SleepReportingClock()
+        let clocks: [(String, any Clock<Duration>)] = [
+            ("continuous", ContinuousClock()), ("manual", ManualClock()), ("own", own),
+        ]
+        for (name, clock) in clocks {
+            let made = Counter()
+            @Sendable func late() -> TestError {
+                made.increment()
+                return TestError("late")
+            }
+            let bounded = Promise<Int, TestError>(value: 1).on(.global())
+                .timeout(.seconds(3600), orFailWith: late(), clock: clock)
+            #expect(outcome(of: bounded) == .success(1))
+            if name == "own" {
+                // The alarm's sleep ended, cancelled as the work won: a moment after, the task
+                // calls the alarm.
+                #expect(own.sleepsEnded.wait() != nil)
+                _ = holds(within: .seconds(2)) { made.value > 0 }
+            }
+            #expect(made.value == 0, "\(name): error() made for a timeout that did not fire")
+        }
+    }
+}
