@@ -1541,9 +1541,10 @@ nonisolated extension Promise {
 
     /// `interval` in nanoseconds, within what a `DispatchTime` holds, and not negative.
     @usableFromInline static func nanoseconds(_ interval: Duration) -> Int {
-        guard interval > .zero else { return 0 }  // (without `components`, which divides)
+        // Compared before `components`, which divides, and traps past `Int64.max` seconds.
+        guard interval > .zero else { return 0 }
+        guard interval < .seconds(9_000_000_000) else { return 9_000_000_000_000_000_000 }
         let (seconds, attoseconds) = interval.components
-        guard seconds < 9_000_000_000 else { return 9_000_000_000_000_000_000 }
         return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
 
