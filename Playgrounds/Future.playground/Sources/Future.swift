@@ -4814,7 +4814,7 @@ nonisolated extension Engine {
             (resolver: Resolver<Value, Failure>) in
             let due = deadline(interval)
             let timeout = Timeout(resolver, work)
-            if timeout.waits { timeout.armed(alarm(due) { timeout.rang(error()) }) }
+            if timeout.waits { timeout.armed(alarm(due) { timeout.rang(error) }) }
         }
         return Promise(last: Source<Value, Failure>(operation, work: work.chain))
     }
@@ -4875,9 +4875,11 @@ nonisolated extension Engine {
             if left == nil { cancel() }
         }
 
-        @inlinable func rang(_ error: Failure) {
+        /// The alarm rang. `error()` is made only if it is the alarm that fails the timeout: an
+        /// alarm may ring late, as the timeout ends (a clock's task whose sleep was cancelled).
+        @inlinable func rang(_ error: @escaping @Sendable () -> Failure) {
             let left = move {
-                if case .going(let r, _) = $0 { .ringing { r(.failure(error)) } } else { nil }
+                if case .going(let r, _) = $0 { .ringing { r(.failure(error())) } } else { nil }
             }
             if left != nil { _ = work.cancel(call: nil) }
         }
