@@ -1529,7 +1529,8 @@ nonisolated extension Promise {
     /// alarm's (a global queue's) for work that waits, the work's own for work that runs. An
     /// interval of zero or less lets work that settles at once, without waiting, win, as on
     /// every clock, and fails the work as soon as it waits (for an operation's resolver, or a
-    /// queue), unless another thread settles it in that instant.
+    /// queue), unless another thread settles it in that instant: the chain then goes on on the
+    /// thread that waited, not a global queue.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {

@@ -98,17 +98,15 @@ struct SleepReportingClock: Clock {
     #endif
 }
 
-/// `timeout(_:orFailWith:)`: "When the deadline passes first, ... the promise then fails, and the
-/// chain goes on, on the thread that stopped the work: the alarm's (a global queue's) for work
-/// that waits". With an interval of zero or less, the alarm (`Engine.setAlarm`, a deadline
-/// already past) fires at once on the thread that reached the timeout, inside its `run`, so the
-/// steps after the timeout run there, on the caller's thread (the main thread, in an app), not on
-/// a global queue, as `after(.zero)` and `delay(.zero)` were made to (Waits already due). The same
-/// on `ContinuousClock`, whose timer is Dispatch's.
+/// `timeout(_:orFailWith:)`: an interval of zero or less "fails the work as soon as it waits
+/// [...]: the chain then goes on on the thread that waited, not a global queue". The alarm's
+/// deadline has passed as it is set, so it rings at once, inside `run` here (the doc said the
+/// alarm's thread, a global queue's, for all work that waits). The same on `ContinuousClock`,
+/// whose timer is Dispatch's.
 @Suite("Timeouts of zero or less") struct ZeroTimeouts {
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
     @Test
-    func theStepsAfterATimeoutOfZeroOrLessThatFailsWorkThatWaitsRunOnAGlobalQueue() async {
+    func theStepsAfterATimeoutOfZeroOrLessThatFailsWorkThatWaitsRunOnTheThreadThatWaited() async {
         let ranHere = Log()
         await onThread(stackSize: 1 << 20) {
             let caller = pthread_self()
@@ -130,10 +128,10 @@ struct SleepReportingClock: Clock {
         #expect(
             ranHere.all
                 == [
-                    "0.0 seconds, none: on the caller's thread false",
-                    "0.0 seconds, continuous: on the caller's thread false",
-                    "-1.0 seconds, none: on the caller's thread false",
-                    "-1.0 seconds, continuous: on the caller's thread false",
+                    "0.0 seconds, none: on the caller's thread true",
+                    "0.0 seconds, continuous: on the caller's thread true",
+                    "-1.0 seconds, none: on the caller's thread true",
+                    "-1.0 seconds, continuous: on the caller's thread true",
                 ])
     }
 }
