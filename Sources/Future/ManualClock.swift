@@ -76,10 +76,14 @@ nonisolated public final class ManualClock: Clock, Sendable {
     ///
     /// Advances from several threads at once add up: two threads that each advance by a second
     /// move the clock by two, and an advance from a timer's firing adds to the one that fired it.
-    /// Each returns once no timer due by its own target is left.
+    /// Each returns once no timer due by its own target is left. A negative `duration` stops the
+    /// program with a message.
     public func advance(by duration: Duration) { fire(until: claim(by: duration)) }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
+    ///
+    /// A `deadline` before ``now`` stops the program with a message: time does not go back. So,
+    /// while other threads advance the clock, move it with ``advance(by:)``, which adds up.
     public func advance(to deadline: Instant) { fire(until: claim(deadline)) }
 
     /// Fires every timer, the ones that firing sets included, moving time to each deadline.
