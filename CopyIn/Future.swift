@@ -1153,9 +1153,10 @@ nonisolated extension Promise {
 ///
 /// To let the other members' work finish after one failed, such as uploads worth completing, make
 /// each member ignore the cancel: `when(fulfilled: files.map { upload($0).ignoringCancel() })`.
-/// The combination still fails at once; the work goes on, and its outcome is dropped. The members
-/// it has not started yet that begin with `ignoringCancel()` start as it ends, all at once (the
-/// limit no longer holds); the others never start.
+/// The combination still fails without waiting for that work, which goes on, and whose outcome is
+/// dropped. The members it has not started yet that begin with `ignoringCancel()` start as it
+/// ends, all at once (the limit no longer holds); the others never start. What such work does on
+/// the thread that starts it, before it first waits, comes before the failure goes on.
 @inlinable nonisolated public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Promise<[Value], Failure> {
@@ -2099,7 +2100,8 @@ nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
 }
 
 nonisolated extension Promise {
-    /// A promise whose work goes on when a run of it is cancelled; the run itself ends at once.
+    /// A promise whose work goes on when a run of it is cancelled; the run itself ends without
+    /// waiting for the work.
     ///
     /// For work worth finishing though nobody waits for it any more, such as an upload: each run
     /// starts the work in a run of its own, which the run's cancellation does not reach. So the
@@ -2108,6 +2110,10 @@ nonisolated extension Promise {
     /// `cancelOnFailure: false` is this. A run that reaches it starts the work even if the run
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
+    ///
+    /// The work starts on the thread that reaches it, as a promise a step returns does, and what
+    /// it does there before it first waits (a compression before the upload, say) comes first: a
+    /// run cancelled meanwhile ends, as a run does, once that has returned.
     public func ignoringCancel() -> Promise {
         typealias Callback = Engine.Callback<Value, Failure>
         let work = self

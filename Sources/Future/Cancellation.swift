@@ -134,7 +134,8 @@ nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
 }
 
 nonisolated extension Promise {
-    /// A promise whose work goes on when a run of it is cancelled; the run itself ends at once.
+    /// A promise whose work goes on when a run of it is cancelled; the run itself ends without
+    /// waiting for the work.
     ///
     /// For work worth finishing though nobody waits for it any more, such as an upload: each run
     /// starts the work in a run of its own, which the run's cancellation does not reach. So the
@@ -143,6 +144,10 @@ nonisolated extension Promise {
     /// `cancelOnFailure: false` is this. A run that reaches it starts the work even if the run
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
+    ///
+    /// The work starts on the thread that reaches it, as a promise a step returns does, and what
+    /// it does there before it first waits (a compression before the upload, say) comes first: a
+    /// run cancelled meanwhile ends, as a run does, once that has returned.
     public func ignoringCancel() -> Promise {
         typealias Callback = Engine.Callback<Value, Failure>
         let work = self
