@@ -1969,7 +1969,10 @@ nonisolated extension Promise where Value: Sendable {
 // in Engine/Run.swift, with the state it guards.
 
 nonisolated extension RunHandle {
-    /// Whether ``cancel()`` was called before the run finished, or its operation was abandoned.
+    /// Whether the run was cancelled before it finished: by ``cancel()``, a bag or token it is
+    /// stored in, a resolver's `cancel()` or an operation abandoned, a step tied to a token
+    /// invalidated before it (with no value to go on with), or a member that ended its
+    /// combination by cancellation.
     ///
     /// A run that ended with an outcome stays not cancelled, whatever is called later.
     public var isCancelled: Bool { run.locked { $0.state.isCancelled } }
