@@ -1,0 +1,63 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `ignoringCancel()`: "A run that reaches it starts the work even if the run was cancelled
+/// meanwhile, or before it started; and a combination that ends before its turn starts it all the
+/// same"; `when(fulfilled:concurrently:)`: "The members it has not started yet that begin with
+/// `ignoringCancel()` start as it ends". A run cancelled before it starts skips its stages, and
+/// starts the ignored work of each (`Run.skip`), walking into a `timeout`'s work, which it never
+/// started; it does not walk into a combination's members, so uploads made members of a `when`
+/// (the README's way to let them finish) never start when the awaiting task was cancelled before
+/// the run started, where the same upload alone, or in a `timeout`, does.
+@Suite struct Review9IgnoredMembersOfACombinationNeverReached {
+    /// Awaits `promise` in a task cancelled before the run starts; whether the await ended.
+    static func awaitCancelled<Value: Sendable>(_ promise: Promise<Value, TestError>) async -> Bool
+    {
+        await bounded {
+            await Task {
+                withUnsafeCurrentTask { $0?.cancel() }  // cancelled before the run starts
+                return (try? await promise.value) == nil
+            }.value
+        } == true
+    }
+
+    enum Shape: String, CaseIterable, Codable, Sendable {
+        case alone, timeout, when, whenLimited, race
+    }
+
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test(arguments: Shape.allCases)
+    func anUploadThatIgnoresCancelStartsThoughTheAwaitingTaskWasCancelledFirst(shape: Shape) async {
+        let started = Delivery<Void>()
+        let upload = Promise<Int, TestError> { resolver in
+            started.send(())
+            resolver.fulfill(1)
+        }.ignoringCancel()
+        let clock = ManualClock()
+        let ran: Bool
+        switch shape {
+        case .alone: ran = await Self.awaitCancelled(upload)
+        case .timeout:
+            ran = await Self.awaitCancelled(
+                upload.timeout(.seconds(1), orFailWith: TestError("slow"), clock: clock))
+        case .when: ran = await Self.awaitCancelled(when(fulfilled: [upload, upload]))
+        case .whenLimited:
+            ran = await Self.awaitCancelled(when(fulfilled: [upload, upload], concurrently: 1))
+        case .race: ran = await Self.awaitCancelled(race([upload, upload]))
+        }
+        #expect(ran, "the await did not end, or its run was not cancelled")
+        // The work starts as the cancelled run skips it, before the run's end: already here.
+        let expected = shape == .alone || shape == .timeout ? 1 : 2
+        #expect(
+            started.all.count == expected,
+            "\(shape): the ignoringCancel() work started \(started.all.count) times")
+    }
+}
