@@ -60,4 +60,44 @@ import Testing
             started.all.count == expected,
             "\(shape): the ignoringCancel() work started \(started.all.count) times")
     }
+
+    /// The same without a task: a step that cancels its own run stops it before the next step
+    /// (`RunHandle`), and the chain that step returned is skipped as the run enters it. The
+    /// `ignoringCancel()` work that chain begins with starts; the members of a `when` (the
+    /// `thenMap` of uploads) that the chain is never start.
+    @Test(arguments: [Shape.alone, .timeout, .when, .whenLimited, .race])
+    func anUploadThatIgnoresCancelStartsThoughTheStepThatReturnedItCancelledTheRun(shape: Shape)
+        async
+    {
+        let started = Delivery<Void>()
+        let upload = Promise<Int, TestError> { resolver in
+            started.send(())
+            resolver.fulfill(1)
+        }.ignoringCancel()
+        let clock = ManualClock()
+        let handles = Delivery<RunHandle>()
+        let ended = Delivery<Void>()
+        handles.send(
+            later(()).setFailureType(to: TestError.self)
+                .then { _ -> Promise<Int, TestError> in
+                    handles.wait()?.cancel()  // the run's own step cancels it
+                    switch shape {
+                    case .alone: return upload
+                    case .timeout:
+                        return upload.timeout(
+                            .seconds(1), orFailWith: TestError("slow"), clock: clock)
+                    case .when: return when(fulfilled: [upload, upload]).map { $0[0] }
+                    case .whenLimited:
+                        return when(fulfilled: [upload, upload], concurrently: 1).map { $0[0] }
+                    case .race: return race([upload, upload])
+                    }
+                }
+                .ensure { ended.send(()) }
+                .run { _ in })
+        #expect(await ended.arrival() != nil, "the run did not end")
+        let expected = shape == .alone || shape == .timeout ? 1 : 2
+        #expect(
+            started.all.count == expected,
+            "\(shape): the ignoringCancel() work started \(started.all.count) times")
+    }
 }
