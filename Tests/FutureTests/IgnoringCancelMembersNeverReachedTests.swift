@@ -17,7 +17,7 @@ import Testing
 /// started; it does not walk into a combination's members, so uploads made members of a `when`
 /// (the README's way to let them finish) never start when the awaiting task was cancelled before
 /// the run started, where the same upload alone, or in a `timeout`, does.
-@Suite struct Review9IgnoredMembersOfACombinationNeverReached {
+@Suite struct IgnoringCancelMembersNeverReached {
     /// Awaits `promise` in a task cancelled before the run starts; whether the await ended.
     static func awaitCancelled<Value: Sendable>(_ promise: Promise<Value, TestError>) async -> Bool
     {
