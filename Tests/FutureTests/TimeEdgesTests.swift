@@ -16,10 +16,12 @@ import Testing
 /// when a sleep has returned or thrown.
 @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
 struct SleepReportingClock: Clock {
+    let sleepsStarted = Delivery<Void>()
     let sleepsEnded = Delivery<Void>()
     var now: ContinuousClock.Instant { ContinuousClock.now }
     var minimumResolution: Duration { ContinuousClock().minimumResolution }
     func sleep(until deadline: ContinuousClock.Instant, tolerance: Duration?) async throws {
+        sleepsStarted.send(())
         defer { sleepsEnded.send(()) }
         try await ContinuousClock().sleep(until: deadline, tolerance: tolerance)
     }
@@ -160,9 +162,16 @@ struct SleepReportingClock: Clock {
                     made.record(name)
                     return TestError("late")
                 }
-                let bounded = Promise<Int, TestError>(value: 1).on(.global())
+                // Work that waits until the alarm is set (for the clock of the app's own, until
+                // its task sleeps), then wins.
+                let pending = Pending<Int>()
+                let bounded = pending.promise
                     .timeout(.seconds(3600), orFailWith: late(), clock: clock)
-                #expect(outcome(of: bounded) == .success(1))
+                let delivered = Delivery<Result<Int, TestError>>()
+                bounded.run { delivered.send($0) }
+                if name == "own" { #expect(own.sleepsStarted.wait() != nil) }
+                pending.resolvers.wait()?.fulfill(1)
+                #expect(delivered.wait() == .success(1))
                 if name == "own" {
                     // The alarm's sleep ended, cancelled as the work won: a moment after, the
                     // task calls the alarm.
