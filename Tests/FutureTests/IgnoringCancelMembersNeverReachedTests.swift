@@ -100,4 +100,21 @@ import Testing
             started.all.count == expected,
             "\(shape): the ignoringCancel() work started \(started.all.count) times")
     }
+
+    /// A member whose turn never comes and that begins with a combination of members that ignore
+    /// cancel: their work starts as the outer combination ends, as a run cancelled before the
+    /// inner combination would start it.
+    @Test func aMemberThatBeginsWithACombinationOfIgnoringMembersStartsThemWhenItsTurnNeverComes() {
+        let started = Counter()
+        let upload = Promise<Int, TestError> { resolver in
+            started.increment()
+            resolver.fulfill(1)
+        }.ignoringCancel()
+        let inner = when(fulfilled: [upload, upload]).map { $0[0] }
+        let failing = Promise<Int, TestError>(error: TestError("offline"))
+        let delivered = Log()
+        when(fulfilled: [failing, inner], concurrently: 1).run { delivered.record("\($0)") }
+        #expect(delivered.all.count == 1)
+        #expect(started.value == 2)
+    }
 }
