@@ -146,7 +146,8 @@ nonisolated extension Promise {
     /// `when(fulfilled: files.map { upload($0).ignoringCancel() })`. Tomorrowland's
     /// `cancelOnFailure: false` is this. A run that reaches it starts the work even if the run
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
-    /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
+    /// turn starts it all the same (see ``when(fulfilled:concurrently:)``). So does a run
+    /// cancelled before it reaches a combination that has it as a member, at any depth.
     ///
     /// The work starts on the thread that reaches it, as a promise a step returns does, and what
     /// it does there before it first waits (a compression before the upload, say) comes first: a

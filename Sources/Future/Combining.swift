@@ -29,9 +29,11 @@
 /// To let the other members' work finish after one failed, such as uploads worth completing, make
 /// each member ignore the cancel: `when(fulfilled: files.map { upload($0).ignoringCancel() })`.
 /// The combination still fails without waiting for that work, which goes on, and whose outcome is
-/// dropped. The members it has not started yet that begin with `ignoringCancel()` start as it
-/// ends, all at once (the limit no longer holds); the others never start. What such work does on
-/// the thread that starts it, before it first waits, comes before the failure goes on.
+/// dropped. The members it has not started yet that begin with `ignoringCancel()` (or with a
+/// combination of such members) start as it ends, all at once (the limit no longer holds); the
+/// others never start. What such work does on the thread that starts it, before it first waits,
+/// comes before the failure goes on. A run cancelled before it reaches the combination starts
+/// them too.
 @inlinable nonisolated public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Promise<[Value], Failure> {

@@ -1111,17 +1111,21 @@ final class MCModel {
     /// work even if the run was cancelled meanwhile, or before it started; and a combination that
     /// ends before its turn starts it all the same"; Cancellation.md: "the work goes on to its
     /// end unobserved". (`when`'s doc says such members "start as it ends"; what starts is their
-    /// work: their steps, `ensure` steps too, belong to the member's run, which never began.)
-    static func ignoredWork(_ node: MCNode) -> MCNode? {
+    /// work: their steps, `ensure` steps too, belong to the member's run, which never began.) A
+    /// member that begins with a combination never starts it either: the work of that
+    /// combination's members that ignore cancel starts, as a run cancelled before it reaches a
+    /// combination starts it (`ignoringCancel()`'s doc).
+    static func ignoredWork(_ node: MCNode) -> [MCNode] {
         switch node {
-        case .ignoringCancel(let inner): inner
+        case .ignoringCancel(let inner): [inner]
         case .map(let inner, _), .effect(let inner, _, _), .then(let inner, _, _),
             .recover(let inner, _, _), .tap(let inner, _), .ensure(let inner, _),
             .delay(let inner, _), .hop(let inner),
             .retry(let inner, _, _):
             ignoredWork(inner)
         case .timeout(let inner, _, _, _): ignoredWork(inner)
-        default: nil
+        case .combine(_, let members, _): members.flatMap(ignoredWork)
+        default: []
         }
     }
 
@@ -1214,7 +1218,9 @@ final class MCModel {
         var starters = members.enumerated().map {
             index, member -> (ignored: (() -> Void)?, alone: Bool, start: (MCAct) -> Void) in
             (
-                Self.ignoredWork(member).map { work in { self.start(work, MCAct { _ in }) } },
+                Self.ignoredWork(member).isEmpty
+                    ? nil
+                    : { for work in Self.ignoredWork(member) { self.start(work, MCAct { _ in }) } },
                 Self.isOperationAlone(member), { self.start(member, $0) }
             )
         }

@@ -1154,9 +1154,11 @@ nonisolated extension Promise {
 /// To let the other members' work finish after one failed, such as uploads worth completing, make
 /// each member ignore the cancel: `when(fulfilled: files.map { upload($0).ignoringCancel() })`.
 /// The combination still fails without waiting for that work, which goes on, and whose outcome is
-/// dropped. The members it has not started yet that begin with `ignoringCancel()` start as it
-/// ends, all at once (the limit no longer holds); the others never start. What such work does on
-/// the thread that starts it, before it first waits, comes before the failure goes on.
+/// dropped. The members it has not started yet that begin with `ignoringCancel()` (or with a
+/// combination of such members) start as it ends, all at once (the limit no longer holds); the
+/// others never start. What such work does on the thread that starts it, before it first waits,
+/// comes before the failure goes on. A run cancelled before it reaches the combination starts
+/// them too.
 @inlinable nonisolated public func when<Value, Failure>(
     fulfilled promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) -> Promise<[Value], Failure> {
@@ -2112,7 +2114,8 @@ nonisolated extension Promise {
     /// `when(fulfilled: files.map { upload($0).ignoringCancel() })`. Tomorrowland's
     /// `cancelOnFailure: false` is this. A run that reaches it starts the work even if the run
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
-    /// turn starts it all the same (see ``when(fulfilled:concurrently:)``).
+    /// turn starts it all the same (see ``when(fulfilled:concurrently:)``). So does a run
+    /// cancelled before it reaches a combination that has it as a member, at any depth.
     ///
     /// The work starts on the thread that reaches it, as a promise a step returns does, and what
     /// it does there before it first waits (a compression before the upload, say) comes first: a
@@ -4372,7 +4375,14 @@ nonisolated extension Engine {
             guard !members.isEmpty else { return decide(Tally(0), .noMembers).end(resolver) }
             Join(members, width, resolver, decide).launch()
         }
-        return Promise(last: Source<Output, OutFailure>(operation))
+        // A run cancelled before it reaches the combination starts the work of the members that
+        // ignore cancel (see `Run.skip`), as a combination that ends starts those it never did.
+        let ignored: [@Sendable (Run) -> Void] = members.compactMap { $0.chain?.ignoredWork }
+        guard !ignored.isEmpty else { return Promise(last: Source<Output, OutFailure>(operation)) }
+        let startIgnored: @Sendable (Run) -> Void = { run in
+            for work in ignored { run.startIgnored(work) }
+        }
+        return Promise(last: Source<Output, OutFailure>(operation, ignoring: startIgnored))
     }
 
     /// How a member of a combination runs: its operation called, its resolver not heard from

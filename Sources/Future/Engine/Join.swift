@@ -119,7 +119,14 @@ nonisolated extension Engine {
             guard !members.isEmpty else { return decide(Tally(0), .noMembers).end(resolver) }
             Join(members, width, resolver, decide).launch()
         }
-        return Promise(last: Source<Output, OutFailure>(operation))
+        // A run cancelled before it reaches the combination starts the work of the members that
+        // ignore cancel (see `Run.skip`), as a combination that ends starts those it never did.
+        let ignored: [@Sendable (Run) -> Void] = members.compactMap { $0.chain?.ignoredWork }
+        guard !ignored.isEmpty else { return Promise(last: Source<Output, OutFailure>(operation)) }
+        let startIgnored: @Sendable (Run) -> Void = { run in
+            for work in ignored { run.startIgnored(work) }
+        }
+        return Promise(last: Source<Output, OutFailure>(operation, ignoring: startIgnored))
     }
 
     /// How a member of a combination runs: its operation called, its resolver not heard from
