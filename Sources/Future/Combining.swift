@@ -122,9 +122,10 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 ///
 /// `stop` runs with each run of the batch, beside the members (the limit does not count it), and
 /// is cancelled as the batch ends; if its run ends by cancellation (say a pending promise whose
-/// resolver went unused), so does the batch's. A run of the batch that is cancelled delivers
-/// nothing, as any run: to stop the batch when an awaiting task is cancelled, await
-/// ``outcomes(of:concurrently:)``.
+/// resolver went unused), so does the batch's. The members it never started that begin with
+/// `ignoringCancel()` start their work as it ends, as ``when(fulfilled:concurrently:)``'s do. A
+/// run of the batch that is cancelled delivers nothing, as any run: to stop the batch when an
+/// awaiting task is cancelled, await ``outcomes(of:concurrently:)``.
 @inlinable nonisolated public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max,
     until stop: Guarantee<Void>

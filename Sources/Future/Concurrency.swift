@@ -71,9 +71,10 @@ nonisolated extension Promise where Failure == Never {
 /// The task's cancellation stops the batch as the signal of
 /// ``when(resolved:concurrently:until:)`` does: the members still running are cancelled (their
 /// `onCancel` handlers and `ensure` steps have run when the await returns, but for the body of
-/// an `ensure(on:)`, which is queued by then), and the others never start. A member whose run
-/// ends by cancellation of its own has `nil` too. A `limit` below 1 stops the program, with
-/// the message of `when(resolved:concurrently:until:)`.
+/// an `ensure(on:)`, which is queued by then), and the others never start (but for the work of
+/// those that begin with `ignoringCancel()`). A member whose run ends by cancellation of its
+/// own has `nil` too. A `limit` below 1 stops the program, with the message of
+/// `when(resolved:concurrently:until:)`.
 @inlinable nonisolated(nonsending) public func outcomes<Value, Failure>(
     of promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) async -> [Swift.Result<Value, Failure>?] {

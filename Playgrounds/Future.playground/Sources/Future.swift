@@ -1247,9 +1247,10 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 ///
 /// `stop` runs with each run of the batch, beside the members (the limit does not count it), and
 /// is cancelled as the batch ends; if its run ends by cancellation (say a pending promise whose
-/// resolver went unused), so does the batch's. A run of the batch that is cancelled delivers
-/// nothing, as any run: to stop the batch when an awaiting task is cancelled, await
-/// ``outcomes(of:concurrently:)``.
+/// resolver went unused), so does the batch's. The members it never started that begin with
+/// `ignoringCancel()` start their work as it ends, as ``when(fulfilled:concurrently:)``'s do. A
+/// run of the batch that is cancelled delivers nothing, as any run: to stop the batch when an
+/// awaiting task is cancelled, await ``outcomes(of:concurrently:)``.
 @inlinable nonisolated public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max,
     until stop: Guarantee<Void>
@@ -2266,9 +2267,10 @@ nonisolated extension Promise where Failure == Never {
 /// The task's cancellation stops the batch as the signal of
 /// ``when(resolved:concurrently:until:)`` does: the members still running are cancelled (their
 /// `onCancel` handlers and `ensure` steps have run when the await returns, but for the body of
-/// an `ensure(on:)`, which is queued by then), and the others never start. A member whose run
-/// ends by cancellation of its own has `nil` too. A `limit` below 1 stops the program, with
-/// the message of `when(resolved:concurrently:until:)`.
+/// an `ensure(on:)`, which is queued by then), and the others never start (but for the work of
+/// those that begin with `ignoringCancel()`). A member whose run ends by cancellation of its
+/// own has `nil` too. A `limit` below 1 stops the program, with the message of
+/// `when(resolved:concurrently:until:)`.
 @inlinable nonisolated(nonsending) public func outcomes<Value, Failure>(
     of promises: [Promise<Value, Failure>], concurrently limit: Int = .max
 ) async -> [Swift.Result<Value, Failure>?] {
