@@ -117,4 +117,24 @@ import Testing
         #expect(delivered.all.count == 1)
         #expect(started.value == 2)
     }
+
+    /// `when(resolved:concurrently:until:)`: a batch stopped by its signal starts the work of the
+    /// members it never started that begin with `ignoringCancel()`, and has `nil` for each.
+    @Test func aStoppedBatchStartsTheWorkOfItsUnstartedMembersThatIgnoreCancel() {
+        let started = Counter()
+        let upload = Promise<Int, TestError> { resolver in
+            started.increment()
+            resolver.fulfill(1)
+        }.ignoringCancel()
+        let waiting = Pending<Int>()
+        let (stop, stopper) = Guarantee<Void>.pending()
+        let delivered = Log()
+        when(resolved: [waiting.promise, upload, upload], concurrently: 1, until: stop)
+            .run { delivered.record("\($0.map { $0.map { $0.map { _ in "done" } } })") }
+        #expect(waiting.resolvers.wait() != nil)
+        #expect(started.value == 0)
+        stopper.fulfill(())
+        #expect(delivered.all == ["success([nil, nil, nil])"])
+        #expect(started.value == 2)
+    }
 }
