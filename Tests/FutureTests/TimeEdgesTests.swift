@@ -28,12 +28,10 @@ struct SleepReportingClock: Clock {
 }
 
 /// Intervals past `Int64.max` seconds: a `Duration` holds them (`.seconds(Int64.max) * 2`), and
-/// `Promise.nanoseconds` (Time.swift) means to clamp them ("within what a `DispatchTime` holds":
-/// `guard seconds < 9_000_000_000 else { return 9_000_000_000_000_000_000 }`), but it first reads
-/// `interval.components`, whose `Int64` seconds trap for them. So `after`, `delay`,
-/// `retry(_:delay:)` and `timeout` (with no clock, or on `ContinuousClock` and `SuspendingClock`)
-/// stop the program for an interval that only means "very long", where `.seconds(Int64.max)`
-/// works and a `ManualClock` takes it. (In a child process, where the trap fails the test.)
+/// `after`, `delay`, `retry(_:delay:)` and `timeout` (with no clock, or on `ContinuousClock` and
+/// `SuspendingClock`) take them as a very long wait, as they take `.seconds(Int64.max)`, and a
+/// `ManualClock` does. (`Promise.nanoseconds` read their seconds, which trapped; the tests run in a
+/// child process, where a trap fails the test.)
 @Suite("Intervals past Int64.max seconds") struct HugeIntervals {
     /// Runs `promise`, whose work waits for `pending`'s resolver, answers 1 once the run has
     /// called it, and waits for the outcome.
@@ -139,12 +137,10 @@ struct SleepReportingClock: Clock {
 }
 
 /// `timeout(_:orFailWith:clock:)`: "Fails with `error()` unless the promise settles within
-/// `interval`". On a clock of the app's own, the alarm's task calls the alarm however its sleep
-/// ends (`try?` in `Engine.setAlarm`, Timeline.swift: "which a cancelled run ignores"), and the
-/// alarm evaluates `error()` before the timeout sees that it already settled: so the work that
-/// wins has the timeout's error made all the same, once its task is cancelled, on the task's
-/// thread, after the run ended. On Dispatch's clock and a `ManualClock`, the cancelled alarm is
-/// never called (the controls).
+/// `interval`": a timeout whose work wins never makes its error. On a clock of the app's own, the
+/// alarm's task calls the alarm however its sleep ends (`Engine.setAlarm`, Timeline.swift), late,
+/// once the timeout has ended: the alarm made the error before it checked (fixed). On Dispatch's
+/// clock and a `ManualClock`, a cancelled alarm is never called (the controls).
 @Suite("The error of a timeout that did not fire") struct TimeoutErrors {
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
     @Test
