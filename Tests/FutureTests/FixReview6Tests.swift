@@ -93,4 +93,32 @@ import Testing
             }
         }
     #endif
+
+    /// `when(resolved:concurrently:until:)`: "`stop` runs with each run of the batch, beside the
+    /// members"; `when(fulfilled:concurrently:)`: the members a combination never started "that
+    /// begin with `ignoringCancel()` (or with a combination of such members) start as it ends; the
+    /// others never start". A race won at once never starts its second member, a batch whose
+    /// signal ignores cancel: the signal is no member, and the batch's members (none, or one that
+    /// does not ignore cancel) are no such members, so the signal's work should not start. It
+    /// starts when the batch has promises (the signal is the join's member 0, and `Engine.join`
+    /// gives its first stage the work of every member that ignores cancel), not when it has none
+    /// (no join members): the model checker's `ignoredWork` starts it in both.
+    @Test(arguments: [0, 1])
+    func aRaceWonAtOnceStartsNoWorkOfTheSignalOfABatchItNeverStarted(promises: Int) {
+        let signalled = Counter()
+        let signal = Guarantee<Void> { resolver in
+            signalled.increment()
+            resolver.fulfill(())
+        }.ignoringCancel()
+        let batch = when(
+            resolved: Array(repeating: Promise<Int, TestError>(value: 1), count: promises),
+            until: signal
+        ).map { $0.count }
+        let delivered = Log()
+        race([Guarantee(value: -1), batch]).run { delivered.record("\($0)") }
+        #expect(delivered.all == ["success(-1)"])
+        #expect(
+            signalled.value == 0,
+            "with \(promises) promises, the signal's work started \(signalled.value) times")
+    }
 }
