@@ -10,7 +10,7 @@ import Testing
 /// that has it as a member, at any depth." Each level's first stage now keeps a closure that
 /// calls the closure of the level inside it: starting, and releasing, 10,000 of them nests on the
 /// stack. (Run in a child process, where a stack overflow fails the test.)
-@Suite struct FixReview6 {
+@Suite struct IgnoringCancelMembersDeep {
     static let depth = 10_000
 
     /// `innermost` in a `when` in a `when` … `depth` deep.
