@@ -3,13 +3,12 @@ import Testing
 
 @testable import Future
 
-/// Review of 43dac68 (a run cancelled before it reaches a combination starts the `ignoringCancel()`
-/// work of its members, at any depth). The README: "Combinations nested in combinations (`when`,
-/// …) run, complete, cancel and are released on a 512 KiB stack at any depth (tested 10,000
-/// deep …)". `ignoringCancel()`'s doc: "So does a run cancelled before it reaches a combination
-/// that has it as a member, at any depth." Each level's first stage now keeps a closure that
-/// calls the closure of the level inside it: starting, and releasing, 10,000 of them nests on the
-/// stack. (Run in a child process, where a stack overflow fails the test.)
+/// Combinations nested deep, and a batch's signal, and the `ignoringCancel()` work of their
+/// members. The README: "Combinations nested in combinations (`when`, …) run, complete, cancel and
+/// are released on a 512 KiB stack at any depth (tested 10,000 deep …)". `ignoringCancel()`'s doc:
+/// "So does a run cancelled before it reaches a combination that has it as a member, at any
+/// depth." (A review found that starting 10,000 levels' work nested on the stack, each level's
+/// start calling the next; the tests run in a child process, where a stack overflow fails them.)
 @Suite struct IgnoringCancelMembersDeep {
     static let depth = 10_000
 
