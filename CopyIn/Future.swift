@@ -1261,7 +1261,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
     let signal = stop.map { nil as Value? }.setFailureType(to: Failure.self)
     let members = promises.isEmpty ? [] : [signal] + promises.map { $0.map { $0 as Value? } }
     let count = promises.count  // (not the members, which the batch lets go of as it ends)
-    return Engine.join(members, limit == .max ? limit : limit + 1) { tally, ending in
+    return Engine.join(members, limit == .max ? limit : limit + 1, signals: 1) { tally, ending in
         if case .cancelled(0) = ending { return .cancel }
         // Settled once the signal came, or every member ended.
         guard tally.ended == count || tally.outcomes[0] != nil else { return .wait }
@@ -2440,17 +2440,41 @@ nonisolated extension Engine {
         /// `timeout`'s work, which the run has not started when it stops before the timeout.
         var ahead: Stage? { nil }
 
+        /// The chains of a combination's members that start with `ignoringCancel()` work (see
+        /// `ignoredWork`), for the combination's first stage: a run that stops before it, or a
+        /// combination that never starts it, starts their work.
+        var ignoringMembers: [Stage] { [] }
+
         /// This stage as the class it is, for the step that class made: unchecked (see above).
         @inlinable final func downcast<Kind: Stage>(to _: Kind.Type) -> Kind {
             unsafeDowncast(self, to: Kind.self)
         }
 
-        /// The work of the `ignoringCancel()` promise this chain starts with, if it does (inside
-        /// a `timeout` too, whose first stage holds the work's chain).
-        @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
+        /// The first stage of the chain that ends with this one, inside a `timeout` too, whose
+        /// first stage holds the work's chain.
+        var first: Stage {
             var first = self
             while let next = first.parent ?? first.ahead { first = next }
-            return first.ignoring
+            return first
+        }
+
+        /// Whether the chain starts with `ignoringCancel()` work: its own, or its members' if it
+        /// starts with a combination (which keeps only those members: so no walk into them).
+        @usableFromInline var startsIgnoring: Bool {
+            first.ignoring != nil || !first.ignoringMembers.isEmpty
+        }
+
+        /// The work of the `ignoringCancel()` promises the chain starts with: its own, or, for a
+        /// chain that starts with a combination, its members', at any depth (a list, not
+        /// recursion, for combinations nested deep).
+        @usableFromInline var ignoredWork: [@Sendable (Run) -> Void] {
+            var work: [@Sendable (Run) -> Void] = []
+            var chains = [self]
+            while let first = chains.popLast()?.first {
+                if let ignoring = first.ignoring { work.append(ignoring) }
+                chains.append(contentsOf: first.ignoringMembers.reversed())
+            }
+            return work
         }
 
         @inlinable init<Output>(
@@ -2566,13 +2590,16 @@ nonisolated extension Engine {
         /// only for `deinit`, which releases it as a level of releases (see `Nesting`); one, as
         /// every access to it costs an exclusivity check.
         @usableFromInline var kept:
-            (operation: Operation, work: Stage?, ignored: (@Sendable (Run) -> Void)?)?
+            (
+                operation: Operation, work: Stage?, ignored: (@Sendable (Run) -> Void)?,
+                ignoringMembers: [Stage]
+            )?
 
         @inlinable init(
             _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil,
-            work: Stage? = nil
+            work: Stage? = nil, ignoringMembers: [Stage] = []
         ) {
-            kept = (operation, work, ignored)
+            kept = (operation, work, ignored, ignoringMembers)
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = stage.downcast(to: Source.self)
@@ -2581,6 +2608,8 @@ nonisolated extension Engine {
         }
 
         override var ignoring: (@Sendable (Run) -> Void)? { kept?.ignored }
+
+        override var ignoringMembers: [Stage] { kept?.ignoringMembers ?? [] }
 
         override var ahead: Stage? { kept?.work }
 
@@ -3745,6 +3774,7 @@ nonisolated extension Engine.Run {
             }
             if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
             next.ignoring.map(startIgnored)
+            for member in next.ignoringMembers { member.ignoredWork.forEach(startIgnored) }
         }
     }
 
@@ -4368,8 +4398,10 @@ nonisolated extension Engine {
     /// what to do each time one ends, or at once if there are none: the one mechanism behind
     /// every combinator. Its operation is a chain's first stage (`Source`), not an operation
     /// alone as a user's is, so that releasing combinations nested in combinations stays flat.
+    /// The first `signals` members run beside the others (a batch's signal): not the
+    /// combination's members, whose `ignoringCancel()` work a run stopped before it starts.
     @inlinable static func join<Member, Failure, Output, OutFailure>(
-        _ members: [Promise<Member, Failure>], _ width: Int = .max,
+        _ members: [Promise<Member, Failure>], _ width: Int = .max, signals: Int = 0,
         _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
     ) -> Promise<Output, OutFailure> {
         let operation = Operation(file: #fileID, line: #line) {
@@ -4379,12 +4411,8 @@ nonisolated extension Engine {
         }
         // A run cancelled before it reaches the combination starts the work of the members that
         // ignore cancel (see `Run.skip`), as a combination that ends starts those it never did.
-        let ignored: [@Sendable (Run) -> Void] = members.compactMap { $0.chain?.ignoredWork }
-        guard !ignored.isEmpty else { return Promise(last: Source<Output, OutFailure>(operation)) }
-        let startIgnored: @Sendable (Run) -> Void = { run in
-            for work in ignored { run.startIgnored(work) }
-        }
-        return Promise(last: Source<Output, OutFailure>(operation, ignoring: startIgnored))
+        let ignoring = members.dropFirst(signals).compactMap(\.chain).filter(\.startsIgnoring)
+        return Promise(last: Source<Output, OutFailure>(operation, ignoringMembers: ignoring))
     }
 
     /// How a member of a combination runs: its operation called, its resolver not heard from
@@ -4724,7 +4752,7 @@ nonisolated extension Engine {
             for run in members.runs { _ = run.cancel(call: nil) }
             // The work of the members never started that ignore cancel.
             let unstarted = members.closed.map { $0.members.dropFirst($0.tally.started) } ?? []
-            let ignored = unstarted.compactMap { $0.chain?.ignoredWork }
+            let ignored = unstarted.flatMap { $0.chain?.ignoredWork ?? [] }
             guard !members.handlers.isEmpty || !ignored.isEmpty else {
                 done?()
                 return

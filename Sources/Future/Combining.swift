@@ -136,7 +136,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
     let signal = stop.map { nil as Value? }.setFailureType(to: Failure.self)
     let members = promises.isEmpty ? [] : [signal] + promises.map { $0.map { $0 as Value? } }
     let count = promises.count  // (not the members, which the batch lets go of as it ends)
-    return Engine.join(members, limit == .max ? limit : limit + 1) { tally, ending in
+    return Engine.join(members, limit == .max ? limit : limit + 1, signals: 1) { tally, ending in
         if case .cancelled(0) = ending { return .cancel }
         // Settled once the signal came, or every member ended.
         guard tally.ended == count || tally.outcomes[0] != nil else { return .wait }

@@ -1124,6 +1124,8 @@ final class MCModel {
             .retry(let inner, _, _):
             ignoredWork(inner)
         case .timeout(let inner, _, _, _): ignoredWork(inner)
+        // (A batch's signal, its first member here, runs beside its members: it is not one.)
+        case .combine(.until, let members, _): members.dropFirst().flatMap(ignoredWork)
         case .combine(_, let members, _): members.flatMap(ignoredWork)
         default: []
         }

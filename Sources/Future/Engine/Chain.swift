@@ -117,17 +117,41 @@ nonisolated extension Engine {
         /// `timeout`'s work, which the run has not started when it stops before the timeout.
         var ahead: Stage? { nil }
 
+        /// The chains of a combination's members that start with `ignoringCancel()` work (see
+        /// `ignoredWork`), for the combination's first stage: a run that stops before it, or a
+        /// combination that never starts it, starts their work.
+        var ignoringMembers: [Stage] { [] }
+
         /// This stage as the class it is, for the step that class made: unchecked (see above).
         @inlinable final func downcast<Kind: Stage>(to _: Kind.Type) -> Kind {
             unsafeDowncast(self, to: Kind.self)
         }
 
-        /// The work of the `ignoringCancel()` promise this chain starts with, if it does (inside
-        /// a `timeout` too, whose first stage holds the work's chain).
-        @usableFromInline var ignoredWork: (@Sendable (Run) -> Void)? {
+        /// The first stage of the chain that ends with this one, inside a `timeout` too, whose
+        /// first stage holds the work's chain.
+        var first: Stage {
             var first = self
             while let next = first.parent ?? first.ahead { first = next }
-            return first.ignoring
+            return first
+        }
+
+        /// Whether the chain starts with `ignoringCancel()` work: its own, or its members' if it
+        /// starts with a combination (which keeps only those members: so no walk into them).
+        @usableFromInline var startsIgnoring: Bool {
+            first.ignoring != nil || !first.ignoringMembers.isEmpty
+        }
+
+        /// The work of the `ignoringCancel()` promises the chain starts with: its own, or, for a
+        /// chain that starts with a combination, its members', at any depth (a list, not
+        /// recursion, for combinations nested deep).
+        @usableFromInline var ignoredWork: [@Sendable (Run) -> Void] {
+            var work: [@Sendable (Run) -> Void] = []
+            var chains = [self]
+            while let first = chains.popLast()?.first {
+                if let ignoring = first.ignoring { work.append(ignoring) }
+                chains.append(contentsOf: first.ignoringMembers.reversed())
+            }
+            return work
         }
 
         @inlinable init<Output>(
@@ -243,13 +267,16 @@ nonisolated extension Engine {
         /// only for `deinit`, which releases it as a level of releases (see `Nesting`); one, as
         /// every access to it costs an exclusivity check.
         @usableFromInline var kept:
-            (operation: Operation, work: Stage?, ignored: (@Sendable (Run) -> Void)?)?
+            (
+                operation: Operation, work: Stage?, ignored: (@Sendable (Run) -> Void)?,
+                ignoringMembers: [Stage]
+            )?
 
         @inlinable init(
             _ operation: Operation, ignoring ignored: (@Sendable (Run) -> Void)? = nil,
-            work: Stage? = nil
+            work: Stage? = nil, ignoringMembers: [Stage] = []
         ) {
-            kept = (operation, work, ignored)
+            kept = (operation, work, ignored, ignoringMembers)
             super.init(after: nil, output: Swift.Result<Value, Failure>.self) {
                 stage, _, run in
                 let source = stage.downcast(to: Source.self)
@@ -258,6 +285,8 @@ nonisolated extension Engine {
         }
 
         override var ignoring: (@Sendable (Run) -> Void)? { kept?.ignored }
+
+        override var ignoringMembers: [Stage] { kept?.ignoringMembers ?? [] }
 
         override var ahead: Stage? { kept?.work }
 

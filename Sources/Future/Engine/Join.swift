@@ -110,8 +110,10 @@ nonisolated extension Engine {
     /// what to do each time one ends, or at once if there are none: the one mechanism behind
     /// every combinator. Its operation is a chain's first stage (`Source`), not an operation
     /// alone as a user's is, so that releasing combinations nested in combinations stays flat.
+    /// The first `signals` members run beside the others (a batch's signal): not the
+    /// combination's members, whose `ignoringCancel()` work a run stopped before it starts.
     @inlinable static func join<Member, Failure, Output, OutFailure>(
-        _ members: [Promise<Member, Failure>], _ width: Int = .max,
+        _ members: [Promise<Member, Failure>], _ width: Int = .max, signals: Int = 0,
         _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
     ) -> Promise<Output, OutFailure> {
         let operation = Operation(file: #fileID, line: #line) {
@@ -121,12 +123,8 @@ nonisolated extension Engine {
         }
         // A run cancelled before it reaches the combination starts the work of the members that
         // ignore cancel (see `Run.skip`), as a combination that ends starts those it never did.
-        let ignored: [@Sendable (Run) -> Void] = members.compactMap { $0.chain?.ignoredWork }
-        guard !ignored.isEmpty else { return Promise(last: Source<Output, OutFailure>(operation)) }
-        let startIgnored: @Sendable (Run) -> Void = { run in
-            for work in ignored { run.startIgnored(work) }
-        }
-        return Promise(last: Source<Output, OutFailure>(operation, ignoring: startIgnored))
+        let ignoring = members.dropFirst(signals).compactMap(\.chain).filter(\.startsIgnoring)
+        return Promise(last: Source<Output, OutFailure>(operation, ignoringMembers: ignoring))
     }
 
     /// How a member of a combination runs: its operation called, its resolver not heard from
@@ -466,7 +464,7 @@ nonisolated extension Engine {
             for run in members.runs { _ = run.cancel(call: nil) }
             // The work of the members never started that ignore cancel.
             let unstarted = members.closed.map { $0.members.dropFirst($0.tally.started) } ?? []
-            let ignored = unstarted.compactMap { $0.chain?.ignoredWork }
+            let ignored = unstarted.flatMap { $0.chain?.ignoredWork ?? [] }
             guard !members.handlers.isEmpty || !ignored.isEmpty else {
                 done?()
                 return

@@ -911,6 +911,7 @@ nonisolated extension Engine.Run {
             }
             if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
             next.ignoring.map(startIgnored)
+            for member in next.ignoringMembers { member.ignoredWork.forEach(startIgnored) }
         }
     }
 
