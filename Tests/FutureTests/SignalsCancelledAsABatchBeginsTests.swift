@@ -16,7 +16,7 @@ import Testing
 /// work of `members.dropFirst(tally.started)`, which holds the signal (member 0) when the batch's
 /// run is cancelled after its join is made (its cancel handler set) and before its launch loop
 /// claims the signal.
-@Suite struct FixReview7 {
+@Suite struct SignalsCancelledAsABatchBegins {
     /// Batches whose run a second thread cancels as a first one reaches the batch. A signal that
     /// was claimed runs its `ensure` step (its run ends, or is skipped); the signal's
     /// `ignoringCancel()` work should start only then.
