@@ -4407,7 +4407,7 @@ nonisolated extension Engine {
         let operation = Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Output, OutFailure>) in
             guard !members.isEmpty else { return decide(Tally(0), .noMembers).end(resolver) }
-            Join(members, width, resolver, decide).launch()
+            Join(members, width, signals: signals, resolver, decide).launch()
         }
         // A run cancelled before it reaches the combination starts the work of the members that
         // ignore cancel (see `Run.skip`), as a combination that ends starts those it never did.
@@ -4440,6 +4440,8 @@ nonisolated extension Engine {
     {
         @usableFromInline let lock = Lock()
         @usableFromInline let width: Int
+        /// How many members, first, run beside the others (a batch's signal): see `Engine.join`.
+        @usableFromInline let signals: Int
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
         /// `memberEnded(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or
         /// by cancellation.
@@ -4527,11 +4529,11 @@ nonisolated extension Engine {
         /// Opens the combination, which its run's cancel reaches from then on; `launch` starts
         /// its members.
         @inlinable init(
-            _ members: [Promise<Member, Failure>], _ width: Int,
+            _ members: [Promise<Member, Failure>], _ width: Int, signals: Int,
             _ resolver: Resolver<Output, OutFailure>,
             _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
         ) {
-            self.width = width
+            (self.width, self.signals) = (width, signals)
             self.decide = decide
             outer = resolver.run
             guarded = (
@@ -4751,7 +4753,8 @@ nonisolated extension Engine {
         @inlinable func cancelMembers(_ members: Cancels, then done: (() -> Void)? = nil) {
             for run in members.runs { _ = run.cancel(call: nil) }
             // The work of the members never started that ignore cancel.
-            let unstarted = members.closed.map { $0.members.dropFirst($0.tally.started) } ?? []
+            let unstarted =
+                members.closed.map { $0.members.dropFirst(max($0.tally.started, signals)) } ?? []
             let ignored = unstarted.flatMap { $0.chain?.ignoredWork ?? [] }
             guard !members.handlers.isEmpty || !ignored.isEmpty else {
                 done?()
