@@ -4533,7 +4533,8 @@ nonisolated extension Engine {
             _ resolver: Resolver<Output, OutFailure>,
             _ decide: @escaping Policy<Member, Failure, Output, OutFailure>
         ) {
-            (self.width, self.signals) = (width, signals)
+            self.width = width
+            self.signals = signals
             self.decide = decide
             outer = resolver.run
             guarded = (
