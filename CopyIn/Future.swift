@@ -2586,7 +2586,8 @@ nonisolated extension Engine {
     /// whole chain of a combination (`Engine.join`) or a `timeout`, made from its own operation.
     @usableFromInline final class Source<Value, Failure: Swift.Error>: Stage {
         /// The operation, the chain of a `timeout`'s work, which its operation runs (see
-        /// `ahead`), and an `ignoringCancel()` promise's work alone (see `ignoring`): a `var`
+        /// `ahead`), an `ignoringCancel()` promise's work alone (see `ignoring`), and the chains
+        /// of a combination's members that start with such work (see `ignoringMembers`): a `var`
         /// only for `deinit`, which releases it as a level of releases (see `Nesting`); one, as
         /// every access to it costs an exclusivity check.
         @usableFromInline var kept:
