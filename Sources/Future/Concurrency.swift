@@ -17,7 +17,8 @@ nonisolated extension Promise {
     /// The run ends by cancellation if the task was cancelled (after its `onCancel` handlers and
     /// `ensure` steps), or an operation dropped or cancelled its resolver. The steps up to the
     /// first operation that resolves later run on the caller's actor (its executor, custom or not);
-    /// the steps after it run where it resolved, unless ``on(_:)`` says otherwise.
+    /// the steps after it run where it resolved, unless a step moves them (``on(_:)``,
+    /// `ensure(on:)`, a step on the main actor).
     @inlinable nonisolated(nonsending) public var result: Swift.Result<Value, Failure>? {
         get async {
             typealias Awaiting = Engine.Awaiting<Value, Failure>

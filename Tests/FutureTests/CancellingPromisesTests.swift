@@ -106,4 +106,41 @@ import Testing
         task.cancel()
         #expect(await task.value == 1, "ensure steps run when outcomes(of:) returned")
     }
+
+    /// A cancel from another thread while a step runs lets the steps after it run up to the
+    /// run's next operation, which never starts; then the `ensure` steps ahead run, and nothing
+    /// is delivered (`RunHandle`: steps take no lock). The docs once said no later step starts.
+    @Test func aCancelFromAnotherThreadStopsTheRunAtItsNextOperation() {
+        let log = Log()
+        let inStep = Delivery<Void>()
+        let cancelled = DispatchSemaphore(value: 0)
+        let ended = Delivery<Void>()
+        let handle = later(1)
+            .map { value -> Int in
+                inStep.send(())
+                cancelled.wait()
+                return value
+            }
+            .map { value -> Int in
+                log.record("step")
+                return value + 1
+            }
+            .then { value in
+                Guarantee<Int> { resolver in
+                    log.record("operation")
+                    resolver.fulfill(value)
+                }
+            }
+            .ensure {
+                log.record("ensure")
+                ended.send(())
+            }
+            .run { _ in log.record("completion") }
+        #expect(inStep.wait() != nil)
+        handle.cancel()
+        cancelled.signal()
+        #expect(ended.wait() != nil)
+        #expect(log.all == ["step", "ensure"])
+        #expect(handle.isCancelled)
+    }
 }
