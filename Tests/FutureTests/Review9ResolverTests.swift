@@ -1,0 +1,88 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A cancel handler that the operation's work adds on a thread of its own as the run ends by
+/// cancellation: `Resolver.onCancel` calls it at once ("at once if the run already is"), and
+/// `RunHandle` says the `ensure` steps still ahead run once the handlers have returned (the
+/// glossary's hold: "a handler added late, until it returns"). `Run.release` moves the run to
+/// `cancelled` in its lock section and runs the `ensure` steps after it (`end`, which skips the
+/// stages ahead first): a handler added in between finds `cancelled(call)`, is called at once and
+/// holds nothing (`Run.onCancel`; for a member the combination calls, `Join.onCancel`, whose
+/// `outer.hold()` finds its run cancelled), so the `ensure` step runs while it has not returned. The steps
+/// between the operation and the `ensure` step (skipped first) widen that gap; the handler waits,
+/// at most `grace`, for the `ensure` step, which must not come before it returns.
+@Suite struct Review9LateHandlerAsTheRunEnds {
+    static let steps = 100_000
+    static let grace = DispatchTimeInterval.seconds(2)
+
+    @Test(arguments: [false, true])
+    func anEnsureStepWaitsForAHandlerAddedAsTheCancelledRunEnds(member: Bool) {
+        // Rounds until the handler is added in the gap (it may come after the ensure step, which
+        // says nothing): at most five.
+        for _ in 0..<5 {
+            if Self.round(member: member) { break }
+        }
+    }
+
+    /// One round; returns whether the handler came before the ensure step (then it checked it).
+    static func round(member: Bool) -> Bool {
+        let resolvers = Delivery<Resolver<Int, Never>>()
+        let ensured = Delivery<Void>()
+        let log = Log()
+        let operation = Guarantee<Int> { resolvers.send($0) }
+        var chain = member ? when(fulfilled: [operation]).map { $0[0] } : operation
+        for _ in 0..<steps { chain = chain.map { $0 } }
+        let handle = chain.ensure {
+            log.record("ensure")
+            ensured.send(())
+        }.run(some: { _ in Issue.record("cancelled: no completion") })
+        guard let resolver = resolvers.wait() else {
+            Issue.record("the operation was not called")
+            return true
+        }
+        let added = Delivery<Void>()
+        detachThread {
+            // As soon as the run has moved to `cancelled`, before its end ran the ensure step.
+            let ending = spin(until: {
+                handle.run.locked { $0.state.isCancelled && $0.state.hasEnded }
+            })
+            guard ending else { return added.send(()) }
+            resolver.onCancel { _ in
+                log.record("handler")
+                _ = ensured.wait(timeout: grace)  // the ensure step must not come meanwhile
+                log.record("handler returned")
+            }
+            added.send(())
+        }
+        handle.cancel()
+        #expect(added.wait() != nil)
+        #expect(ensured.wait() != nil)
+        #expect(eventually { log.all.count == 3 })
+        let order = log.all
+        // A handler added after the ensure step ran says nothing; one called before it must have
+        // returned before it.
+        guard order.first == "handler" else { return false }
+        #expect(order == ["handler", "handler returned", "ensure"])
+        return true
+    }
+}
+
+extension Delivery {
+    /// Waits for the first value for at most `bound`; `nil` if none came.
+    func wait(timeout bound: DispatchTimeInterval) -> Value? {
+        let deadline = DispatchTime.now() + bound
+        while all.isEmpty {
+            guard DispatchTime.now() < deadline else { return nil }
+            usleep(200)
+        }
+        return all.first
+    }
+}
