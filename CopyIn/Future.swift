@@ -257,7 +257,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// Registers work to do if the run is cancelled before this operation resolves.
     ///
     /// The handler is called at most once, on the thread that cancels (at once if the run already
-    /// is); use it to cancel the request, timer or task the operation started. It gets the
+    /// is; if the run's end is under way, once its `ensure` steps have run, on the thread that
+    /// ends it); use it to cancel the request, timer or task the operation started. It gets the
     /// resolver: one that captured its own resolver would keep its run alive forever.
     ///
     /// ```swift
@@ -2359,8 +2360,9 @@ nonisolated public enum PromiseDiagnostics {
 //   does with each stage still ahead (an `ensure` step runs all the same); `end`, a run's last
 //   transition, with an outcome or cancelled (its completion hears of it once).
 // - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it,
-//   the canceller, until its handlers have returned, a handler added late, until it returns,
-//   and each combination or timeout the run runs (`Run.hold()`), until what it counts has
+//   the canceller, until its handlers have returned, a handler added late, until it returns
+//   (once the end is under way, it is called after the `ensure` steps: `Run.callLate`), and
+//   each combination or timeout the run runs (`Run.hold()`), until what it counts has
 //   stopped: a combination's member runs, its launch loop and the threads that call its members'
 //   cancel handlers (`Join`, which a stopping combination's verdict waits for too); a timeout's
 //   work's run.
@@ -2897,7 +2899,8 @@ nonisolated extension Promise {
 // completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`),
 // its handlers run (`Nesting.cancelling`), the thread driving it stops it (`release(stopping:)`),
 // and once nothing holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead,
-// running their `ensure` steps, and its completion hears of it (`.finish(nil)`).
+// running their `ensure` steps, calls the cancel handlers added meanwhile (`callLate`), and its
+// completion hears of it (`.finish(nil)`).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -2948,12 +2951,18 @@ nonisolated extension Promise {
 //                           leaves a queue                                   runs, releases t's
 //                           (`Next.hop`)                                     hold
 //   cancelling(t,h,c)       c's onCancel           cancelling(t,h+1,c)       call it, release
+//   ending(c,hs)            c's onCancel           ending(c,hs+1)            -
 //   cancelled(c)            c's onCancel           unchanged                 call it
 //   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -
 //   cancelling(t,h,c)       release (h > 1)        cancelling(t,h-1,c)       -
 //   cancelling(t,h,c)       t stops (h > 1)        cancelling(-,h-1,c)       -
-//   cancelling(t,1,c)       release, or t stops    cancelled(c)              end
+//   cancelling(t,1,c)       release, or t stops    ending(c,-)               end: skip the
+//                                                                            steps ahead
+//   ending(c,hs)            the steps ahead are    cancelled(c)              hs, completion
+//                           skipped
 //   any other               any other event        unchanged                 -
+//
+// (A combination's member's handler added late goes as c's does: `callLate`.)
 //
 // Beside the state, under the lock, what means the same in every state: the ties to tokens (or,
 // for a run made apart from another, its user's run), and the run whose cancel reaches this one
@@ -3105,8 +3114,8 @@ nonisolated extension Engine {
     @usableFromInline struct CancelHandler { let call: @Sendable (any Reporter) -> Void }
 
     /// Where a run is (see the table above). Cancelling moves a run that has not ended to
-    /// `cancelling`, which becomes `cancelled` as its last hold is released; `end` then runs its
-    /// `ensure` steps.
+    /// `cancelling`, which becomes `ending` as its last hold is released, while `end` runs its
+    /// `ensure` steps, then `cancelled`.
     @usableFromInline enum State {
         /// Made, not started yet.
         case idle
@@ -3131,20 +3140,24 @@ nonisolated extension Engine {
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
         /// Ended with an outcome.
         case ended
+        /// Cancelled, its end under way on the thread that released its last hold: a handler
+        /// added late (to `call`, or a combination's member's) waits in `late` until the `ensure`
+        /// steps have run, as the end cannot wait for it.
+        case ending(call: Int?, late: CancelHandlers?)
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled(call: Int?)
 
         /// Whether the run is cancelled: no operation starts or reports.
         var isCancelled: Bool {
             switch self {
-            case .cancelling, .cancelled: true
+            case .cancelling, .ending, .cancelled: true
             case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
             }
         }
 
         var hasEnded: Bool {
             switch self {
-            case .ended, .cancelled: true
+            case .ended, .ending, .cancelled: true
             default: false
             }
         }
@@ -3546,8 +3559,7 @@ nonisolated extension Engine.Run {
         _ call: Int, _ handler: @escaping @Sendable (any Engine.Reporter) -> Void
     ) {
         let added = Engine.CancelHandler(call: handler)
-        // Whether the handler is called now, and whether it holds the run's end until it returns.
-        let (callNow, holds) = locked { fields -> (Bool, Bool) in
+        let late = locked { fields -> Bool in
             switch fields.state {
             case .calling(let thread, call, let handlers):
                 let handlers = handlers.map { $0 + [added] } ?? [added]
@@ -3555,18 +3567,33 @@ nonisolated extension Engine.Run {
             case .awaitingResolver(call, let handlers):
                 let handlers = handlers.map { $0 + [added] } ?? [added]
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
-            // Added late, to the call that was pending as the run was cancelled: called at once,
-            // holding the end, if it has not come, as the canceller's handlers do. (`call?`
+            // Added late, to the call that was pending as the run was cancelled. (`call?`
             // matches this call's number, as in `resolve`.)
-            case .cancelling(let thread, let holds, call?):
-                fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
-                return (true, true)
-            case .cancelled(call?): return (true, false)
+            case .cancelling(_, _, call?), .ending(call?, _), .cancelled(call?): return true
             default: break
             }
-            return (false, false)
+            return false
         }
-        if callNow { handler(self) }
+        if late { callLate(added) }
+    }
+
+    /// Calls a cancel handler added once the run is cancelled: at once, holding the run's end
+    /// until it returns, if it has not come, as the canceller's handlers do; after the `ensure`
+    /// steps, if the end is under way; at once, once it has ended.
+    final func callLate(_ handler: Engine.CancelHandler) {
+        let holds = locked { fields -> Bool? in
+            switch fields.state {
+            case .cancelling(let thread, let holds, let call):
+                fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
+                return true
+            case .ending(let call, let late):
+                fields.state = .ending(call: call, late: (late ?? []) + [handler])
+                return nil
+            default: return false
+            }
+        }
+        guard let holds else { return }
+        handler.call(self)
         if holds { release() }
     }
 
@@ -3711,9 +3738,9 @@ nonisolated extension Engine.Run {
     /// Holds the end of a cancelled run that has not ended, and says whether it did: for a
     /// combination it runs, whose members' runs have not stopped yet, or a timeout, whose work's
     /// run has not, so that nothing of them runs after the run's end (its `ensure` steps and its
-    /// completion), or for a handler a combination's cancelled member adds, until it returns. A
-    /// combination's or timeout's is taken by the cancel handler of the pending call, which runs
-    /// while the canceller, or the driving thread, holds the run: so it is always taken.
+    /// completion). A combination's or timeout's is taken by the cancel handler of the pending
+    /// call, which runs while the canceller, or the driving thread, holds the run: so it is always
+    /// taken.
     @usableFromInline @discardableResult final func hold() -> Bool {
         locked { fields in
             guard case .cancelling(let thread, let holds, let call) = fields.state else {
@@ -3734,7 +3761,7 @@ nonisolated extension Engine.Run {
             fields.state =
                 holds > 1
                 ? .cancelling(thread: stopping ? nil : thread, holds: holds - 1, call: call)
-                : .cancelled(call: call)
+                : .ending(call: call, late: nil)
             return holds == 1
         }
         if ends { end(with: nil) }
@@ -3759,6 +3786,16 @@ nonisolated extension Engine.Run {
         // what the chains' steps captured.
         driver.pointee.plan = Plan()
         driver.pointee.spill?.owned.chains = []
+        if outcome == nil {
+            let late = locked { fields -> Engine.CancelHandlers? in
+                guard case .ending(let call, let late) = fields.state else {
+                    preconditionFailure("a cancelled run ended \(fields.state)")
+                }
+                fields.state = .cancelled(call: call)
+                return late
+            }
+            for handler in late ?? [] { handler.call(self) }
+        }
         _ = driver.pointee.specialized(self, .finish(outcome))
     }
 
@@ -4797,14 +4834,14 @@ nonisolated extension Engine {
                 guarded.running[call] = .called(handlers)
                 return false
             }
-            // Cancelled: called at once, as a run's call does, counted (above), and holding the
-            // end of the combination's run, if it is cancelled and has not ended: a join that its
-            // run's cancel closed holds nothing else.
+            // Cancelled: called as a run's late handler is, counted (above): by the combination's
+            // run, which a join that its run's cancel closed is left to hold.
             if callNow {
-                let holds = outer.hold()
-                handler(self)
-                handlersReturned()
-                if holds { outer.release() }
+                outer.callLate(
+                    Engine.CancelHandler { [self] _ in
+                        handler(self)
+                        handlersReturned()
+                    })
             }
         }
 

@@ -507,14 +507,14 @@ nonisolated extension Engine {
                 guarded.running[call] = .called(handlers)
                 return false
             }
-            // Cancelled: called at once, as a run's call does, counted (above), and holding the
-            // end of the combination's run, if it is cancelled and has not ended: a join that its
-            // run's cancel closed holds nothing else.
+            // Cancelled: called as a run's late handler is, counted (above): by the combination's
+            // run, which a join that its run's cancel closed is left to hold.
             if callNow {
-                let holds = outer.hold()
-                handler(self)
-                handlersReturned()
-                if holds { outer.release() }
+                outer.callLate(
+                    Engine.CancelHandler { [self] _ in
+                        handler(self)
+                        handlersReturned()
+                    })
             }
         }
 
