@@ -109,3 +109,59 @@ import Testing
         }
     #endif
 }
+
+extension Review9ShareReach {
+    /// Sharing: "Cancelling a run leaves the others waiting. Once every waiting run is
+    /// cancelled, so is the work, and the next run starts it again". Run U alone waits for the
+    /// work (through a `when`'s member: `reach` names U). Thread B cancels U first and is held in
+    /// the cancel handler of U's other member before its cancel reaches the shared one; the
+    /// work's step, on thread A, then cancels U, which stops the work (`Run.cancel(call:)`: the
+    /// work is reached by U's cancel), but `Shared` still counts U as waiting. Run V, never
+    /// cancelled, joins before the work has stopped: it waits for the stopped work, and ends by
+    /// cancellation with it, where it should go on (had U's leave come first, V would have
+    /// started the work again).
+    @Test func aRunThatJoinsWorkStoppedByItsOnlyWaitersCancelIsNotCancelledWithIt() {
+        let (start, starter) = Guarantee<Int>.pending()
+        let handle = Delivery<RunHandle>()
+        let first = Counter()
+        let stepRuns = DispatchSemaphore(value: 0)
+        let blockerCancelled = DispatchSemaphore(value: 0)
+        let stepCancelled = DispatchSemaphore(value: 0)
+        let vJoined = DispatchSemaphore(value: 0)
+        let workEndedForB = DispatchSemaphore(value: 0)
+        let shared = start.map { value -> Int in
+            guard first.increment() == 1 else { return value }  // a later run of the work
+            stepRuns.signal()
+            _ = blockerCancelled.wait(timeout: .now() + timeout)
+            handle.wait()?.cancel()  // U, which B is cancelling
+            stepCancelled.signal()
+            _ = vJoined.wait(timeout: .now() + timeout)
+            return value
+        }.ensure { workEndedForB.signal() }.share()
+        let kept = Delivery<Resolver<Int, Never>>()
+        let blocker = Guarantee<Int> { resolver in
+            kept.send(resolver)  // never resolved
+            resolver.onCancel { _ in
+                blockerCancelled.signal()
+                _ = workEndedForB.wait(timeout: .now() + timeout)
+            }
+        }.map { $0 }  // a member run of its own, cancelled first
+        handle.send(when(fulfilled: [blocker, shared]).run(some: { _ in }))
+        detachThread { starter.fulfill(1) }  // A: runs the work's steps
+        #expect(stepRuns.wait(timeout: .now() + timeout) == .success)
+        let cancelledOnB = Delivery<Void>()
+        detachThread {  // B
+            handle.all.first?.cancel()
+            cancelledOnB.send(())
+        }
+        #expect(stepCancelled.wait(timeout: .now() + timeout) == .success)
+        let vEnded = Delivery<Void>()
+        let vValue = Delivery<Int>()
+        let v = shared.ensure { vEnded.send(()) }.run(some: { vValue.send($0) })
+        vJoined.signal()
+        #expect(cancelledOnB.wait() != nil)
+        #expect(vEnded.wait() != nil)
+        #expect(!v.isCancelled)
+        #expect(vValue.all == [1], "V, never cancelled, ended by cancellation with U's")
+    }
+}
