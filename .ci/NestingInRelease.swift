@@ -91,6 +91,16 @@ func nest(_ kind: String, _ promise: Guarantee<Int>) -> Guarantee<Int> {
                 )
             }
         }
+        for runs in [false, true] {
+            // `share()`s stacked with no step between them, each keeping the next as its work:
+            // built, run and cancelled (each level idle again) or never run, then let go of.
+            onSmallStack {
+                let innermost = Guarantee<Int> { _ in }  // never settles
+                let promise = (0..<depth).reduce(innermost) { promise, _ in promise.share() }
+                if runs { promise.run { _ in }.cancel() }
+            }
+            print("share()s stacked \(depth) deep, \(runs ? "run and cancelled" : "never run"): released")
+        }
         for firstSucceeds in [false, true] {
             let levels = 2_500
             let done = DispatchSemaphore(value: 0)

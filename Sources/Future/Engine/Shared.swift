@@ -81,7 +81,12 @@ nonisolated extension Engine {
             self.cancelsWhenAbandoned = cancelsWhenAbandoned
         }
 
-        deinit { lock.free() }
+        // The work may be a shared promise, whose `Shared` keeps more work: it is released as a
+        // level of releases (see `Nesting`), as a `Source` releases what it keeps.
+        deinit {
+            Nesting.release({ state as Any }, by: { state = .settled(nil) })
+            lock.free()
+        }
 
         /// Changes the state by `event`, in one lock section, then does the action it returns
         /// (`nil`: none). The state is lent `inout`, so that `event` consumes it (and changes the
