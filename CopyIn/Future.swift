@@ -2975,19 +2975,21 @@ nonisolated extension Promise {
 /// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step, even when another thread's cancel came first (a step of a
-/// combination's member, of a `timeout`'s work, or of a shared promise's work that only this run
-/// waits for and that cancels when abandoned, too). From another thread, the run stops at its next
-/// operation, hop, entered promise or end: steps take no lock, so the steps before that point still
-/// run (their outcome reaches no one). When two threads cancel a run at once, the second `cancel()`
-/// may return before the first has reached the runs inside it (a combination's members, a
-/// `timeout`'s work, a shared promise's work), whose steps and operations may then start until the
-/// first `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s work)
-/// are in a step ends once they have stopped, so that nothing of them runs after its `ensure`
-/// steps. Inside a cancel handler (``Resolver/onCancel(_:)``) that a cancel calls (not one called
-/// as it is added, the run already cancelled), `cancel()` returns at once: that cancel, like every
-/// cancel the handler causes (a combination that a resolver it calls settles cancels its other
-/// members), is done after the handler has returned and before the cancel that called the handler
-/// returns: one after another rather than nested, so that cancels nested deep take little stack.
+/// combination's member, of a `timeout`'s work, or of a shared promise's work that cancels when
+/// abandoned and that only this run waits for, too: itself, through one member of a combination it
+/// runs, or through members that are the shared promise itself). From another thread, the run stops
+/// at its next operation, hop, entered promise or end: steps take no lock, so the steps before that
+/// point still run (their outcome reaches no one). When two threads cancel a run at once, the
+/// second `cancel()` may return before the first has reached the runs inside it (a combination's
+/// members, a `timeout`'s work, a shared promise's work), whose steps and operations may then start
+/// until the first `cancel()` returns. A run cancelled while a combination's members (or a
+/// `timeout`'s work) are in a step ends once they have stopped, so that nothing of them runs after
+/// its `ensure` steps. Inside a cancel handler (``Resolver/onCancel(_:)``) that a cancel calls (not
+/// one called as it is added, the run already cancelled), `cancel()` returns at once: that cancel,
+/// like every cancel the handler causes (a combination that a resolver it calls settles cancels its
+/// other members), is done after the handler has returned and before the cancel that called the
+/// handler returns: one after another rather than nested, so that cancels nested deep take little
+/// stack.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy
@@ -5031,7 +5033,8 @@ nonisolated extension Engine {
 //   making(resolver)      pending() hands it out            running(nil, r, [:])    -
 //   settled(o)            join n                            settled(o)              resume n
 //   idle(work)            join n                            running(work, r, [n])   wait n, start r
-//   running(work, r, ws)  join n                            running(work, r, ws+n)  wait n
+//   running(work, r, ws)  join n, r cancelled (work not nil)  running(work, r', ws+n)  wait n, start r'
+//   running(work, r, ws)  join n, else                      running(work, r, ws+n)  wait n
 //   making                join n                            traps: no run sees it
 //   running(work, r, ws)  leave n, none left, cancels when  idle(work)              cancel r
 //                         abandoned (so work is not nil)
@@ -5143,29 +5146,44 @@ nonisolated extension Engine {
 
         /// The operation of every run of the promise.
         func join(_ resolver: Resolver<Value, Failure>) {
-            on { state, _ in
+            on { state, dropped in
                 // A settled state answers at once, and stays as it is.
                 if case .settled(let outcome) = state { return .resume(resolver, outcome) }
                 arrivals += 1
                 waitingRuns[ObjectIdentifier(resolver.run), default: 0] += 1
                 switch consume state {
                 case .idle(let work):
-                    // The run is made before it starts, so that a run leaving meanwhile cancels
-                    // it, and the work does not begin.
-                    let run = Run.make(
-                        for: work.chain, completing: Done.self, apartFrom: resolver.run)
-                    let waiting = [arrivals: resolver]
-                    state = .running(work, run, waiting)
-                    reach(run, from: waiting)
-                    return .wait(resolver, arrivals, starting: (work, run))
+                    let (next, action) = start(work, for: [arrivals: resolver], resolver)
+                    state = next
+                    return action
                 case .running(let work, let run, var waiting):
                     waiting[arrivals] = resolver
+                    // A run of the work that is cancelled (its only waiting run's cancel reached
+                    // it, say) ends by cancellation: this run starts the work again, for all.
+                    if let work, run.locked({ $0.state.isCancelled }) {
+                        dropped = run
+                        let (next, action) = start(work, for: waiting, resolver)
+                        state = next
+                        return action
+                    }
                     reach(run, from: waiting)
                     state = .running(work, run, waiting)
                     return .wait(resolver, arrivals, starting: nil)
                 case .making, .settled: preconditionFailure("no run sees making; settled is above")
                 }
             }
+        }
+
+        /// A new run of the work, for the runs `waiting`, the last of them `resolver`'s. The run is
+        /// made before it starts, so that a run leaving meanwhile cancels it, and the work does
+        /// not begin.
+        private func start(
+            _ work: Promise<Value, Failure>, for waiting: [Int: Resolver<Value, Failure>],
+            _ resolver: Resolver<Value, Failure>
+        ) -> (State, Action) {
+            let run = Run.make(for: work.chain, completing: Done.self, apartFrom: resolver.run)
+            reach(run, from: waiting)
+            return (.running(work, run, waiting), .wait(resolver, arrivals, starting: (work, run)))
         }
 
         /// Waiting run `number` was cancelled; when none is left, the work is cancelled, if it is
@@ -5193,8 +5211,10 @@ nonisolated extension Engine {
         }
 
         /// Names, as the run of the work's outer run, the one run whose cancel reaches it: the
-        /// only run that waits (through one resolver or more: members of one combination), when
-        /// the work is cancelled as abandoned; else none. A step of the work that cancels that run
+        /// only run that waits (through one resolver or more: members of one combination that
+        /// are the shared promise itself), when the work is cancelled as abandoned; else none.
+        /// (Two runs inside one that wait, members of a combination that have steps after the
+        /// shared promise, name none: its cancel stops the work as they leave.) A step of the work that cancels that run
         /// so stops before its next step (see `Run.cancel`), even as another thread's cancel of it
         /// is on its way down, or has cancelled the work. That run may be inside the work (work
         /// that waits for its own promise), which makes the runs' `outer` links a loop: the walks

@@ -108,19 +108,21 @@ import Dispatch
 /// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step, even when another thread's cancel came first (a step of a
-/// combination's member, of a `timeout`'s work, or of a shared promise's work that only this run
-/// waits for and that cancels when abandoned, too). From another thread, the run stops at its next
-/// operation, hop, entered promise or end: steps take no lock, so the steps before that point still
-/// run (their outcome reaches no one). When two threads cancel a run at once, the second `cancel()`
-/// may return before the first has reached the runs inside it (a combination's members, a
-/// `timeout`'s work, a shared promise's work), whose steps and operations may then start until the
-/// first `cancel()` returns. A run cancelled while a combination's members (or a `timeout`'s work)
-/// are in a step ends once they have stopped, so that nothing of them runs after its `ensure`
-/// steps. Inside a cancel handler (``Resolver/onCancel(_:)``) that a cancel calls (not one called
-/// as it is added, the run already cancelled), `cancel()` returns at once: that cancel, like every
-/// cancel the handler causes (a combination that a resolver it calls settles cancels its other
-/// members), is done after the handler has returned and before the cancel that called the handler
-/// returns: one after another rather than nested, so that cancels nested deep take little stack.
+/// combination's member, of a `timeout`'s work, or of a shared promise's work that cancels when
+/// abandoned and that only this run waits for, too: itself, through one member of a combination it
+/// runs, or through members that are the shared promise itself). From another thread, the run stops
+/// at its next operation, hop, entered promise or end: steps take no lock, so the steps before that
+/// point still run (their outcome reaches no one). When two threads cancel a run at once, the
+/// second `cancel()` may return before the first has reached the runs inside it (a combination's
+/// members, a `timeout`'s work, a shared promise's work), whose steps and operations may then start
+/// until the first `cancel()` returns. A run cancelled while a combination's members (or a
+/// `timeout`'s work) are in a step ends once they have stopped, so that nothing of them runs after
+/// its `ensure` steps. Inside a cancel handler (``Resolver/onCancel(_:)``) that a cancel calls (not
+/// one called as it is added, the run already cancelled), `cancel()` returns at once: that cancel,
+/// like every cancel the handler causes (a combination that a resolver it calls settles cancels its
+/// other members), is done after the handler has returned and before the cancel that called the
+/// handler returns: one after another rather than nested, so that cancels nested deep take little
+/// stack.
 ///
 /// Keep the handle where the run's owner can reach it, such as a property of a screen, or put it in
 /// a ``RunBag``: `let lookup = lookUp(id: id).run(some: show, none: report)`. It is a value: a copy

