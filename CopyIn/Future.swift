@@ -257,8 +257,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// Registers work to do if the run is cancelled before this operation resolves.
     ///
     /// The handler is called at most once, on the thread that cancels (at once if the run already
-    /// is; if the run's end is under way, once its `ensure` steps have run, on the thread that
-    /// ends it); use it to cancel the request, timer or task the operation started. It gets the
+    /// is; if the run's end is under way, before its next `ensure` step, or as it ends, on the
+    /// thread that ends it); use it to cancel the request, timer or task the operation started. It gets the
     /// resolver: one that captured its own resolver would keep its run alive forever.
     ///
     /// ```swift
@@ -2361,7 +2361,7 @@ nonisolated public enum PromiseDiagnostics {
 //   transition, with an outcome or cancelled (its completion hears of it once).
 // - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it,
 //   the canceller, until its handlers have returned, a handler added late, until it returns
-//   (once the end is under way, it is called after the `ensure` steps: `Run.callLate`), and
+//   (once the end is under way, before the next `ensure` step: `Run.callLate`), and
 //   each combination or timeout the run runs (`Run.hold()`), until what it counts has
 //   stopped: a combination's member runs, its launch loop and the threads that call its members'
 //   cancel handlers (`Join`, which a stopping combination's verdict waits for too); a timeout's
@@ -2899,8 +2899,8 @@ nonisolated extension Promise {
 // completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`),
 // its handlers run (`Nesting.cancelling`), the thread driving it stops it (`release(stopping:)`),
 // and once nothing holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead,
-// running their `ensure` steps, calls the cancel handlers added meanwhile (`callLate`), and its
-// completion hears of it (`.finish(nil)`).
+// running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`), and
+// its completion hears of it (`.finish(nil)`).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -2952,6 +2952,7 @@ nonisolated extension Promise {
 //                           (`Next.hop`)                                     hold
 //   cancelling(t,h,c)       c's onCancel           cancelling(t,h+1,c)       call it, release
 //   ending(c,hs)            c's onCancel           ending(c,hs+1)            -
+//   ending(c,hs)            an ensure step ahead   ending(c,-)               hs, the step
 //   cancelled(c)            c's onCancel           unchanged                 call it
 //   cancelling(t,h,c)       hold (see `hold()`)    cancelling(t,h+1,c)       -
 //   cancelling(t,h,c)       release (h > 1)        cancelling(t,h-1,c)       -
@@ -2959,7 +2960,7 @@ nonisolated extension Promise {
 //   cancelling(t,1,c)       release, or t stops    ending(c,-)               end: skip the
 //                                                                            steps ahead
 //   ending(c,hs)            the steps ahead are    cancelled(c)              hs, completion
-//                           skipped
+//                           skipped (end)
 //   any other               any other event        unchanged                 -
 //
 // (A combination's member's handler added late goes as c's does: `callLate`.)
@@ -3143,8 +3144,8 @@ nonisolated extension Engine {
         /// Ended with an outcome.
         case ended
         /// Cancelled, its end under way on the thread that released its last hold: a handler
-        /// added late (to `call`, or a combination's member's) waits in `late` until the `ensure`
-        /// steps have run, as the end cannot wait for it.
+        /// added late (to `call`, or a combination's member's) waits in `late` for the next
+        /// `ensure` step, or the run's end, as the end cannot wait for it.
         case ending(call: Int?, late: CancelHandlers?)
         /// Ended by cancellation, its `ensure` steps run.
         case cancelled(call: Int?)
@@ -3580,8 +3581,8 @@ nonisolated extension Engine.Run {
     }
 
     /// Calls a cancel handler added once the run is cancelled: at once, holding the run's end
-    /// until it returns, if it has not come, as the canceller's handlers do; after the `ensure`
-    /// steps, if the end is under way; at once, once it has ended.
+    /// until it returns, if it has not come, as the canceller's handlers do; before the next
+    /// `ensure` step, or as the run ends, if the end is under way; at once, once it has ended.
     final func callLate(_ handler: Engine.CancelHandler) {
         let holds = locked { fields -> Bool? in
             switch fields.state {
@@ -3788,17 +3789,24 @@ nonisolated extension Engine.Run {
         // what the chains' steps captured.
         driver.pointee.plan = Plan()
         driver.pointee.spill?.owned.chains = []
-        if outcome == nil {
-            let late = locked { fields -> Engine.CancelHandlers? in
-                guard case .ending(let call, let late) = fields.state else {
-                    preconditionFailure("a cancelled run ended \(fields.state)")
-                }
-                fields.state = .cancelled(call: call)
-                return late
-            }
-            for handler in late ?? [] { handler.call(self) }
-        }
+        if outcome == nil { callLateHandlers(last: true) }
         _ = driver.pointee.specialized(self, .finish(outcome))
+    }
+
+    /// Calls the cancel handlers added as the end is under way (see `callLate`): before each
+    /// `ensure` step still ahead, and as the end is done (`last`), which moves the run to
+    /// `cancelled`. (A stage skipped before the end, a first stage that `perform` does not call,
+    /// finds the run `cancelling`, held by its driving thread: a handler is called at once.)
+    private final func callLateHandlers(last: Bool = false) {
+        let late = locked { fields -> Engine.CancelHandlers? in
+            guard case .ending(let call, let late) = fields.state else {
+                precondition(!last, "a cancelled run ended \(fields.state)")
+                return nil
+            }
+            fields.state = last ? .cancelled(call: call) : .ending(call: call, late: nil)
+            return late
+        }
+        for handler in late ?? [] { handler.call(self) }
     }
 
     /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
@@ -3813,7 +3821,10 @@ nonisolated extension Engine.Run {
                 ahead.append(contentsOf: sequence(first: chain) { $0.parent })
                 continue
             }
-            if next.isEnsure { Engine.Node<@Sendable () -> Void>.payload(of: next)() }
+            if next.isEnsure {
+                callLateHandlers()
+                Engine.Node<@Sendable () -> Void>.payload(of: next)()
+            }
             next.ignoring.map(startIgnored)
             for member in next.ignoringMembers { member.ignoredWork.forEach(startIgnored) }
         }

@@ -123,8 +123,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// Registers work to do if the run is cancelled before this operation resolves.
     ///
     /// The handler is called at most once, on the thread that cancels (at once if the run already
-    /// is; if the run's end is under way, once its `ensure` steps have run, on the thread that
-    /// ends it); use it to cancel the request, timer or task the operation started. It gets the
+    /// is; if the run's end is under way, before its next `ensure` step, or as it ends, on the
+    /// thread that ends it); use it to cancel the request, timer or task the operation started. It gets the
     /// resolver: one that captured its own resolver would keep its run alive forever.
     ///
     /// ```swift

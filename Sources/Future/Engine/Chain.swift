@@ -34,7 +34,7 @@
 //   transition, with an outcome or cancelled (its completion hears of it once).
 // - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it,
 //   the canceller, until its handlers have returned, a handler added late, until it returns
-//   (once the end is under way, it is called after the `ensure` steps: `Run.callLate`), and
+//   (once the end is under way, before the next `ensure` step: `Run.callLate`), and
 //   each combination or timeout the run runs (`Run.hold()`), until what it counts has
 //   stopped: a combination's member runs, its launch loop and the threads that call its members'
 //   cancel handlers (`Join`, which a stopping combination's verdict waits for too); a timeout's
