@@ -1,0 +1,128 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A resolver kept for a test to call, or let go of, later.
+private final class KeptResolver<Value, Failure: Error>: @unchecked Sendable {
+    private let lock = TestLock()
+    private var kept: Resolver<Value, Failure>?
+    let arrived = Delivery<Void>()
+    func keep(_ resolver: Resolver<Value, Failure>) {
+        lock.withLock { kept = resolver }
+        arrived.send(())
+    }
+    var resolver: Resolver<Value, Failure>? { lock.withLock { kept } }
+}
+
+/// A serial queue held by a block until `open()`, so that what is queued on it waits: an
+/// `ensure(on:)` body queued there cannot run before the test lets it.
+private final class HeldQueue: Sendable {
+    let queue: DispatchQueue
+    private let gate = DispatchSemaphore(value: 0)
+
+    init(_ queues: NamedQueues, _ name: String) {
+        queue = queues.make(name)
+        queue.async { [gate] in _ = gate.wait(timeout: .now() + timeout) }
+    }
+
+    func open() { gate.signal() }
+}
+
+/// Review 9 (hops and queues). The docs of the parts that cancel a piece of a run and go on after
+/// it promise that the piece's `ensure` steps have run before the steps after it: a combination's
+/// members it cancelled (CombiningPromises.md, "Letting the others finish": "their cancel handlers
+/// and `ensure` steps have run before the steps after it"; "the members it cancelled have had
+/// their `onCancel` handlers and `ensure` steps run before the batch settles"), a `timeout`'s work
+/// (`timeout(_:orFailWith:)`: "the work's `ensure` steps run; the promise then fails";
+/// Cancellation.md: "the promise fails once they have, with the work's `ensure` steps done"), an
+/// awaiting task's run (README, "Cancellation maps both ways": "pending `ensure` steps run, then
+/// the await returns `nil`"). An `ensure(on:)` is an `ensure` step ("Runs `body` on `queue` when
+/// the chain gets here, as ``ensure(_:)`` does"), but "A run cancelled before `body` has run
+/// queues it on `queue` ...; the run's end does not wait for it": so the steps after the
+/// combination or the timeout, and the code after the await, go on before the cleanup has run.
+/// (Only `outcomes(of:concurrently:)` and Concurrency.md name the exception.) One of the two
+/// must give: the docs of the combinators, of `timeout` and the README, as `ensure(on:)`'s
+/// behaviour is deliberate.
+@Suite struct EnsureOnBodiesOfCancelledParts {
+    /// A race's loser waits in its operation, an `ensure(on:)` ahead of it; the winner settles at
+    /// once, and the race cancels the loser. The step after the race runs before the loser's
+    /// cleanup, which waits on its queue.
+    @Test func aRaceGoesOnBeforeTheEnsureOnBodyOfALoserItCancelled() {
+        let queues = NamedQueues()
+        let cleanup = HeldQueue(queues, "cleanup")
+        let events = Log()
+        let kept = KeptResolver<Int, TestError>()
+        let loser = Promise<Int, TestError> { kept.keep($0) }  // never resolved
+            .ensure(on: cleanup.queue) { events.record("the loser's cleanup") }
+        let finished = Delivery<Result<Int, TestError>>()
+        race([loser, Promise<Int, TestError>(value: 2)])
+            .map { value -> Int in
+                events.record("the step after the race")
+                return value
+            }
+            .run { finished.send($0) }
+        #expect(finished.wait() == .success(2))
+        #expect(kept.resolver?.isCancelled == true)  // the race cancelled it
+        cleanup.open()
+        #expect(eventually { events.all.count == 2 })
+        #expect(events.all == ["the loser's cleanup", "the step after the race"])
+    }
+
+    /// A timeout whose alarm rings as its work waits in its operation, an `ensure(on:)` ahead of
+    /// it: the timeout fails, and the step after it runs, before the work's cleanup.
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test func aTimeoutFailsBeforeTheEnsureOnBodyOfTheWorkItCancelled() {
+        let queues = NamedQueues()
+        let cleanup = HeldQueue(queues, "cleanup")
+        let events = Log()
+        let clock = ManualClock()
+        let kept = KeptResolver<Int, TestError>()
+        let work = Promise<Int, TestError> { kept.keep($0) }
+            .ensure(on: cleanup.queue) { events.record("the work's cleanup") }
+        let finished = Delivery<Result<Int, TestError>>()
+        work.timeout(.seconds(1), orFailWith: TestError("slow"), clock: clock)
+            .mapError { error -> TestError in
+                events.record("the step after the timeout")
+                return error
+            }
+            .run { finished.send($0) }
+        #expect(kept.arrived.wait() != nil)
+        #expect(eventually { clock.timerCount == 1 })
+        clock.advance(by: .seconds(1))
+        #expect(finished.wait() == .failure(TestError("slow")))
+        cleanup.open()
+        #expect(eventually { events.all.count == 2 })
+        #expect(events.all == ["the work's cleanup", "the step after the timeout"])
+    }
+
+    /// An awaiting task, cancelled as its run waits in its operation, an `ensure(on:)` ahead:
+    /// the await returns `nil` before the cleanup has run.
+    @Test func anAwaitOfACancelledTaskReturnsBeforeTheEnsureOnBody() async {
+        let queues = NamedQueues()
+        let cleanup = HeldQueue(queues, "cleanup")
+        let events = Log()
+        let kept = KeptResolver<Int, TestError>()
+        let promise = Promise<Int, TestError> { kept.keep($0) }
+            .ensure(on: cleanup.queue) { events.record("the cleanup") }
+        let task = Task { () -> Result<Int, TestError>? in
+            let result = await promise.result
+            events.record("the await returned")
+            return result
+        }
+        #expect(await kept.arrived.arrival() != nil)
+        task.cancel()
+        #expect(await task.value == nil)
+        cleanup.open()
+        for _ in 0..<(timeoutSeconds * 1000) where events.all.count < 2 {
+            try? await Task.sleep(nanoseconds: 1_000_000)
+        }
+        #expect(events.all == ["the cleanup", "the await returned"])
+    }
+}
