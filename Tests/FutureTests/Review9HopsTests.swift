@@ -47,7 +47,10 @@ private final class HeldQueue: Sendable {
 /// the chain gets here, as ``ensure(_:)`` does"), but "A run cancelled before `body` has run
 /// queues it on `queue` ...; the run's end does not wait for it": so the steps after the
 /// combination or the timeout, and the code after the await, go on before the cleanup has run.
-/// (Only `outcomes(of:concurrently:)` and Concurrency.md name the exception.) One of the two
+/// (Only `outcomes(of:concurrently:)` and Concurrency.md name the exception.) `RunHandle` and
+/// Cancellation.md say more of a run cancelled while a combination's members are in a step: "it
+/// ends once they have stopped, so that nothing of them runs after its `ensure` steps". One of the
+/// two
 /// must give: the docs of the combinators, of `timeout` and the README, as `ensure(on:)`'s
 /// behaviour is deliberate.
 @Suite struct EnsureOnBodiesOfCancelledParts {
@@ -124,5 +127,39 @@ private final class HeldQueue: Sendable {
             try? await Task.sleep(nanoseconds: 1_000_000)
         }
         #expect(events.all == ["the cleanup", "the await returned"])
+    }
+
+    /// A run cancelled while its combination's member is in a step, an `ensure(on:)` right after
+    /// it: the member stops as the step returns, and the run ends, its `ensure` step run, before
+    /// the member's cleanup, which runs after it.
+    @Test func aRunCancelledAsAMemberIsInAStepEndsBeforeTheMembersEnsureOnBody() {
+        let queues = NamedQueues()
+        let work = queues.make("work")
+        let cleanup = HeldQueue(queues, "cleanup")
+        let events = Log()
+        let inStep = Delivery<Void>()
+        let stepReturns = DispatchSemaphore(value: 0)
+        let member = Guarantee(value: 1)
+            .map { value -> Int in
+                inStep.send(())
+                _ = stepReturns.wait(timeout: .now() + timeout)
+                return value
+            }
+            .ensure(on: cleanup.queue) { events.record("the member's cleanup") }
+        let ended = Delivery<Void>()
+        let handle = Guarantee(value: ()).on(work)
+            .then { _ in when(fulfilled: [member]) }
+            .ensure {
+                events.record("the run's ensure")
+                ended.send(())
+            }
+            .run()
+        #expect(inStep.wait() != nil)
+        handle.cancel()
+        stepReturns.signal()
+        #expect(ended.wait() != nil)
+        cleanup.open()
+        #expect(eventually { events.all.count == 2 })
+        #expect(events.all == ["the member's cleanup", "the run's ensure"])
     }
 }
