@@ -55,9 +55,9 @@ private final class HeldQueue: Sendable {
 /// behaviour is deliberate.
 @Suite struct EnsureOnBodiesOfCancelledParts {
     /// A race's loser waits in its operation, an `ensure(on:)` ahead of it; the winner settles at
-    /// once, and the race cancels the loser. The step after the race runs before the loser's
-    /// cleanup, which waits on its queue.
-    @Test func aRaceGoesOnBeforeTheEnsureOnBodyOfALoserItCancelled() {
+    /// once, and the race cancels the loser. The docs: the loser's cleanup, then the step after the
+    /// race. It does: the step after the race, while the cleanup waits on its queue.
+    @Test func aRaceGoesOnOnceTheEnsureOnBodyOfALoserItCancelledHasRun() {
         let queues = NamedQueues()
         let cleanup = HeldQueue(queues, "cleanup")
         let events = Log()
@@ -79,9 +79,10 @@ private final class HeldQueue: Sendable {
     }
 
     /// A timeout whose alarm rings as its work waits in its operation, an `ensure(on:)` ahead of
-    /// it: the timeout fails, and the step after it runs, before the work's cleanup.
+    /// it. The docs: the work's cleanup, then the failure. It does: the timeout fails, and the step
+    /// after it runs, before the work's cleanup.
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
-    @Test func aTimeoutFailsBeforeTheEnsureOnBodyOfTheWorkItCancelled() {
+    @Test func aTimeoutFailsOnceTheEnsureOnBodyOfTheWorkItCancelledHasRun() {
         let queues = NamedQueues()
         let cleanup = HeldQueue(queues, "cleanup")
         let events = Log()
@@ -105,9 +106,10 @@ private final class HeldQueue: Sendable {
         #expect(events.all == ["the work's cleanup", "the step after the timeout"])
     }
 
-    /// An awaiting task, cancelled as its run waits in its operation, an `ensure(on:)` ahead:
-    /// the await returns `nil` before the cleanup has run.
-    @Test func anAwaitOfACancelledTaskReturnsBeforeTheEnsureOnBody() async {
+    /// An awaiting task, cancelled as its run waits in its operation, an `ensure(on:)` ahead. The
+    /// README: the cleanup, then the await returns `nil`. It does: the await returns before the
+    /// cleanup has run.
+    @Test func anAwaitOfACancelledTaskReturnsOnceTheEnsureOnBodyHasRun() async {
         let queues = NamedQueues()
         let cleanup = HeldQueue(queues, "cleanup")
         let events = Log()
@@ -130,9 +132,9 @@ private final class HeldQueue: Sendable {
     }
 
     /// A run cancelled while its combination's member is in a step, an `ensure(on:)` right after
-    /// it: the member stops as the step returns, and the run ends, its `ensure` step run, before
-    /// the member's cleanup, which runs after it.
-    @Test func aRunCancelledAsAMemberIsInAStepEndsBeforeTheMembersEnsureOnBody() {
+    /// it: the member stops as the step returns. The docs: the member's cleanup, then the run's
+    /// `ensure`. It does: the run ends, its `ensure` step run, and the member's cleanup after.
+    @Test func aRunCancelledAsAMemberIsInAStepEndsAfterTheMembersEnsureOnBody() {
         let queues = NamedQueues()
         let work = queues.make("work")
         let cleanup = HeldQueue(queues, "cleanup")
@@ -161,5 +163,31 @@ private final class HeldQueue: Sendable {
         cleanup.open()
         #expect(eventually { events.all.count == 2 })
         #expect(events.all == ["the member's cleanup", "the run's ensure"])
+    }
+
+    /// `run(_:)`: "A run that is cancelled lets go of them [the chain's steps, and what they
+    /// captured] where it ends: on the thread that calls ``RunHandle/cancel()`` if the run waits".
+    /// The run waits in its operation, and ends as `cancel()` returns, which should have let go of
+    /// what its steps captured. What its `ensure(on:)` body captured stays until the body has run
+    /// on its queue, and goes there.
+    @Test func whatAnEnsureOnBodyCapturedGoesAsACancelEndsTheRun() {
+        let marked = MarkedQueue("review9.cleanup")
+        let gate = DispatchSemaphore(value: 0)
+        marked.queue.async { _ = gate.wait(timeout: .now() + timeout) }
+        let released = Delivery<Bool>()
+        let kept = KeptResolver<Int, TestError>()
+        let handle: RunHandle
+        do {
+            let witness = QueueWitness(marked, released)
+            handle = Promise<Int, TestError> { kept.keep($0) }
+                .ensure(on: marked.queue) { withExtendedLifetime(witness) {} }
+                .run { _ in }
+        }
+        #expect(kept.arrived.wait() != nil)
+        handle.cancel()  // the run waits: it ends here, on this thread
+        let goneAsTheRunEnded = !released.all.isEmpty
+        gate.signal()
+        #expect(released.wait() != nil)
+        #expect(goneAsTheRunEnded, "the body's capture went on the cleanup's queue, after the end")
     }
 }
