@@ -541,7 +541,8 @@ nonisolated extension Promise {
     /// have run, on the thread that ran the last (for a promise that ends in ``on(_:)``, on that
     /// queue). A run that is cancelled lets go of them where it ends: on the thread that calls
     /// ``RunHandle/cancel()`` if the run waits; if it runs, on the thread running it, as it
-    /// stops, or on the canceller's, if the cancel handlers return later.
+    /// stops, or on the canceller's, if the cancel handlers return later. (An `ensure(on:)`
+    /// cleanup that a cancel queues keeps what it captured until it has run, on its queue.)
     @inlinable @discardableResult
     public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void
@@ -1129,7 +1130,8 @@ nonisolated extension Promise {
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
-// ignore cancel), settles once those have stopped (their `ensure` steps have run), and keeps input
+// ignore cancel), settles once those have stopped (their `ensure` steps have run, an
+// `ensure(on:)` cleanup queued), and keeps input
 // order. The steps after a combination go on on the thread where the member that settled it ended
 // (its resolver's, or its run's), or where the last of the members it cancelled stopped (a member
 // in a step on another thread stops as the step returns; a cancel handler on another thread, as
@@ -1529,7 +1531,8 @@ nonisolated extension Promise {
     ///
     /// When the deadline passes first, the work is cancelled, as a cancel from another thread
     /// cancels it: at its next operation, hop or entered promise, or as it ends. Synchronous
-    /// steps that run past the deadline finish first, and the work's `ensure` steps run; the
+    /// steps that run past the deadline finish first, and the work's `ensure` steps run (an
+    /// `ensure(on:)` cleanup is queued on its queue, not waited for); the
     /// promise then fails, and the chain goes on, on the thread that stopped the work: the
     /// alarm's (a global queue's) for work that waits, the work's own for work that runs. An
     /// interval of zero or less lets work that settles at once, without waiting, win, as on
@@ -2985,9 +2988,10 @@ nonisolated extension Promise {
 /// members, a `timeout`'s work, a shared promise's work), whose steps and operations may then start
 /// until the first `cancel()` returns. A run cancelled while a combination's members (or a
 /// `timeout`'s work) are in a step ends once they have stopped, so that nothing of them runs after
-/// its `ensure` steps. Inside a cancel handler (``Resolver/onCancel(_:)``) that a cancel calls (not
-/// one called as it is added, the run already cancelled), `cancel()` returns at once: that cancel,
-/// like every cancel the handler causes (a combination that a resolver it calls settles cancels its
+/// its `ensure` steps but an `ensure(on:)` cleanup, which a cancel queues on its queue and does not
+/// wait for. Inside a cancel handler (``Resolver/onCancel(_:)``) that a cancel calls (not one
+/// called as it is added, the run already cancelled), `cancel()` returns at once: that cancel, like
+/// every cancel the handler causes (a combination that a resolver it calls settles cancels its
 /// other members), is done after the handler has returned and before the cancel that called the
 /// handler returns: one after another rather than nested, so that cancels nested deep take little
 /// stack.

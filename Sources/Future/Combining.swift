@@ -3,7 +3,8 @@
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
-// ignore cancel), settles once those have stopped (their `ensure` steps have run), and keeps input
+// ignore cancel), settles once those have stopped (their `ensure` steps have run, an
+// `ensure(on:)` cleanup queued), and keeps input
 // order. The steps after a combination go on on the thread where the member that settled it ended
 // (its resolver's, or its run's), or where the last of the members it cancelled stopped (a member
 // in a step on another thread stops as the step returns; a cancel handler on another thread, as

@@ -16,7 +16,8 @@ nonisolated extension Promise {
     /// have run, on the thread that ran the last (for a promise that ends in ``on(_:)``, on that
     /// queue). A run that is cancelled lets go of them where it ends: on the thread that calls
     /// ``RunHandle/cancel()`` if the run waits; if it runs, on the thread running it, as it
-    /// stops, or on the canceller's, if the cancel handlers return later.
+    /// stops, or on the canceller's, if the cancel handlers return later. (An `ensure(on:)`
+    /// cleanup that a cancel queues keeps what it captured until it has run, on its queue.)
     @inlinable @discardableResult
     public consuming func run(
         _ completion: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void

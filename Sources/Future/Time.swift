@@ -54,7 +54,8 @@ nonisolated extension Promise {
     ///
     /// When the deadline passes first, the work is cancelled, as a cancel from another thread
     /// cancels it: at its next operation, hop or entered promise, or as it ends. Synchronous
-    /// steps that run past the deadline finish first, and the work's `ensure` steps run; the
+    /// steps that run past the deadline finish first, and the work's `ensure` steps run (an
+    /// `ensure(on:)` cleanup is queued on its queue, not waited for); the
     /// promise then fails, and the chain goes on, on the thread that stopped the work: the
     /// alarm's (a global queue's) for work that waits, the work's own for work that runs. An
     /// interval of zero or less lets work that settles at once, without waiting, win, as on

@@ -118,9 +118,10 @@ import Dispatch
 /// members, a `timeout`'s work, a shared promise's work), whose steps and operations may then start
 /// until the first `cancel()` returns. A run cancelled while a combination's members (or a
 /// `timeout`'s work) are in a step ends once they have stopped, so that nothing of them runs after
-/// its `ensure` steps. Inside a cancel handler (``Resolver/onCancel(_:)``) that a cancel calls (not
-/// one called as it is added, the run already cancelled), `cancel()` returns at once: that cancel,
-/// like every cancel the handler causes (a combination that a resolver it calls settles cancels its
+/// its `ensure` steps but an `ensure(on:)` cleanup, which a cancel queues on its queue and does not
+/// wait for. Inside a cancel handler (``Resolver/onCancel(_:)``) that a cancel calls (not one
+/// called as it is added, the run already cancelled), `cancel()` returns at once: that cancel, like
+/// every cancel the handler causes (a combination that a resolver it calls settles cancels its
 /// other members), is done after the handler has returned and before the cancel that called the
 /// handler returns: one after another rather than nested, so that cancels nested deep take little
 /// stack.

@@ -35,29 +35,19 @@ private final class HeldQueue: Sendable {
     func open() { gate.signal() }
 }
 
-/// Review 9 (hops and queues). The docs of the parts that cancel a piece of a run and go on after
-/// it promise that the piece's `ensure` steps have run before the steps after it: a combination's
-/// members it cancelled (CombiningPromises.md, "Letting the others finish": "their cancel handlers
-/// and `ensure` steps have run before the steps after it"; "the members it cancelled have had
-/// their `onCancel` handlers and `ensure` steps run before the batch settles"), a `timeout`'s work
-/// (`timeout(_:orFailWith:)`: "the work's `ensure` steps run; the promise then fails";
-/// Cancellation.md: "the promise fails once they have, with the work's `ensure` steps done"), an
-/// awaiting task's run (README, "Cancellation maps both ways": "pending `ensure` steps run, then
-/// the await returns `nil`"). An `ensure(on:)` is an `ensure` step ("Runs `body` on `queue` when
-/// the chain gets here, as ``ensure(_:)`` does"), but "A run cancelled before `body` has run
-/// queues it on `queue` ...; the run's end does not wait for it": so the steps after the
-/// combination or the timeout, and the code after the await, go on before the cleanup has run.
-/// (Only `outcomes(of:concurrently:)` and Concurrency.md name the exception.) `RunHandle` and
-/// Cancellation.md say more of a run cancelled while a combination's members are in a step: "it
-/// ends once they have stopped, so that nothing of them runs after its `ensure` steps". One of the
-/// two
-/// must give: the docs of the combinators, of `timeout` and the README, as `ensure(on:)`'s
-/// behaviour is deliberate.
-@Suite struct EnsureOnBodiesOfCancelledParts {
+/// An `ensure(on:)` cleanup that a cancel finds not yet run is queued on its queue, and nothing
+/// waits for it ("A run cancelled before `body` has run queues it on `queue` ...; the run's end
+/// does not wait for it"): not a combination that cancelled its member, a `timeout` that cancelled
+/// its work, an awaiting task's run, or a run cancelled while its combination's member is in a
+/// step, each of which waits for the other `ensure` steps of what it cancelled; and what the
+/// cleanup captured goes once it has run, on its queue. A review of hops found the docs of each
+/// said the cleanup ran first; they now name the exception. Each test holds the cleanup's queue
+/// until the order it checks is settled.
+@Suite struct EnsureOnQueuedCleanups {
     /// A race's loser waits in its operation, an `ensure(on:)` ahead of it; the winner settles at
-    /// once, and the race cancels the loser. The docs: the loser's cleanup, then the step after the
-    /// race. It does: the step after the race, while the cleanup waits on its queue.
-    @Test func aRaceGoesOnOnceTheEnsureOnBodyOfALoserItCancelledHasRun() {
+    /// once, and the race cancels the loser: the step after the race runs while the loser's
+    /// cleanup waits on its queue.
+    @Test func aRaceGoesOnWithoutWaitingForTheEnsureOnCleanupOfALoser() {
         let queues = NamedQueues()
         let cleanup = HeldQueue(queues, "cleanup")
         let events = Log()
@@ -75,14 +65,13 @@ private final class HeldQueue: Sendable {
         #expect(kept.resolver?.isCancelled == true)  // the race cancelled it
         cleanup.open()
         #expect(eventually { events.all.count == 2 })
-        #expect(events.all == ["the loser's cleanup", "the step after the race"])
+        #expect(events.all == ["the step after the race", "the loser's cleanup"])
     }
 
     /// A timeout whose alarm rings as its work waits in its operation, an `ensure(on:)` ahead of
-    /// it. The docs: the work's cleanup, then the failure. It does: the timeout fails, and the step
-    /// after it runs, before the work's cleanup.
+    /// it: the timeout fails, and the step after it runs, before the work's cleanup.
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
-    @Test func aTimeoutFailsOnceTheEnsureOnBodyOfTheWorkItCancelledHasRun() {
+    @Test func aTimeoutFailsWithoutWaitingForTheEnsureOnCleanupOfItsWork() {
         let queues = NamedQueues()
         let cleanup = HeldQueue(queues, "cleanup")
         let events = Log()
@@ -103,13 +92,12 @@ private final class HeldQueue: Sendable {
         #expect(finished.wait() == .failure(TestError("slow")))
         cleanup.open()
         #expect(eventually { events.all.count == 2 })
-        #expect(events.all == ["the work's cleanup", "the step after the timeout"])
+        #expect(events.all == ["the step after the timeout", "the work's cleanup"])
     }
 
-    /// An awaiting task, cancelled as its run waits in its operation, an `ensure(on:)` ahead. The
-    /// README: the cleanup, then the await returns `nil`. It does: the await returns before the
-    /// cleanup has run.
-    @Test func anAwaitOfACancelledTaskReturnsOnceTheEnsureOnBodyHasRun() async {
+    /// An awaiting task, cancelled as its run waits in its operation, an `ensure(on:)` ahead: the
+    /// await returns before the cleanup has run.
+    @Test func anAwaitOfACancelledTaskReturnsWithoutWaitingForTheEnsureOnCleanup() async {
         let queues = NamedQueues()
         let cleanup = HeldQueue(queues, "cleanup")
         let events = Log()
@@ -128,13 +116,13 @@ private final class HeldQueue: Sendable {
         for _ in 0..<(timeoutSeconds * 1000) where events.all.count < 2 {
             try? await Task.sleep(nanoseconds: 1_000_000)
         }
-        #expect(events.all == ["the cleanup", "the await returned"])
+        #expect(events.all == ["the await returned", "the cleanup"])
     }
 
     /// A run cancelled while its combination's member is in a step, an `ensure(on:)` right after
-    /// it: the member stops as the step returns. The docs: the member's cleanup, then the run's
-    /// `ensure`. It does: the run ends, its `ensure` step run, and the member's cleanup after.
-    @Test func aRunCancelledAsAMemberIsInAStepEndsAfterTheMembersEnsureOnBody() {
+    /// it: the member stops as the step returns, queuing its cleanup, and the run ends, its own
+    /// `ensure` step run, without waiting for it.
+    @Test func aRunCancelledAsAMemberIsInAStepEndsWithoutWaitingForTheMembersEnsureOnCleanup() {
         let queues = NamedQueues()
         let work = queues.make("work")
         let cleanup = HeldQueue(queues, "cleanup")
@@ -162,16 +150,14 @@ private final class HeldQueue: Sendable {
         #expect(ended.wait() != nil)
         cleanup.open()
         #expect(eventually { events.all.count == 2 })
-        #expect(events.all == ["the member's cleanup", "the run's ensure"])
+        #expect(events.all == ["the run's ensure", "the member's cleanup"])
     }
 
-    /// `run(_:)`: "A run that is cancelled lets go of them [the chain's steps, and what they
-    /// captured] where it ends: on the thread that calls ``RunHandle/cancel()`` if the run waits".
-    /// The run waits in its operation, and ends as `cancel()` returns, which should have let go of
-    /// what its steps captured. What its `ensure(on:)` body captured stays until the body has run
-    /// on its queue, and goes there.
-    @Test func whatAnEnsureOnBodyCapturedGoesAsACancelEndsTheRun() {
-        let marked = MarkedQueue("review9.cleanup")
+    /// `run(_:)`: a cancelled run lets go of what its steps captured where it ends, but an
+    /// `ensure(on:)` cleanup that the cancel queued keeps what it captured until it has run, on
+    /// its queue. The run waits in its operation, and ends as `cancel()` returns.
+    @Test func whatAQueuedEnsureOnCleanupCapturedGoesOnItsQueueOnceItHasRun() {
+        let marked = MarkedQueue("ensure-on.cleanup")
         let gate = DispatchSemaphore(value: 0)
         marked.queue.async { _ = gate.wait(timeout: .now() + timeout) }
         let released = Delivery<Bool>()
@@ -187,7 +173,7 @@ private final class HeldQueue: Sendable {
         handle.cancel()  // the run waits: it ends here, on this thread
         let goneAsTheRunEnded = !released.all.isEmpty
         gate.signal()
-        #expect(released.wait() != nil)
-        #expect(goneAsTheRunEnded, "the body's capture went on the cleanup's queue, after the end")
+        #expect(released.wait() == true, "let go of on the cleanup's queue")
+        #expect(!goneAsTheRunEnded)
     }
 }
