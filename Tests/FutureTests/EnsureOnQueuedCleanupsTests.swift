@@ -71,7 +71,8 @@ private final class HeldQueue: Sendable {
     /// A timeout whose alarm rings as its work waits in its operation, an `ensure(on:)` ahead of
     /// it: the timeout fails, and the step after it runs, before the work's cleanup.
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
-    @Test func aTimeoutFailsWithoutWaitingForTheEnsureOnCleanupOfItsWork() {
+    @Test
+    func aTimeoutFailsWithoutWaitingForTheEnsureOnCleanupOfItsWork() {
         let queues = NamedQueues()
         let cleanup = HeldQueue(queues, "cleanup")
         let events = Log()
