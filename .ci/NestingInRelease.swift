@@ -99,7 +99,8 @@ func nest(_ kind: String, _ promise: Guarantee<Int>) -> Guarantee<Int> {
                 let promise = (0..<depth).reduce(innermost) { promise, _ in promise.share() }
                 if runs { promise.run { _ in }.cancel() }
             }
-            print("share()s stacked \(depth) deep, \(runs ? "run and cancelled" : "never run"): released")
+            let use = runs ? "run and cancelled" : "never run"
+            print("share()s stacked \(depth) deep, \(use): released")
         }
         for firstSucceeds in [false, true] {
             let levels = 2_500
