@@ -1,0 +1,74 @@
+import Dispatch
+import Testing
+
+@testable import Future
+
+/// Found by a review of the fix that starts a shared promise's work again for a run that joins
+/// while the work's run is cancelled (`Shared.join`): each test shows a documented promise that
+/// the engine breaks, and fails on the code it was written against.
+@Suite(.serialized) struct FixReview6Sharing {
+    /// What the work's steps count, under a `TestLock`.
+    final class Counts: @unchecked Sendable {
+        var calls = 0
+        var callsDuringEnsure = 0
+        var inEnsure = false
+    }
+
+    /// `share(cancelsWhenAbandoned:)`: "with `cancelsWhenAbandoned: false`, the work goes on, and
+    /// the next run waits for it or gets its outcome"; the model check's spec (ModelCheckTests):
+    /// "work that ends by cancellation ends its waiting runs so and runs again for the next run".
+    /// The work's operation cancels its own run (run 1 waits for it); as the run's end runs the
+    /// work's `ensure` step, held, run 2 joins. It must wait for that run (which ends by
+    /// cancellation, and run 1 with it), not start the work again beside the `ensure` step still
+    /// under way: the work would run twice at once, and run 1, whose work ended by cancellation,
+    /// would get the second run's value.
+    @Test func aRunThatJoinsAsTheCancelledWorkRunsItsEnsureStepDoesNotStartItBesideIt() {
+        let lock = TestLock()
+        let counts = Counts()
+        let ensureEntered = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let work = Guarantee<Int> { resolver in
+            let call = lock.withLock {
+                counts.calls += 1
+                if counts.inEnsure { counts.callsDuringEnsure += 1 }
+                return counts.calls
+            }
+            if call == 1 { resolver.cancel() } else { resolver.fulfill(7) }
+        }
+        .ensure {
+            let first = lock.withLock { () -> Bool in
+                guard counts.calls == 1 else { return false }
+                counts.inEnsure = true
+                return true
+            }
+            guard first else { return }
+            ensureEntered.signal()
+            _ = gate.wait(timeout: .now() + timeout)  // opened below; bounded
+            lock.withLock { counts.inEnsure = false }
+        }
+        let shared = work.share(cancelsWhenAbandoned: false)
+        let firstValues = Delivery<Int>()
+        let firstEnded = Delivery<Void>()
+        let handle = Delivery<RunHandle>()
+        detachThread {
+            // A step, not the completion, records the value: it runs before the ensure step.
+            let first = shared.map { value in
+                firstValues.send(value)
+                return value
+            }
+            handle.send(first.ensure { firstEnded.send(()) }.run(some: { _ in }))
+        }
+        #expect(ensureEntered.wait(timeout: .now() + timeout) == .success)
+        let secondEnded = Delivery<Void>()
+        let second = shared.ensure { secondEnded.send(()) }.run(some: { _ in })
+        let startedBeside = lock.withLock { counts.callsDuringEnsure }
+        gate.signal()
+        #expect(firstEnded.wait() != nil)
+        #expect(secondEnded.wait() != nil)
+        #expect(startedBeside == 0, "the work started again while its cancelled run's ensure ran")
+        #expect(
+            firstValues.all.isEmpty,
+            "run 1 got a value though the work it waited for ended by cancellation")
+        withExtendedLifetime((handle.wait(), second)) {}
+    }
+}
