@@ -3,10 +3,10 @@ import Testing
 
 @testable import Future
 
-/// Found by a review of the fix that starts a shared promise's work again for a run that joins
-/// while the work's run is cancelled (`Shared.join`): each test shows a documented promise that
-/// the engine breaks, and fails on the code it was written against.
-@Suite(.serialized) struct FixReview6Sharing {
+/// A run that joins a shared promise whose work's run is cancelled, but not yet ended, waits for
+/// that end, then for a new run of the work (`Shared.join`), found by a review of a first fix that
+/// started the new run at once.
+@Suite(.serialized) struct SharingRestart {
     /// What the work's steps count, under a `TestLock`.
     final class Counts: @unchecked Sendable {
         var calls = 0
