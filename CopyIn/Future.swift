@@ -2163,12 +2163,14 @@ nonisolated extension Promise where Value: Sendable {
     /// promise has returned: the first run goes on as that call returns, after the others), later
     /// runs get its outcome, value or error, at once (an error is kept as a value is: to try
     /// again after one, share `work.retry(3)`, or make a new shared promise). Cancelling a run
-    /// leaves the others waiting. Once every waiting run is cancelled, so is the work, and the next
-    /// run starts it again, as after work that ended by cancellation (the work runs apart from the
-    /// runs that wait: the last of them, cancelled from another thread, may end before a step of
-    /// the work under way has returned); with
-    /// `cancelsWhenAbandoned: false`, the work goes on, and the next run waits for it or gets its
-    /// outcome. Keep the shared promise, not the one it came from, which runs anew.
+    /// leaves the others waiting. Once every waiting run is cancelled, so is the work (it runs
+    /// apart from the runs that wait: the last of them, cancelled from another thread, may end
+    /// before a step of the work under way has returned); with `cancelsWhenAbandoned: false`, the
+    /// work goes on, and the next run waits for it or gets its outcome. Work that ends by
+    /// cancellation, abandoned or cancelled by a step of its own, ends so the runs that waited for
+    /// it as it was cancelled; a run that comes later waits for that end (the work's `ensure` steps
+    /// still ahead), then starts the work again: it never runs twice at once. Keep the shared
+    /// promise, not the one it came from, which runs anew.
     ///
     /// That second form is PromiseKit's cached in-flight promise, such as a token refresh that
     /// callers who come while it is under way share, whether or not the first one stays:
@@ -5041,31 +5043,33 @@ nonisolated extension Engine {
 // that waits gets a number (`arrivals`), counted across every state, so that a run that leaves
 // late (its cancel raced with the outcome) never names a later one. The transitions, a row a
 // `case` (n: the run that joins or leaves; r: the run of the work, or pending()'s own; ws: the runs
-// that wait, by number):
+// that wait, by number; k: the first of them to wait for the next run of the work, or -):
 //
-//   state                 event                             new state               action
-//   making(nil)           pending()'s operation is called   making(resolver)        -
-//   making(resolver)      pending() hands it out            running(nil, r, [:])    -
-//   settled(o)            join n                            settled(o)              resume n
-//   idle(work)            join n                            running(work, r, [n])   wait n, start r
-//   running(work, r, ws)  join n, r cancelled (work not nil)  running(work, r', ws+n)  wait n, start r'
-//   running(work, r, ws)  join n, else                      running(work, r, ws+n)  wait n
-//   making                join n                            traps: no run sees it
-//   running(work, r, ws)  leave n, none left, cancels when  idle(work)              cancel r
-//                         abandoned (so work is not nil)
-//   running(work, r, ws)  leave n, else                     running(work, r, ws-n)  -
-//   idle, settled         leave n (resumed as it left)      the same                -
-//   running(work, r, ws)  r ends with o, or work is nil     settled(o)              resume ws
-//   running(work, r, ws)  r ends by cancellation (o nil)    idle(work)              resume ws
-//   any other             a run ends (an earlier r,         the same                -
-//                         cancelled as every run left)
+//   state                 event                            new state                action
+//   making(nil)           pending()'s operation is called  making(resolver)         -
+//   making(resolver)      pending() hands it out           running(nil, r, [:], -)  -
+//   settled(o)            join n                           settled(o)               resume n
+//   idle(work)            join n                           running(work, r, [n], -) wait n, start r
+//   running(w, r, ws, -)  join n, r cancelled, w not nil   running(w, r, ws+n, n)   wait n
+//   running(w, r, ws, k)  join n, else                     running(w, r, ws+n, k)   wait n
+//   making                join n                           traps: no run sees it
+//   running(w, r, ws, -)  leave n, none left, cancels      running(w, r, [], n+1)   cancel r
+//                         when abandoned (so w is not nil)
+//   running(w, r, ws, k)  leave n, else                    running(w, r, ws-n, k)   -
+//   idle, settled         leave n (resumed as it left)     the same                 -
+//   running(w, r, ws, k)  r ends with o, or w is nil       settled(o)               resume ws
+//   running(w, r, ws, -)  r ends by cancellation (o nil)   idle(w)                  resume ws
+//   running(w, r, ws, k)  r ends by cancellation           running(w, r', ws≥k, -)  resume ws<k,
+//                                                          (idle(w) if ws≥k empty)  start r'
 //
 // o is an outcome, or `nil` for cancellation: `settled(nil)` (pending()'s resolver cancelled, or
 // let go of unused) ends every run by cancellation; "resume" gives the outcome in the order the
 // runs came. `making` is pending()'s, before it returns its promise and its resolver: no run can
-// join, none waits to leave, and its own run cannot end. As ws changes, a work cancelled when
-// abandoned has r name the one run whose cancel reaches it, for a step of the work that cancels
-// that run (`reach`).
+// join, none waits to leave, and its own run cannot end. A cancelled run of the work ends by
+// cancellation, which the runs that came after its cancel must not share: they wait for its end
+// (its `ensure` steps may still run, so the work never runs twice at once), then for a new run.
+// As ws changes, a work cancelled when abandoned has r name the one run whose cancel reaches it,
+// for a step of the work that cancels that run (`reach`).
 
 nonisolated extension Engine {
     /// The one run of a shared promise's work, the runs waiting for it, and its outcome once it
@@ -5088,8 +5092,11 @@ nonisolated extension Engine {
             /// No run of the work is under way: the next run of the promise starts one.
             case idle(Promise<Value, Failure>)
             /// The work (`nil` for a pending promise, whose resolver brings the outcome) runs on
-            /// `Run`, and these runs, keyed by number, wait for it.
-            case running(Promise<Value, Failure>?, Run, [Int: Resolver<Value, Failure>])
+            /// `Run`, and these runs, keyed by number, wait for it; once that run is cancelled,
+            /// those from number `restart` on wait for the next run of the work, which starts as
+            /// this one ends.
+            case running(
+                Promise<Value, Failure>?, Run, [Int: Resolver<Value, Failure>], restart: Int?)
             /// Every run gets the outcome at once, or (`nil`) ends by cancellation.
             case settled(Swift.Result<Value, Failure>?)
         }
@@ -5102,8 +5109,11 @@ nonisolated extension Engine {
             /// The run of the resolver goes on at once with the outcome or (`nil`) by cancellation.
             case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
             /// These runs go on, as the run of the work ended: in the order they came, through
-            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation.
-            case settle([Resolver<Value, Failure>], Swift.Result<Value, Failure>?)
+            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation; then the work
+            /// starts on the run given, if any, for the runs that came after the cancel.
+            case settle(
+                [Resolver<Value, Failure>], Swift.Result<Value, Failure>?,
+                starting: (Promise<Value, Failure>, Run)?)
             /// Every run that waited for the work left: its run is cancelled.
             case cancelWork(Run)
         }
@@ -5146,7 +5156,7 @@ nonisolated extension Engine {
             let operation = Promise(file: file, line: line) { shared.state = .making($0) }
             run.start(operation, Done { shared.settle($1, of: $0) }, immediately: true)
             guard case .making(let resolver?) = shared.state else { preconditionFailure("unmade") }
-            shared.state = .running(nil, run, [:])
+            shared.state = .running(nil, run, [:], restart: nil)
             #if DEBUG
                 resolver.diagnosesRelease = shared.waits
             #endif
@@ -5156,57 +5166,55 @@ nonisolated extension Engine {
         /// Whether a run waits: a pending promise's resolver, let go of unresolved, is diagnosed
         /// only then.
         private func waits() -> Bool {
-            lock.withLock { if case .running(_, _, let w) = state { !w.isEmpty } else { false } }
+            lock.withLock { if case .running(_, _, let w, _) = state { !w.isEmpty } else { false } }
         }
 
         /// The operation of every run of the promise.
         func join(_ resolver: Resolver<Value, Failure>) {
-            on { state, dropped in
+            on { state, _ in
                 // A settled state answers at once, and stays as it is.
                 if case .settled(let outcome) = state { return .resume(resolver, outcome) }
                 arrivals += 1
                 waitingRuns[ObjectIdentifier(resolver.run), default: 0] += 1
                 switch consume state {
                 case .idle(let work):
-                    let (next, action) = start(work, for: [arrivals: resolver], resolver)
-                    state = next
-                    return action
-                case .running(let work, let run, var waiting):
+                    let waiting = [arrivals: resolver]
+                    let run = start(work, for: waiting, by: resolver.run)
+                    state = .running(work, run, waiting, restart: nil)
+                    return .wait(resolver, arrivals, starting: (work, run))
+                case .running(let work, let run, var waiting, var restart):
                     waiting[arrivals] = resolver
-                    // A run of the work that is cancelled (its only waiting run's cancel reached
-                    // it, say) ends by cancellation: this run starts the work again, for all.
-                    if let work, run.locked({ $0.state.isCancelled }) {
-                        dropped = run
-                        let (next, action) = start(work, for: waiting, resolver)
-                        state = next
-                        return action
+                    // Its cancel may have come from the work itself, or from a step that the
+                    // cancel of its only waiting run reached: this run waits for the next.
+                    if restart == nil, work != nil, run.locked({ $0.state.isCancelled }) {
+                        restart = arrivals
                     }
-                    reach(run, from: waiting)
-                    state = .running(work, run, waiting)
+                    if restart == nil { reach(run, from: waiting) }
+                    state = .running(work, run, waiting, restart: restart)
                     return .wait(resolver, arrivals, starting: nil)
                 case .making, .settled: preconditionFailure("no run sees making; settled is above")
                 }
             }
         }
 
-        /// A new run of the work, for the runs `waiting`, the last of them `resolver`'s. The run is
-        /// made before it starts, so that a run leaving meanwhile cancels it, and the work does
-        /// not begin.
+        /// A new run of the work, for the runs `waiting`, started by that of `starter`, the first
+        /// of them; not yet started: made first, so that a run leaving before it starts cancels it,
+        /// and the work does not begin.
         private func start(
             _ work: Promise<Value, Failure>, for waiting: [Int: Resolver<Value, Failure>],
-            _ resolver: Resolver<Value, Failure>
-        ) -> (State, Action) {
-            let run = Run.make(for: work.chain, completing: Done.self, apartFrom: resolver.run)
+            by starter: Run
+        ) -> Run {
+            let run = Run.make(for: work.chain, completing: Done.self, apartFrom: starter)
             reach(run, from: waiting)
-            return (.running(work, run, waiting), .wait(resolver, arrivals, starting: (work, run)))
+            return run
         }
 
         /// Waiting run `number` was cancelled; when none is left, the work is cancelled, if it is
-        /// to be.
+        /// to be, and the runs that come next wait for its end to start it again.
         private func leave(_ number: Int) {
             on { state, dropped in
                 switch consume state {
-                case .running(let work, let run, var waiting):
+                case .running(let work, let run, var waiting, let restart):
                     let left = waiting.removeValue(forKey: number)
                     if let left {
                         let leaving = ObjectIdentifier(left.run)
@@ -5214,10 +5222,12 @@ nonisolated extension Engine {
                         waitingRuns[leaving] = count > 1 ? count - 1 : nil
                     }
                     dropped = left
+                    state = .running(work, run, waiting, restart: restart)
+                    // Once it is cancelled, the run of the work has nobody left to name.
+                    guard restart == nil else { return .none }
                     reach(run, from: waiting)
-                    state = .running(work, run, waiting)
-                    guard waiting.isEmpty, cancelsWhenAbandoned, let work else { return .none }
-                    state = .idle(work)
+                    guard waiting.isEmpty, cancelsWhenAbandoned, work != nil else { return .none }
+                    state = .running(work, run, waiting, restart: arrivals + 1)
                     return .cancelWork(run)
                 case let unchanged: state = unchanged  // idle, settled (resumed as it left)
                 }
@@ -5229,30 +5239,47 @@ nonisolated extension Engine {
         /// only run that waits (through one resolver or more: members of one combination that
         /// are the shared promise itself), when the work is cancelled as abandoned; else none.
         /// (Two runs inside one that wait, members of a combination that have steps after the
-        /// shared promise, name none: its cancel stops the work as they leave.) A step of the work that cancels that run
-        /// so stops before its next step (see `Run.cancel`), even as another thread's cancel of it
-        /// is on its way down, or has cancelled the work. That run may be inside the work (work
-        /// that waits for its own promise), which makes the runs' `outer` links a loop: the walks
-        /// of them end all the same (`Run.isReached(byCancelOf:)`, and `Run.user`, which stops at
-        /// this work's run). Under the lock, as `waiting` changes; the last run to leave stays
-        /// named.
+        /// shared promise, name none: its cancel stops the work as they leave.) A step of the work
+        /// that cancels that run so stops before its next step (see `Run.cancel`), even as another
+        /// thread's cancel of it is on its way down, or has cancelled the work. That run may be
+        /// inside the work (work that waits for its own promise), which makes the runs' `outer`
+        /// links a loop: the walks of them end all the same (`Run.isReached(byCancelOf:)`, and
+        /// `Run.user`, which stops at this work's run). Under the lock, as `waiting` changes, until
+        /// the run is cancelled; the last run to leave stays named.
         private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
             guard cancelsWhenAbandoned, let only = waiting.first?.value.run else { return }
             run.locked { $0.outer = waitingRuns.count == 1 ? only : nil }
         }
 
         /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`
-        /// or (`nil`) by cancellation: the waiting runs go on. The work, cancelled, stays to be
-        /// run again.
+        /// or (`nil`) by cancellation: the runs that waited for it go on. The work, cancelled,
+        /// stays to be run again, at once for the runs that came after the cancel.
         private func settle(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
             on { state, dropped in
-                // Else it is an earlier run of the work, cancelled as every run left.
-                guard case .running(let work, let current, let waiting) = state, current === run
-                else { return .none }
-                dropped = work
-                state = if outcome == nil, let work { .idle(work) } else { .settled(outcome) }
+                guard case .running(let work, let current, let waiting, let restart) = state,
+                    current === run
+                else { preconditionFailure("only the run of the work ends, and only once") }
+                let ordered = waiting.sorted { $0.key < $1.key }
                 waitingRuns = [:]
-                return .settle(waiting.sorted { $0.key < $1.key }.map(\.value), outcome)
+                guard outcome == nil, let work else {
+                    dropped = work
+                    state = .settled(outcome)
+                    return .settle(ordered.map { $0.value }, outcome, starting: nil)
+                }
+                let first = restart ?? .max
+                let after = ordered.filter { $0.key >= first }
+                let ended = ordered.filter { $0.key < first }.map { $0.value }
+                guard let starter = after.first?.value.run else {
+                    state = .idle(work)
+                    return .settle(ended, nil, starting: nil)
+                }
+                for (_, waiter) in after {
+                    waitingRuns[ObjectIdentifier(waiter.run), default: 0] += 1
+                }
+                let next = Dictionary(uniqueKeysWithValues: after)
+                let again = start(work, for: next, by: starter)
+                state = .running(work, again, next, restart: nil)
+                return .settle(ended, nil, starting: (work, again))
             }
         }
 
@@ -5264,24 +5291,29 @@ nonisolated extension Engine {
                 // caller may have dropped the promise (`work.share().run(...)`, a cache that lets
                 // go).
                 resolver.onCancel { [self] _ in leave(number) }
-                guard let (work, run) = start else { return }
-                run.start(
-                    work,
-                    Done { [weak self] run, outcome in
-                        // Its steps are done: it lets go of the run it named (`reach`) now, so that
-                        // shares nested deep are not let go of as a chain of runs, each the last
-                        // to hold the next, and a loop (a run inside the work) goes, even once the
-                        // shared promise has gone.
-                        _ = run.locked { $0.outer.take() }
-                        self?.settle(outcome, of: run)
-                    })
+                start.map(begin)
             case .resume(let waiter, let outcome):
                 if let outcome { waiter(outcome) } else { waiter.cancel() }
-            case .settle(let waiters, let outcome):
+            case .settle(let waiters, let outcome, let start):
                 // In the order they came, as nested calls would order them, on a flat stack.
                 Nesting.settling(waiters) { if let outcome { $0(outcome) } else { $0.cancel() } }
+                start.map(begin)
             case .cancelWork(let run): _ = run.cancel(call: nil)
             }
+        }
+
+        /// Starts the work on `run`, made by `start(_:for:)`.
+        private func begin(_ work: Promise<Value, Failure>, on run: Run) {
+            run.start(
+                work,
+                Done { [weak self] run, outcome in
+                    // Its steps are done: it lets go of the run it named (`reach`) now, so that
+                    // shares nested deep are not let go of as a chain of runs, each the last to
+                    // hold the next, and a loop (a run inside the work) goes, even once the shared
+                    // promise has gone.
+                    _ = run.locked { $0.outer.take() }
+                    self?.settle(outcome, of: run)
+                })
         }
     }
 }

@@ -11,12 +11,14 @@ nonisolated extension Promise where Value: Sendable {
     /// promise has returned: the first run goes on as that call returns, after the others), later
     /// runs get its outcome, value or error, at once (an error is kept as a value is: to try
     /// again after one, share `work.retry(3)`, or make a new shared promise). Cancelling a run
-    /// leaves the others waiting. Once every waiting run is cancelled, so is the work, and the next
-    /// run starts it again, as after work that ended by cancellation (the work runs apart from the
-    /// runs that wait: the last of them, cancelled from another thread, may end before a step of
-    /// the work under way has returned); with
-    /// `cancelsWhenAbandoned: false`, the work goes on, and the next run waits for it or gets its
-    /// outcome. Keep the shared promise, not the one it came from, which runs anew.
+    /// leaves the others waiting. Once every waiting run is cancelled, so is the work (it runs
+    /// apart from the runs that wait: the last of them, cancelled from another thread, may end
+    /// before a step of the work under way has returned); with `cancelsWhenAbandoned: false`, the
+    /// work goes on, and the next run waits for it or gets its outcome. Work that ends by
+    /// cancellation, abandoned or cancelled by a step of its own, ends so the runs that waited for
+    /// it as it was cancelled; a run that comes later waits for that end (the work's `ensure` steps
+    /// still ahead), then starts the work again: it never runs twice at once. Keep the shared
+    /// promise, not the one it came from, which runs anew.
     ///
     /// That second form is PromiseKit's cached in-flight promise, such as a token refresh that
     /// callers who come while it is under way share, whether or not the first one stays:

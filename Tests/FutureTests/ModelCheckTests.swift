@@ -69,8 +69,8 @@
 //   others waiting; once every waiting run is cancelled, so is the work (its handlers and ensures
 //   run before the last waiting run's own `ensure`s, as a cancel handler's effects come first),
 //   unless `cancelsWhenAbandoned: false`; work that ends by cancellation ends its waiting runs so
-//   and runs again for the next run. `pending()`: runs wait for its resolver; dropped, they end
-//   by cancellation.
+//   and runs again for the next run, once that run has ended (a run that joins as it ends waits
+//   for its end). `pending()`: runs wait for its resolver; dropped, they end by cancellation.
 // - `run(_:)`: the run keeps the chain's steps and what they captured until it ends, and lets
 //   go of them then; DESIGN.md "Memory": nothing a run captured stays alive after it ended.
 //
@@ -738,12 +738,16 @@ final class MCModel {
         enum State {
             case idle
             case running
+            /// Its run was cancelled as abandoned, and has not ended (its `ensure` steps).
+            case ending
             case done(MCOutcome)
         }
         let work: MCNode
         let cancelsWhenAbandoned: Bool
         var state = State.idle
         var waiters: [MCAct] = []
+        /// The runs that came while its run was ending, which start it again as it ends.
+        var after: [MCAct] = []
         var workAct: MCAct?
         var built: [Int: [[Int]]] = [:]
         init(_ work: MCNode, cancelsWhenAbandoned: Bool) {
@@ -1421,10 +1425,11 @@ final class MCModel {
         // promise's operation, and may cancel the run from there.
         act.onCancel = {
             shared.waiters.removeAll { $0 === act }
+            shared.after.removeAll { $0 === act }
             if shared.waiters.isEmpty && shared.cancelsWhenAbandoned,
                 case .running = shared.state
             {
-                shared.state = .idle
+                shared.state = .ending
                 let work = shared.workAct
                 if self.deferredCancels != nil {
                     self.deferredCancels!.append { work?.cancel() }
@@ -1437,22 +1442,35 @@ final class MCModel {
         switch shared.state {
         case .done(let outcome): return act.finish(outcome)
         case .running: shared.waiters.append(act)
+        case .ending: shared.after.append(act)
         case .idle:
-            shared.state = .running
             shared.waiters.append(act)
-            let work = MCAct { end in
-                let waiters = shared.waiters
-                shared.waiters = []
-                if let end {
-                    shared.state = .done(end)
-                } else {
-                    shared.state = .idle
-                }
-                for waiter in waiters { waiter.finish(end) }
-            }
-            shared.workAct = work
-            operating(act) { start(shared.work, work) }
+            operating(act) { startWork(shared) }
         }
+    }
+
+    /// Starts a run of the shared promise's work for its waiters. As it ends by cancellation, the
+    /// runs that came while it was ending start it again.
+    private func startWork(_ shared: Shared) {
+        shared.state = .running
+        let work = MCAct { end in
+            let waiters = shared.waiters
+            let after = shared.after
+            shared.waiters = []
+            shared.after = []
+            if let end {
+                shared.state = .done(end)
+                for waiter in waiters + after { waiter.finish(end) }
+                return
+            }
+            shared.state = .idle
+            for waiter in waiters { waiter.finish(nil) }
+            guard !after.isEmpty else { return }
+            shared.waiters = after
+            self.startWork(shared)
+        }
+        shared.workAct = work
+        start(shared.work, work)
     }
 }
 

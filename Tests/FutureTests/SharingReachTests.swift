@@ -88,7 +88,8 @@ extension SharingReach {
     /// work is reached by U's cancel), but `Shared` still counts U as waiting. Run V, never
     /// cancelled, joins before the work has stopped: it waits for the stopped work, and ends by
     /// cancellation with it, where it should go on (had U's leave come first, V would have
-    /// started the work again). A run that joins a cancelled run of the work now starts it again.
+    /// started the work again). A run that joins a cancelled run of the work now waits for it to end,
+    /// then starts it again.
     @Test func aRunThatJoinsWorkStoppedByItsOnlyWaitersCancelIsNotCancelledWithIt() {
         let (start, starter) = Guarantee<Int>.pending()
         let handle = Delivery<RunHandle>()
@@ -126,7 +127,11 @@ extension SharingReach {
         #expect(stepCancelled.wait(timeout: .now() + timeout) == .success)
         let vEnded = Delivery<Void>()
         let vValue = Delivery<Int>()
-        let v = shared.ensure { vEnded.send(()) }.run(some: { vValue.send($0) })
+        // A step, not the completion, records the value: it runs before the ensure step.
+        let v = shared.map { value in
+            vValue.send(value)
+            return value
+        }.ensure { vEnded.send(()) }.run(some: { _ in })
         vJoined.signal()
         #expect(cancelledOnB.wait() != nil)
         #expect(vEnded.wait() != nil)
