@@ -9,8 +9,8 @@ import Testing
 /// as it goes, but not one of a promise made and never run (or no longer)"). A run cancelled
 /// inside a cancel handler is cancelled as `cancel()` returns (`isCancelled` says so), though its
 /// own handlers come after the handler: a run's own call is not reported then (the control, in
-/// the comment of each test), but a combination's member called directly, and a pending
-/// promise's resolver, are.
+/// the comment of each test), but a combination's member called directly, a pending promise's
+/// resolver, and the work of a shared promise that only that run waited for, are.
 @Suite struct DebugReportsOfRunsCancelledInsideACancelHandler {
     final class Handle: @unchecked Sendable { var handle: RunHandle? }
     final class Kept<Value>: @unchecked Sendable { var resolver: Resolver<Value, Never>? }
@@ -68,6 +68,26 @@ import Testing
             }
         }.run()
         #expect(cancelledAsItWasLetGoOf.value == 1)
+        #expect(run.handle?.isCancelled == true)
+        #expect(reports.reports(madeAt: line).isEmpty)
+    }
+
+    /// The work of a shared promise that cancels when abandoned, whose only waiting run was
+    /// cancelled inside a cancel handler, lets its resolver go: the work is abandoned, so nothing
+    /// is lost. (With the run cancelled outside a cancel handler, no report is made.)
+    @Test func aSharedWorksResolverLetGoOfAfterItsOnlyRunWasCancelledIsNotReported() {
+        _ = reports  // listening from now on
+        let run = Handle()
+        let kept = Kept<Int>()
+        let line = #line + 1
+        let shared = Guarantee<Int> { kept.resolver = $0 }.share()
+        run.handle = shared.run { _ in }
+        Guarantee<Int> { resolver in
+            resolver.onCancel { _ in
+                run.handle?.cancel()
+                kept.resolver = nil
+            }
+        }.run()
         #expect(run.handle?.isCancelled == true)
         #expect(reports.reports(madeAt: line).isEmpty)
     }
