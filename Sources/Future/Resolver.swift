@@ -67,7 +67,10 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     deinit {
         guard reportsRelease else { return }
         #if DEBUG
-            let diagnosed = diagnosesRelease?() ?? true  // asked before the cancel changes it
+            // Asked before the cancel changes it. A run cancelled inside a cancel handler is
+            // cancelled at once, but a combination's or a shared promise's handlers, which end
+            // its calls, wait for the handler to return (`Nesting.cancelling`).
+            let diagnosed = !run.isCancelledOrInsideOne && diagnosesRelease?() ?? true
             guard reporter.cancel(call), diagnosed else { return }
             let what = reporter is Engine.Run ? "run" : "member of a combination"
             PromiseDiagnostics.handler(

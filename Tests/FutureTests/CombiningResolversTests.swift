@@ -123,7 +123,9 @@ private final class Recorder: Engine.Reporter, @unchecked Sendable {
         reports.append("cancel")
         return false  // as a call no longer pending does: nothing to diagnose
     }
-    var run: Engine.Run { preconditionFailure("not asked") }
+    /// A run never started: debug builds ask, before a resolver let go of is diagnosed, whether
+    /// its run is cancelled.
+    let run = Engine.Run.make(for: nil, completing: Engine.Outcomes<Int, TestError>.self)
 }
 
 /// An operation, for a resolver to be made for.

@@ -201,7 +201,10 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     deinit {
         guard reportsRelease else { return }
         #if DEBUG
-            let diagnosed = diagnosesRelease?() ?? true  // asked before the cancel changes it
+            // Asked before the cancel changes it. A run cancelled inside a cancel handler is
+            // cancelled at once, but a combination's or a shared promise's handlers, which end
+            // its calls, wait for the handler to return (`Nesting.cancelling`).
+            let diagnosed = !run.isCancelledOrInsideOne && diagnosesRelease?() ?? true
             guard reporter.cancel(call), diagnosed else { return }
             let what = reporter is Engine.Run ? "run" : "member of a combination"
             PromiseDiagnostics.handler(
@@ -3024,7 +3027,7 @@ nonisolated extension Engine {
         /// The run whose cancel reaches this one, through the cancel handler that a combination,
         /// timeout or share adds: for a member or a timeout's work, the run it is made inside
         /// (`make`'s `cancelledWith`); for a shared promise's work, the one run that waits for
-        /// it, if only one does (`Shared.reach`). Read by `isReached(byCancelOf:)` and `user`.
+        /// it, if only one does (`Shared.reach`). Read by `isInside(where:)` and `user`.
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
@@ -3725,21 +3728,34 @@ nonisolated extension Engine.Run {
 
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
     /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
-    /// so, at any depth. The links may loop: a shared promise's work that waits for its own
-    /// promise (racing it with a fallback, say) may have a run inside itself as the one run that
-    /// waits for it (`Shared.reach`). So a second walk follows the first at half its pace, and
-    /// meets it only in a loop, once the first has passed every run of it (Floyd's cycle finding):
-    /// no allocation, and no walk that never ends.
+    /// so, at any depth.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
+        isInside(where: { $0 === run })
+    }
+
+    /// Whether this run, or a run whose cancel reaches it (see `isReached(byCancelOf:)`), is
+    /// cancelled: so it is, or is about to be, once the cancel handlers under way have run. Debug
+    /// builds report a resolver let go of unresolved only if not.
+    final var isCancelledOrInsideOne: Bool {
+        isInside(where: { run in run.locked { $0.state.isCancelled } })
+    }
+
+    /// Whether `test` holds for this run or one it is inside, following the `outer` links. The
+    /// links may loop: a shared promise's work that waits for its own promise (racing it with a
+    /// fallback, say) may have a run inside itself as the one run that waits for it
+    /// (`Shared.reach`). So a second walk follows the first at half its pace, and meets it only
+    /// in a loop, once the first has passed every run of it (Floyd's cycle finding): no
+    /// allocation, and no walk that never ends.
+    private final func isInside(where test: (Engine.Run) -> Bool) -> Bool {
         var ahead: Engine.Run? = self
         var behind: Engine.Run? = self
         var steps = 0
         while let current = ahead {
-            if current === run { return true }
+            if test(current) { return true }
             ahead = current.locked { $0.outer }
             steps += 1
             if steps % 2 == 0 { behind = behind?.locked { $0.outer } }
-            if let ahead, ahead === behind { return false }  // around a loop without `run`
+            if let ahead, ahead === behind { return false }  // around a loop, `test` never held
         }
         return false
     }
@@ -5163,10 +5179,14 @@ nonisolated extension Engine {
             return (shared, resolver)
         }
 
-        /// Whether a run waits: a pending promise's resolver, let go of unresolved, is diagnosed
-        /// only then.
+        /// Whether a run waits, and is not cancelled (its handler, which leaves, may wait for a
+        /// cancel handler under way): a pending promise's resolver, let go of unresolved, is
+        /// diagnosed only then.
         private func waits() -> Bool {
-            lock.withLock { if case .running(_, _, let w, _) = state { !w.isEmpty } else { false } }
+            lock.withLock {
+                guard case .running(_, _, let waiting, _) = state else { return false }
+                return waiting.values.contains { !$0.run.isCancelledOrInsideOne }
+            }
         }
 
         /// The operation of every run of the promise.

@@ -129,10 +129,14 @@ nonisolated extension Engine {
             return (shared, resolver)
         }
 
-        /// Whether a run waits: a pending promise's resolver, let go of unresolved, is diagnosed
-        /// only then.
+        /// Whether a run waits, and is not cancelled (its handler, which leaves, may wait for a
+        /// cancel handler under way): a pending promise's resolver, let go of unresolved, is
+        /// diagnosed only then.
         private func waits() -> Bool {
-            lock.withLock { if case .running(_, _, let w, _) = state { !w.isEmpty } else { false } }
+            lock.withLock {
+                guard case .running(_, _, let waiting, _) = state else { return false }
+                return waiting.values.contains { !$0.run.isCancelledOrInsideOne }
+            }
         }
 
         /// The operation of every run of the promise.
