@@ -2172,8 +2172,10 @@ nonisolated extension Promise where Value: Sendable {
     /// work goes on, and the next run waits for it or gets its outcome. Work that ends by
     /// cancellation, abandoned or cancelled by a step of its own, ends so the runs that waited for
     /// it as it was cancelled; a run that comes later waits for that end (the work's `ensure` steps
-    /// still ahead), then starts the work again: it never runs twice at once. Keep the shared
-    /// promise, not the one it came from, which runs anew.
+    /// still ahead), then starts the work again, so that its steps never run twice at once, but
+    /// for what a run's end does not wait for: an `ensure(on:)` cleanup the cancel queued, work
+    /// under `ignoringCancel()`. Keep the shared promise, not the one it came from, which runs
+    /// anew.
     ///
     /// That second form is PromiseKit's cached in-flight promise, such as a token refresh that
     /// callers who come while it is under way share, whether or not the first one stays:
@@ -5083,7 +5085,8 @@ nonisolated extension Engine {
 // runs came. `making` is pending()'s, before it returns its promise and its resolver: no run can
 // join, none waits to leave, and its own run cannot end. A cancelled run of the work ends by
 // cancellation, which the runs that came after its cancel must not share: they wait for its end
-// (its `ensure` steps may still run, so the work never runs twice at once), then for a new run.
+// (its `ensure` steps may still run: the work's steps never run twice at once, but for what the
+// end does not wait for, `ensure(on:)` cleanups and `ignoringCancel()` work), then for a new run.
 // As ws changes, a work cancelled when abandoned has r name the one run whose cancel reaches it,
 // for a step of the work that cancels that run (`reach`).
 

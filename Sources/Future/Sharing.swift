@@ -17,8 +17,10 @@ nonisolated extension Promise where Value: Sendable {
     /// work goes on, and the next run waits for it or gets its outcome. Work that ends by
     /// cancellation, abandoned or cancelled by a step of its own, ends so the runs that waited for
     /// it as it was cancelled; a run that comes later waits for that end (the work's `ensure` steps
-    /// still ahead), then starts the work again: it never runs twice at once. Keep the shared
-    /// promise, not the one it came from, which runs anew.
+    /// still ahead), then starts the work again, so that its steps never run twice at once, but
+    /// for what a run's end does not wait for: an `ensure(on:)` cleanup the cancel queued, work
+    /// under `ignoringCancel()`. Keep the shared promise, not the one it came from, which runs
+    /// anew.
     ///
     /// That second form is PromiseKit's cached in-flight promise, such as a token refresh that
     /// callers who come while it is under way share, whether or not the first one stays:

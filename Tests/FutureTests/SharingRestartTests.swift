@@ -71,4 +71,52 @@ import Testing
             "run 1 got a value though the work it waited for ended by cancellation")
         withExtendedLifetime((handle.wait(), second)) {}
     }
+
+    /// What `share()` leaves out of "never runs twice at once" (a review found it promised too
+    /// much): a cancelled run's end does not wait for an `ensure(on:)` cleanup it queued
+    /// (`ensure(on:)`: "the run's end does not wait for it"), so the next run starts the work
+    /// again while that cleanup is still held. (Its own cleanup then waits for the queue.)
+    @Test func theNextRunDoesNotWaitForAnEnsureOnCleanupTheCancelledRunQueued() {
+        let calls = Counter()
+        let queue = DispatchQueue(label: "SharingRestart.cleanup")
+        let cleanupEntered = DispatchSemaphore(value: 0)
+        let secondCall = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let work = Guarantee<Int> { resolver in
+            guard calls.increment() > 1 else { return }  // the first waits, until cancelled
+            secondCall.signal()
+            resolver.fulfill(7)
+        }
+        .ensure(on: queue) {
+            guard calls.value == 1 else { return }
+            cleanupEntered.signal()
+            _ = gate.wait(timeout: .now() + timeout)  // opened below; bounded
+        }
+        let shared = work.share()
+        shared.run(some: { _ in }).cancel()  // abandoned: its cleanup is queued
+        #expect(cleanupEntered.wait(timeout: .now() + timeout) == .success)
+        let secondValue = Delivery<Int>()
+        let second = shared.run(some: { secondValue.send($0) })
+        let started = secondCall.wait(timeout: .now() + timeout)
+        gate.signal()
+        #expect(started == .success, "the next run waited for the queued cleanup")
+        #expect(secondValue.wait() == 7)
+        withExtendedLifetime(second) {}
+    }
+
+    /// The same for work under `ignoringCancel()`, whose run "ends without waiting for the
+    /// work": abandoned, the next run starts the work again beside the call still under way.
+    @Test func theNextRunDoesNotWaitForWorkThatIgnoresTheCancel() {
+        let resolvers = Delivery<Resolver<Int, Never>>()
+        let work = Guarantee<Int> { resolvers.send($0) }.ignoringCancel()
+        let shared = work.share()
+        shared.run(some: { _ in }).cancel()
+        let secondValue = Delivery<Int>()
+        let second = shared.run(some: { secondValue.send($0) })
+        let underWay = resolvers.all.count
+        for resolver in resolvers.all { resolver.fulfill(1) }
+        #expect(underWay == 2, "the next run did not start the work beside the ignored call")
+        #expect(secondValue.wait() == 1)
+        withExtendedLifetime(second) {}
+    }
 }

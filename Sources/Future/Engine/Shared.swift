@@ -33,7 +33,8 @@
 // runs came. `making` is pending()'s, before it returns its promise and its resolver: no run can
 // join, none waits to leave, and its own run cannot end. A cancelled run of the work ends by
 // cancellation, which the runs that came after its cancel must not share: they wait for its end
-// (its `ensure` steps may still run, so the work never runs twice at once), then for a new run.
+// (its `ensure` steps may still run: the work's steps never run twice at once, but for what the
+// end does not wait for, `ensure(on:)` cleanups and `ignoringCancel()` work), then for a new run.
 // As ws changes, a work cancelled when abandoned has r name the one run whose cancel reaches it,
 // for a step of the work that cancels that run (`reach`).
 
