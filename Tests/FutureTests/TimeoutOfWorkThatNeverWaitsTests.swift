@@ -3,20 +3,16 @@ import Testing
 
 @testable import Future
 
-/// Review 10 (time): work that never waits and whose synchronous steps run past a timeout's
-/// deadline. The docs say the deadline is noticed "at the work's next operation, hop or entered
-/// promise, or as the work ends: synchronous steps that run past it finish first, and the promise
-/// fails once they have" (Future.docc/Cancellation.md, "Giving up after a while"), and
-/// `timeout(_:orFailWith:)`: "Fails with `error()` unless the promise settles within `interval`
-/// ... When the deadline passes first, the work is cancelled ... or as it ends. Synchronous steps
-/// that run past the deadline finish first ...; the promise then fails". The alarm is set only
-/// once the work waits (Engine/Timeout.swift: `if timeout.waits`), so work that never waits
-/// settles with its own outcome however long it ran: the deadline is never noticed.
-@Suite("Review 10: a timeout whose work runs past its deadline without waiting")
-struct Review10TimeoutOfWorkThatNeverWaits {
+/// A timeout races its work against the clock once the work waits (`timeout(_:orFailWith:)`, and
+/// Cancellation.md: "The alarm is set once the work waits"): work that settles without waiting
+/// settles so, however long its steps took; a review found the docs promised the deadline would be
+/// noticed as such work ends. Each test's control, the same step after a wait, fails the timeout.
+struct TimeoutOfWorkThatNeverWaits {
     /// Dispatch's clock: a synchronous step spins six times the interval, then the work
-    /// succeeds. The control: the same step after a wait fails the timeout.
-    @Test func aSynchronousStepPastTheDeadlineFailsTheTimeoutOnDispatchsClock() {
+    /// succeeds, and wins. The control: the same step after a wait fails the timeout.
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func workThatNeverWaitsWinsItsTimeoutOnDispatchsClock() {
         let late = TestError("late")
         // The control's work waits for its resolver: `run` returns once it waits, its alarm set.
         // It is resolved on a thread of its own, where the step spins: not one of Dispatch's
@@ -40,14 +36,14 @@ struct Review10TimeoutOfWorkThatNeverWaits {
                 return value
             }
             .timeout(.milliseconds(5), orFailWith: late)
-        #expect(
-            outcome(of: bounded) == .failure(late),
-            "work that ran 30 ms without waiting won a 5 ms timeout")
+        #expect(outcome(of: bounded) == .success(1), "work that never waited was timed")
     }
 
     /// A manual clock, with no wall time in it: the work's step moves the clock past the
     /// deadline, then the work succeeds. The control: the same step after a wait.
-    @Test func aStepThatMovesAManualClockPastTheDeadlineFailsTheTimeout() {
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test
+    func workThatNeverWaitsWinsItsTimeoutOnAManualClock() {
         let late = TestError("late")
         let clock = ManualClock()
         let pending = Pending<Int>()
@@ -71,9 +67,7 @@ struct Review10TimeoutOfWorkThatNeverWaits {
                 return value
             }
             .timeout(.seconds(1), orFailWith: late, clock: other)
-        #expect(
-            outcome(of: neverWaits) == .failure(late),
-            "work that moved the clock 2 s without waiting won a 1 s timeout")
+        #expect(outcome(of: neverWaits) == .success(1), "work that never waited was timed")
         #expect(other.now.offset == .seconds(2))
     }
 }
