@@ -10,10 +10,25 @@ import Testing
 /// inside a cancel handler is cancelled as `cancel()` returns (`isCancelled` says so), though its
 /// own handlers come after the handler: a run's own call is not reported then (the control, in
 /// the comment of each test), but a combination's member called directly, a pending promise's
-/// resolver, and the work of a shared promise that only that run waited for, are.
+/// resolver, and the work of a shared promise that only that run waited for, were, before the fix.
 @Suite struct DebugReportsOfRunsCancelledInsideACancelHandler {
     final class Handle: @unchecked Sendable { var handle: RunHandle? }
     final class Kept<Value>: @unchecked Sendable { var resolver: Resolver<Value, Never>? }
+
+    /// Runs an operation that lets its resolver go, so cancelling its own run; its cancel handler
+    /// cancels `run`, records whether `run` was cancelled as `cancel()` returned, then lets go of
+    /// the resolver `kept` holds.
+    static func cancel(
+        _ run: Handle, insideACancelHandlerThenLetGoOf kept: Kept<Int>, seen: Counter = Counter()
+    ) {
+        Guarantee<Int> { resolver in
+            resolver.onCancel { _ in
+                run.handle?.cancel()
+                if run.handle?.isCancelled == true { seen.increment() }
+                kept.resolver = nil
+            }
+        }.run()
+    }
 
     static func pending(
         keptIn kept: Kept<Int>, file: StaticString = #fileID, line: UInt = #line
@@ -25,8 +40,8 @@ import Testing
 
     /// A combination's member, an operation alone, whose resolver is let go of after the
     /// combination's run was cancelled: its run is cancelled, so nothing is lost, yet the report
-    /// says that the member "can never finish, so it was cancelled". (With `member.map { $0 }`
-    /// run alone in place of the combination, no report is made.)
+    /// said (before its fix) that the member "can never finish, so it was cancelled". (With
+    /// `member.map { $0 }` run alone in place of the combination, no report is made.)
     @Test func aMembersResolverLetGoOfAfterItsCombinationsRunWasCancelledIsNotReported() {
         _ = reports  // listening from now on
         let run = Handle()
@@ -35,23 +50,15 @@ import Testing
         let line = #line + 1
         let member = Guarantee<Int> { kept.resolver = $0 }
         run.handle = when(fulfilled: [member]).run { _ in }
-        // A cancel handler (of an operation that lets its resolver go, which cancels its run) that
-        // cancels the combination's run, then lets go of the member's resolver.
-        Guarantee<Int> { resolver in
-            resolver.onCancel { _ in
-                run.handle?.cancel()
-                if run.handle?.isCancelled == true { cancelledAsItWasLetGoOf.increment() }
-                kept.resolver = nil
-            }
-        }.run()
+        Self.cancel(run, insideACancelHandlerThenLetGoOf: kept, seen: cancelledAsItWasLetGoOf)
         #expect(cancelledAsItWasLetGoOf.value == 1)
         #expect(run.handle?.isCancelled == true)
         #expect(reports.reports(madeAt: line).isEmpty)
     }
 
     /// A pending promise's resolver let go of after the only run waiting for it was cancelled:
-    /// no run waits, yet it is reported. (With the run cancelled outside a cancel handler, no
-    /// report is made.)
+    /// no run waits, yet it was reported (before its fix). (With the run cancelled outside a
+    /// cancel handler, no report is made.)
     @Test func aPendingResolverLetGoOfAfterItsOnlyRunWasCancelledIsNotReported() {
         _ = reports  // listening from now on
         let run = Handle()
@@ -60,13 +67,7 @@ import Testing
         let line = #line + 1
         let promise = Self.pending(keptIn: kept)  // only `kept` holds the resolver
         run.handle = promise.run { _ in }
-        Guarantee<Int> { resolver in
-            resolver.onCancel { _ in
-                run.handle?.cancel()
-                if run.handle?.isCancelled == true { cancelledAsItWasLetGoOf.increment() }
-                kept.resolver = nil
-            }
-        }.run()
+        Self.cancel(run, insideACancelHandlerThenLetGoOf: kept, seen: cancelledAsItWasLetGoOf)
         #expect(cancelledAsItWasLetGoOf.value == 1)
         #expect(run.handle?.isCancelled == true)
         #expect(reports.reports(madeAt: line).isEmpty)
@@ -82,12 +83,7 @@ import Testing
         let line = #line + 1
         let shared = Guarantee<Int> { kept.resolver = $0 }.share()
         run.handle = shared.run { _ in }
-        Guarantee<Int> { resolver in
-            resolver.onCancel { _ in
-                run.handle?.cancel()
-                kept.resolver = nil
-            }
-        }.run()
+        Self.cancel(run, insideACancelHandlerThenLetGoOf: kept)
         #expect(run.handle?.isCancelled == true)
         #expect(reports.reports(madeAt: line).isEmpty)
     }
