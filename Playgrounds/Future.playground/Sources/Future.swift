@@ -2901,9 +2901,9 @@ nonisolated extension Promise {
 // section and returns what to do once the lock is let go of.
 //
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
-// (`make`) and starts it (`start(_:_:immediately:)`, which places its completion, then
-// `start(_:immediately:)`, which pushes its chain's stages on its plan, the first on top, or puts
-// an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
+// (`make`) and starts it (`start(_:_:immediately:member:)`, which places its completion, then
+// `start(_:immediately:member:)`, which pushes its chain's stages on its plan, the first on top,
+// or puts an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
 // popping one stage at a time, while each step says what comes next; it calls an operation
 // (`perform`: a `Source` step's, or an operation alone's through its `specialized` work,
 // `.performFirst`, which knows its types) and goes on when the operation's resolver reports
@@ -2935,7 +2935,9 @@ nonisolated extension Promise {
 //
 //   state                   event                  new state                 then
 //   idle                    start                  driving(t)                drive
-//   cancelling(-,h,-)       start                  unchanged                 stop next
+//   cancelling(-,h,-)       start                  unchanged                 stop next (a
+//                                                                            member's: its plan
+//                                                                            empty, release)
 //   driving(t)              an operation called    calling(t,c,-)            call it
 //   calling(t,c,hs)         c's onCancel           calling(t,c,hs+1)         -
 //   awaitingResolver(c,hs)  c's onCancel           awaitingResolver(c,hs+1)  -
@@ -3326,39 +3328,30 @@ nonisolated extension Engine.Run {
 nonisolated extension Engine.Run {
     /// Drives a run of `promise`; `completion` gets the outcome, or hears that the run ended by
     /// cancellation (after its `ensure` steps), exactly once. A run starts once. `immediately`
-    /// runs it on this stack even deep in nested runs (see `drive`).
+    /// runs it on this stack even deep in nested runs (see `drive`). `member`: a combination's,
+    /// which runs none of its steps if it was cancelled before it started (see `ensure`).
     @inlinable final func start<Completion: Engine.Completion>(
         _ promise: consuming Promise<Completion.Value, Completion.Failure>,
-        _ completion: Completion, immediately: Bool = false
+        _ completion: Completion, immediately: Bool = false, member: Bool = false
     ) {
         // The one part that needs the completion's type, inlined where the run starts; the rest is
         // one copy, not inlined at every terminal (measured: inlined, the benchmarks' binary took
         // 19 KB more, and no run took fewer instructions).
         afterDriver.assumingMemoryBound(to: Completion.self).initialize(to: completion)
-        start(promise.body, immediately: immediately)
+        start(promise.body, immediately: immediately, member: member)
     }
 
     /// Starts the run (see the table), its completion in the tail: pushes the chain's stages on
     /// its plan, the first on top, or puts an operation alone in its slot; then drives it (if it
-    /// was cancelled first, the drive stops it before its first step).
-    @usableFromInline final func start(_ body: consuming Engine.Body, immediately: Bool) {
+    /// was cancelled first, the drive stops it before its first step, and its `ensure` steps run
+    /// as it ends, but a member's).
+    @usableFromInline final func start(
+        _ body: consuming Engine.Body, immediately: Bool, member: Bool
+    ) {
         precondition(!driver.pointee.hasCompletion, "a run started twice")
         driver.pointee.hasCompletion = true
-        switch consume body {  // memory only: no step runs before `drive`
-        case .chain(let last):
-            fitSlot(size: last.slotSize, alignment: last.slotAlignment)
-            let driver = self.driver
-            // The stages' room: the rest of the tail.
-            let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
-            let stages = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
-            let room = Engine.Room(start: stages, count: capacity - Self.driverWords - words)
-            driver.pointee.plan.load(consume last, in: room)
-        case .operation(let operation):  // the drive calls it (`Specialized.performFirst`)
-            slot.put(operation)
-            driver.pointee.resumesAt = .operation
-        }
         // Cancelled first, it stops before its first step.
-        driver.pointee.cancelledHere = locked { fields -> Bool in
+        let cancelled = locked { fields -> Bool in
             switch fields.state {
             case .idle:
                 fields.state = .driving(thread: pthread_self())
@@ -3371,6 +3364,26 @@ nonisolated extension Engine.Run {
                 fields.started = UInt32(clamping: Engine.invalidations())
             }
             return fields.state.isCancelled
+        }
+        driver.pointee.cancelledHere = cancelled
+        switch consume body {  // memory only: no step runs before `drive`
+        case .chain(let last) where cancelled && member:
+            // A member its combination cancelled before it started: no step runs, not even its
+            // `ensure` steps, as in a member the combination never took, and what it ignores
+            // cancel for starts, as there. It ends as the start lets go of its hold.
+            last.ignoredWork.forEach(startIgnored)
+            return release(stopping: true)
+        case .chain(let last):
+            fitSlot(size: last.slotSize, alignment: last.slotAlignment)
+            let driver = self.driver
+            // The stages' room: the rest of the tail.
+            let words = Int(driver.pointee.completionWords) + Int(driver.pointee.slotWords)
+            let stages = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
+            let room = Engine.Room(start: stages, count: capacity - Self.driverWords - words)
+            driver.pointee.plan.load(consume last, in: room)
+        case .operation(let operation):  // the drive calls it (`Specialized.performFirst`)
+            slot.put(operation)
+            driver.pointee.resumesAt = .operation
         }
         drive(immediately: immediately)
     }
@@ -4664,7 +4677,9 @@ nonisolated extension Engine {
                 return (index, member, run)
             }) {
                 if let run {
-                    run.start(member, MemberRun(self, index))
+                    // A member cancelled meanwhile takes no step; a batch's signal, not a member,
+                    // runs its `ensure` steps, as any run cancelled before it starts.
+                    run.start(member, MemberRun(self, index), member: index >= signals)
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
                     // of as the operation returns: unresolved, it ends its member at once.

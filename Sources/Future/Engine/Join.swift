@@ -298,7 +298,9 @@ nonisolated extension Engine {
                 return (index, member, run)
             }) {
                 if let run {
-                    run.start(member, MemberRun(self, index))
+                    // A member cancelled meanwhile takes no step; a batch's signal, not a member,
+                    // runs its `ensure` steps, as any run cancelled before it starts.
+                    run.start(member, MemberRun(self, index), member: index >= signals)
                 } else if case .operation(let operation) = member.body {
                     // A resolver of its own, as a run gives each call (see `Run.perform`), let go
                     // of as the operation returns: unresolved, it ends its member at once.
