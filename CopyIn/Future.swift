@@ -5200,12 +5200,15 @@ nonisolated extension Engine {
         }
 
         /// Whether a run waits, and is not cancelled (its handler, which leaves, may wait for a
-        /// cancel handler under way): a pending promise's resolver, let go of unresolved, is
-        /// diagnosed only then.
+        /// cancel handler under way), nor is the waiting member of a combination that cancelled
+        /// it (its handler comes after those of the members before it): a pending promise's
+        /// resolver, let go of unresolved, is diagnosed only then. (Under this lock: no lock
+        /// section of a run or of a combination takes a shared promise's lock, so the order is
+        /// safe.)
         private func waits() -> Bool {
             lock.withLock {
                 guard case .running(_, _, let waiting, _) = state else { return false }
-                return waiting.values.contains { !$0.run.isCancelledOrInsideOne }
+                return waiting.values.contains { !$0.isCancelled && !$0.run.isCancelledOrInsideOne }
             }
         }
 
