@@ -115,10 +115,14 @@ import Testing
         let inStep = Delivery<Void>()
         let cancelled = DispatchSemaphore(value: 0)
         let ended = Delivery<Void>()
-        let handle = later(1)
+        let resolvers = Delivery<Resolver<Int, Never>>()
+        // Resolved from another thread once `run` has returned: resolved while the operation
+        // still ran (as `later(1)`'s queue did, once in a while), the run went on on this thread,
+        // into the step that waits for this thread's signal, and the test hung.
+        let handle = Guarantee<Int> { resolvers.send($0) }
             .map { value -> Int in
                 inStep.send(())
-                cancelled.wait()
+                _ = cancelled.wait(timeout: .now() + timeout)
                 return value
             }
             .map { value -> Int in
@@ -136,6 +140,7 @@ import Testing
                 ended.send(())
             }
             .run { _ in log.record("completion") }
+        detachThread { resolvers.wait()?.fulfill(1) }
         #expect(inStep.wait() != nil)
         handle.cancel()
         cancelled.signal()
