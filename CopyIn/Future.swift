@@ -2903,8 +2903,8 @@ nonisolated extension Promise {
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
 // (`make`) and starts it (`start(_:_:immediately:member:)`, which places its completion, then
 // `start(_:immediately:member:)`, which pushes its chain's stages on its plan, the first on top,
-// or puts an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
-// popping one stage at a time, while each step says what comes next; it calls an operation
+// or puts an operation alone in its slot); it drives (`drive`, now or once the thread's stack has
+// room), popping one stage at a time, while each step says what comes next; it calls an operation
 // (`perform`: a `Source` step's, or an operation alone's through its `specialized` work,
 // `.performFirst`, which knows its types) and goes on when the operation's resolver reports
 // (`resolve`), now or later, from any thread; the last step ran, the drive ends it (`end`): its
@@ -2926,8 +2926,9 @@ nonisolated extension Promise {
 // let go of unresolved), which counts only while the call is pending, in `calling` or
 // `awaitingResolver` (the c of `cancelling` is the call that was pending as the run was
 // cancelled, whose late handlers run at once): elsewhere only a handle's cancel counts, and a
-// call's report, like its cancel, changes nothing (the last row). A step that cancels a run it is part of (a member's step cancels the
-// combination's run, say) then also cancels the run that it is a step of (see `cancel(call:)`).
+// call's report, like its cancel, changes nothing (the last row). A step that cancels a run it is
+// part of (a member's step cancels the combination's run, say) then also cancels the run that it
+// is a step of (see `cancel(call:)`).
 // Then "release": the canceller's hold, let go of once the handlers (hs, or none) have returned,
 // and the cancels they set off (of a combination's members, say: `Nesting.cancelling`); "stop
 // next": the driving thread stops before its next step (`Driver.cancelledHere`), and stopping
@@ -4921,8 +4922,8 @@ nonisolated extension Engine {
 // work's run's lock, which the run never holds as it calls out to the timeout), then does
 // what the state it left says. The transitions (r: the timeout's resolver; a: what cancels the
 // alarm, `nil` until it is set; a?: set or not, for a deadline already past rings as it is set,
-// and work may end before; f: the call r(failure(error())), which makes the timeout's error; "the run": the one
-// the timeout is part of):
+// and work may end before; f: the call r(failure(error())), which makes the timeout's error;
+// "the run": the one the timeout is part of):
 //
 //   state           event                                  new state      then
 //   going(r, nil)   the work's start returns (`waits`)     unchanged      set the alarm

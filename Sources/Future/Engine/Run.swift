@@ -12,8 +12,8 @@
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
 // (`make`) and starts it (`start(_:_:immediately:member:)`, which places its completion, then
 // `start(_:immediately:member:)`, which pushes its chain's stages on its plan, the first on top,
-// or puts an operation alone in its slot); it drives (`drive`, now or once the thread's stack has room),
-// popping one stage at a time, while each step says what comes next; it calls an operation
+// or puts an operation alone in its slot); it drives (`drive`, now or once the thread's stack has
+// room), popping one stage at a time, while each step says what comes next; it calls an operation
 // (`perform`: a `Source` step's, or an operation alone's through its `specialized` work,
 // `.performFirst`, which knows its types) and goes on when the operation's resolver reports
 // (`resolve`), now or later, from any thread; the last step ran, the drive ends it (`end`): its
@@ -35,8 +35,9 @@
 // let go of unresolved), which counts only while the call is pending, in `calling` or
 // `awaitingResolver` (the c of `cancelling` is the call that was pending as the run was
 // cancelled, whose late handlers run at once): elsewhere only a handle's cancel counts, and a
-// call's report, like its cancel, changes nothing (the last row). A step that cancels a run it is part of (a member's step cancels the
-// combination's run, say) then also cancels the run that it is a step of (see `cancel(call:)`).
+// call's report, like its cancel, changes nothing (the last row). A step that cancels a run it is
+// part of (a member's step cancels the combination's run, say) then also cancels the run that it
+// is a step of (see `cancel(call:)`).
 // Then "release": the canceller's hold, let go of once the handlers (hs, or none) have returned,
 // and the cancels they set off (of a combination's members, say: `Nesting.cancelling`); "stop
 // next": the driving thread stops before its next step (`Driver.cancelledHere`), and stopping

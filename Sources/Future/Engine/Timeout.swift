@@ -8,8 +8,8 @@
 // work's run's lock, which the run never holds as it calls out to the timeout), then does
 // what the state it left says. The transitions (r: the timeout's resolver; a: what cancels the
 // alarm, `nil` until it is set; a?: set or not, for a deadline already past rings as it is set,
-// and work may end before; f: the call r(failure(error())), which makes the timeout's error; "the run": the one
-// the timeout is part of):
+// and work may end before; f: the call r(failure(error())), which makes the timeout's error;
+// "the run": the one the timeout is part of):
 //
 //   state           event                                  new state      then
 //   going(r, nil)   the work's start returns (`waits`)     unchanged      set the alarm
