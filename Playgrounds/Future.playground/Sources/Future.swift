@@ -1532,18 +1532,17 @@ nonisolated extension Promise {
     /// `download(url).timeout(.seconds(9), orFailWith: .slow)`. Put it after
     /// ``retry(_:delay:while:)`` to bound every attempt together, before it to bound each one.
     ///
-    /// The clock is raced only once the work waits (for an operation's resolver, or a queue):
-    /// work that settles without waiting settles so, however long its steps took. When the
-    /// deadline passes first, the work is cancelled, as a cancel from another thread cancels it:
-    /// at its next operation, hop or entered promise, or as it ends. Synchronous steps that run
-    /// past the deadline (after the work waited) finish first, and the work's `ensure` steps run (an
-    /// `ensure(on:)` cleanup is queued on its queue, not waited for); the
-    /// promise then fails, and the chain goes on, on the thread that stopped the work: the
-    /// alarm's (a global queue's) for work that waits, the work's own for work that runs. An
-    /// interval of zero or less lets work that settles at once, without waiting, win, as on
-    /// every clock, and fails the work as soon as it waits (for an operation's resolver, or a
-    /// queue), unless another thread settles it in that instant: the chain then goes on on the
-    /// thread that waited, not a global queue.
+    /// The clock is raced only once the work waits (for an operation's resolver, or a queue): work
+    /// that settles without waiting settles so, however long its steps took. When the deadline
+    /// passes first, the work is cancelled, as a cancel from another thread cancels it: at its next
+    /// operation, hop or entered promise, or as it ends. Synchronous steps that run past the
+    /// deadline (after the work waited) finish first, and the work's `ensure` steps run (an
+    /// `ensure(on:)` cleanup is queued on its queue, not waited for); the promise then fails, and
+    /// the chain goes on, on the thread that stopped the work: the alarm's (a global queue's) for
+    /// work that waits, the work's own for work that runs. An interval of zero or less lets work
+    /// that settles at once, without waiting, win, as on every clock, and fails the work as soon as
+    /// it waits (for an operation's resolver, or a queue), unless another thread settles it in that
+    /// instant: the chain then goes on on the thread that waited, not a global queue.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
