@@ -2904,14 +2904,14 @@ nonisolated extension Promise {
 // `start(_:immediately:member:)`, which pushes its chain's stages on its plan, the first on top,
 // or puts an operation alone in its slot); it drives (`drive`, now or once the thread's stack has
 // room), popping one stage at a time, while each step says what comes next; it calls an operation
-// (`perform`: a `Source` step's, or an operation alone's through its `specialized` work,
-// `.performFirst`, which knows its types) and goes on when the operation's resolver reports
+// (`perform`: a `Source` step's, or an operation alone's through its typed work,
+// `.callOperation`, which knows its types) and goes on when the operation's resolver reports
 // (`resolve`), now or later, from any thread; the last step ran, the drive ends it (`end`): its
-// completion gets the outcome (`.finish`, its `specialized` work). Cancelled (`cancel(call:)`),
+// completion gets the outcome (`.complete`, its typed work). Cancelled (`cancel(call:)`),
 // its handlers run (`Nesting.cancelling`), the thread driving it stops it (`release(stopping:)`),
 // and once nothing holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead,
 // running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`), and
-// its completion hears of it (`.finish(nil)`).
+// its completion hears of it (`.complete(nil)`).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -3082,8 +3082,8 @@ nonisolated extension Engine {
         var plan = Plan()
         /// What fewer runs need: entered chains, more room, a deadline.
         var spill: Spill?
-        /// What the run does with the types of its outcome and its completion (see `Specialized`).
-        let specialized: Run.SpecializedWork
+        /// What the run does with the types of its outcome and its completion (see `TypedWork`).
+        let typed: Run.TypedWorker
         /// The type the slot holds, which debug builds check (see `Slot`).
         @usableFromInline let slotHolds: SlotHolds = SlotHolds()
 
@@ -3095,11 +3095,11 @@ nonisolated extension Engine {
         }
 
         @usableFromInline init(
-            completionWords: Int, slotWords: Int, specialized: @escaping Run.SpecializedWork
+            completionWords: Int, slotWords: Int, typed: @escaping Run.TypedWorker
         ) {
             self.completionWords = UInt8(completionWords)
             self.slotWords = UInt16(slotWords)
-            self.specialized = specialized
+            self.typed = typed
         }
     }
 
@@ -3181,7 +3181,7 @@ nonisolated extension Engine {
         }
     }
     /// One execution of a chain. Its own code is not generic: what depends on the types of its
-    /// outcome and its completion, which waits in its tail, is its `specialized` work.
+    /// outcome and its completion, which waits in its tail, is its typed work (`TypedWork`).
     @usableFromInline final class Run: ManagedBuffer<Fields, UInt64>, Reporter {
         @usableFromInline typealias Stage = Engine.Stage
         @usableFromInline typealias Slot = Engine.Slot
@@ -3230,39 +3230,39 @@ nonisolated extension Engine.Run {
         run.driver.initialize(
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
-                specialized: specialized(Completion.self)))
+                typed: typedWork(Completion.self)))
         // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
     }
 
-    /// What a run does with the types of its outcome and its completion: finish (deliver the
-    /// outcome in the slot, or with `nil` hear of cancellation), call the operation it starts
-    /// with, or destroy an outcome nobody may have any more.
-    @usableFromInline enum Specialized {
-        case finish(Slot?)
-        case performFirst
+    /// What a run does with the types of its outcome and its completion: call the completion
+    /// (`Completion.complete`) with the outcome in the slot, or with `nil` for cancellation; call
+    /// the operation alone it starts with; or destroy an outcome nobody may have any more.
+    @usableFromInline enum TypedWork {
+        case complete(Slot?)
+        case callOperation
         case dropOutcome(Slot)
     }
 
-    @usableFromInline typealias SpecializedWork = (Run, Specialized) -> Next
+    @usableFromInline typealias TypedWorker = (Run, TypedWork) -> Next
 
-    /// A run's specialized work for a completion of type `Completion`: compiled where the run is
+    /// A run's typed work for a completion of type `Completion`: compiled where the run is
     /// made, for its types, as a run's own code is not generic (Swift would look the types up at
     /// every use). A function with nothing to capture costs no allocation.
-    @inlinable static func specialized<Completion: Engine.Completion>(
+    @inlinable static func typedWork<Completion: Engine.Completion>(
         _: Completion.Type
-    ) -> SpecializedWork {
+    ) -> TypedWorker {
         { run, work in
             typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
             switch work {
-            case .finish(let slot):
+            case .complete(let slot):
                 // Let go of here, on the thread that ends the run.
                 let completion = run.afterDriver.assumingMemoryBound(to: Completion.self).move()
                 run.driver.pointee.hasCompletion = false
                 completion.complete(slot?.take(Outcome.self), of: run)
-            case .performFirst:
+            case .callOperation:
                 let operation = run.slot.take(Engine.Operation.self)
                 return run.perform(operation, Completion.Value.self, Completion.Failure.self)
             case .dropOutcome(let slot): _ = slot.take(Outcome.self)
@@ -3381,7 +3381,7 @@ nonisolated extension Engine.Run {
             let stages = (afterDriver + 8 * words).assumingMemoryBound(to: Unmanaged<Stage>.self)
             let room = Engine.Room(start: stages, count: capacity - Self.driverWords - words)
             driver.pointee.plan.load(consume last, in: room)
-        case .operation(let operation):  // the drive calls it (`Specialized.performFirst`)
+        case .operation(let operation):  // the first drive calls it (`TypedWork.callOperation`)
             slot.put(operation)
             driver.pointee.resumesAt = .operation
         }
@@ -3416,8 +3416,8 @@ nonisolated extension Engine.Run {
         switch driver.pointee.resumesAt.take() {
         case .hop?: _ = plan.pop()  // past the step that hopped
         // An operation alone is called through the work typed for the run, made with it (see
-        // `specialized`, below `make`): `.performFirst` calls `perform` with its types.
-        case .operation?: next = driver.pointee.specialized(self, .performFirst)
+        // `typedWork`, below `make`): `.callOperation` calls `perform` with its types.
+        case .operation?: next = driver.pointee.typed(self, .callOperation)
         case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
         }
         while true {
@@ -3466,7 +3466,7 @@ nonisolated extension Engine.Run {
                 return true
             }
             if delivers { return end(with: slot) }
-            _ = driver.pointee.specialized(self, .dropOutcome(slot))
+            _ = driver.pointee.typed(self, .dropOutcome(slot))
         }
         release(stopping: true)  // the run stops: the driving thread lets go of its hold
     }
@@ -3726,7 +3726,9 @@ nonisolated extension Engine.Run {
             return (true, nil)
         }
         if cancelled {
-            // Once what the handlers cancelled has ended too, the run ends if it waits.
+            // Once what the handlers cancelled has ended too, the run ends if it waits: the
+            // handlers (a combination's `runCancelled`, say), then the cancels they queued (its
+            // members'), then `release`, which ends the run once nothing else holds it.
             Engine.Nesting.cancelling(
                 { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
         }
@@ -3829,7 +3831,8 @@ nonisolated extension Engine.Run {
         driver.pointee.plan = Plan()
         driver.pointee.spill?.owned.chains = []
         if outcome == nil { callLateHandlers(last: true) }
-        _ = driver.pointee.specialized(self, .finish(outcome))
+        // The completion is called here, through the work compiled for its types (`typedWork`).
+        _ = driver.pointee.typed(self, .complete(outcome))
     }
 
     /// Calls the cancel handlers added as the end is under way (see `callLate`): before each
@@ -3953,7 +3956,7 @@ nonisolated extension Engine {
 
     /// A task awaiting the outcome.
     @usableFromInline struct Awaiting<Value, Failure: Swift.Error>: Completion {
-        /// Unsafe, not checked: a run calls its completion once, and only once (`.finish`).
+        /// Unsafe, not checked: a run calls its completion once, and only once (`.complete`).
         @usableFromInline typealias Continuation =
             UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
         @usableFromInline let continuation: Continuation
@@ -4953,7 +4956,9 @@ nonisolated extension Engine {
     /// A `timeout` on any clock: its work, raced against an alarm that fails with `error()`. The
     /// alarm's deadline, `deadline(interval)`, is read as each run of the timeout starts (given
     /// `interval`, the closure captures nothing to allocate); the alarm is set (by `alarm`, which
-    /// returns what cancels it) once the work waits. The first stage keeps the work's chain, if
+    /// returns what cancels it) once the work waits: on Dispatch's clock, `Engine.setAlarm(at:_:)`
+    /// (Deadlines.swift), which rings on a global queue; on another, `setAlarm(at:on:_:)`
+    /// (Timeline.swift); either calls `rang`, below. The first stage keeps the work's chain, if
     /// it has one (an operation alone has no steps), whose `ensure` steps a run cancelled before
     /// it reaches the timeout still runs (see `Run.skip`).
     @inlinable static func timeout<Value, Failure, Interval: Sendable, Instant: Sendable>(
@@ -5041,7 +5046,7 @@ nonisolated extension Engine {
             case .going(let resolver, let alarm)?:
                 alarm?()
                 if let outcome { resolver(outcome) } else { resolver.cancel() }
-            case .ringing(let fail)?: fail()
+            case .ringing(let fail)?: fail()  // the resolver fails, as `rang` set
             case .holding(let run)?: run.release()
             case .ended?, nil: break
             }

@@ -40,7 +40,9 @@ nonisolated extension Engine {
     /// A `timeout` on any clock: its work, raced against an alarm that fails with `error()`. The
     /// alarm's deadline, `deadline(interval)`, is read as each run of the timeout starts (given
     /// `interval`, the closure captures nothing to allocate); the alarm is set (by `alarm`, which
-    /// returns what cancels it) once the work waits. The first stage keeps the work's chain, if
+    /// returns what cancels it) once the work waits: on Dispatch's clock, `Engine.setAlarm(at:_:)`
+    /// (Deadlines.swift), which rings on a global queue; on another, `setAlarm(at:on:_:)`
+    /// (Timeline.swift); either calls `rang`, below. The first stage keeps the work's chain, if
     /// it has one (an operation alone has no steps), whose `ensure` steps a run cancelled before
     /// it reaches the timeout still runs (see `Run.skip`).
     @inlinable static func timeout<Value, Failure, Interval: Sendable, Instant: Sendable>(
@@ -128,7 +130,7 @@ nonisolated extension Engine {
             case .going(let resolver, let alarm)?:
                 alarm?()
                 if let outcome { resolver(outcome) } else { resolver.cancel() }
-            case .ringing(let fail)?: fail()
+            case .ringing(let fail)?: fail()  // the resolver fails, as `rang` set
             case .holding(let run)?: run.release()
             case .ended?, nil: break
             }
