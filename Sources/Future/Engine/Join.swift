@@ -22,7 +22,10 @@
 //   open(p), l        launch: room, and a member not started      unchanged        start it
 //   open(p), l        launch: no room, or none left               open(p), false   end the loop
 //   open(p), l        a member ends; verdict wait                 open(p), true    launch, if not l
-//   open(p), l        a member ends; verdict v, not wait          stopping(n,r v), cancel members
+//   open(p), false    a member ends; verdict v, not wait; no      closed           r(o) or cancel r
+//                     member run going, handler or member not
+//                     started, h = 0
+//   open(p), l        a member ends; verdict v, not wait, else    stopping(n,r v), cancel members
 //                                                                 l, h+1 (the
 //                                                                 settle's)
 //   open(p)           a called member with handlers ends by its   a state above,   call them (the
@@ -327,6 +330,7 @@ nonisolated extension Engine {
         @inlinable @discardableResult
         func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
+            var closed: Progress?  // let go of after the lock
             let ended = lock.withLock { () -> Ended in
                 switch guarded.running[index] {
                 // Ended; or cancelled, by the combination or by its own resolver, it stays
@@ -354,6 +358,16 @@ nonisolated extension Engine {
                         return .waits(launch: !guarded.launching)
                     case let verdict:
                         let cancels = takeCancels(progress)
+                        // Nothing to stop or to wait for (every member started and ended, say,
+                        // as in a `when` that succeeds): it settles now.
+                        if cancels.runs.isEmpty, cancels.handlers.isEmpty, !guarded.launching,
+                            guarded.handling == 0,
+                            progress.tally.started == progress.members.count
+                        {
+                            guarded.state = .closed
+                            closed = progress
+                            return .settles(progress.resolver, verdict)
+                        }
                         countUp()  // this thread's, until its cancel is done
                         let going =
                             cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
@@ -371,7 +385,7 @@ nonisolated extension Engine {
                     { for handler in handlers { handler(self) } },
                     then: { [self] in handlersReturned() })
             }
-            withExtendedLifetime(handlers) {}
+            withExtendedLifetime((handlers, closed)) {}
             switch ended {
             case .nothing: return false
             case .waits(let launch): if launch { self.launch() }
@@ -476,7 +490,9 @@ nonisolated extension Engine {
                 return
             }
             // After the runs' cancels, which a cancel under way on this thread does later: so
-            // `done` comes once the handlers, and what they cancelled, are done.
+            // `done` comes once the handlers, and what they cancelled, are done. (From
+            // `runCancelled`, inside its run's cancel, this queues them: they are called once
+            // `runCancelled` returns, before the run's release; see `Nesting.cancelling`.)
             Nesting.cancelling(
                 { for handler in members.handlers { handler(self) } },
                 then: {
