@@ -394,7 +394,9 @@ final class CancelCheck: @unchecked Sendable {
                             waitForTheCancel()
                         }
                         calling.increment()
-                        waitForTheCancel()
+                        // Until the cancel, however late member 1's failure comes: resolved
+                        // first, this member would end before the failure could cancel it.
+                        rounds.waited(spin(until: { cancelReturned.value > 0 }))
                         if ended.value > 0 { early.increment() }
                         resolver.fulfill(2)
                     },
