@@ -69,7 +69,8 @@ import Testing
         @Test func aServerThatNeverAnswersEndsAtTheTimeout() async throws {
             let server = try self.server
             let before = server.stats()["silentClosed"] ?? 0
-            let run = try await App.run("--timeout", "1", "--base-url", server.base, "9")  // 30 s
+            // Id 9 answers after 10 minutes.
+            let run = try await App.run("--timeout", "1", "--base-url", server.base, "9")
             #expect(run.ending == .exit(3))
             #expect(run.stderr.hasSuffix("error: no answer within 1 s (see --timeout)\n"))
             // The library's `timeout` cancelled the request: the client closed the connection
@@ -114,7 +115,7 @@ import Testing
         @Test func ctrlCCancelsTheRequestAndEnsureRuns() async throws {
             let server = try self.server
             let before = server.stats()
-            let app = try App("--base-url", server.base, "2")  // answers after 30 s
+            let app = try App("--base-url", server.base, "2")  // answers after 10 minutes
             defer { app.kill() }
             // The app prints its progress line once it handles Ctrl-C; then the request arrives.
             try #require(eventually { app.standardError.hasPrefix("Looking up artist 2") })
