@@ -4740,21 +4740,19 @@ nonisolated extension Engine {
                         return .waits(launch: !guarded.launching)
                     case let verdict:
                         let cancels = takeCancels(progress)
-                        // Nothing to stop or to wait for (every member started and ended, say,
-                        // as in a `when` that succeeds): it settles now.
-                        if cancels.runs.isEmpty, cancels.handlers.isEmpty, !guarded.launching,
-                            guarded.handling == 0,
-                            progress.tally.started == progress.members.count
-                        {
+                        let going =
+                            cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
+                        // Nothing to stop, call or start (no member run going, no handler, every
+                        // member started: a `when` whose members all succeeded): it settles now.
+                        let started = progress.tally.started == progress.members.count
+                        if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
                             closed = progress
                             return .settles(progress.resolver, verdict)
                         }
                         countUp()  // this thread's, until its cancel is done
-                        let going =
-                            cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
-                        let settles = (progress.resolver, verdict)
-                        guarded.state = .stopping(going: going, settles: settles)
+                        guarded.state = .stopping(
+                            going: going + 1, settles: (progress.resolver, verdict))
                         return .closes(cancels)
                     }
                 }
