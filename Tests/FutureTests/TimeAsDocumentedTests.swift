@@ -1,7 +1,6 @@
 import Dispatch
+import Future
 import Testing
-
-@testable import Future
 
 #if canImport(Glibc)
     import Glibc
@@ -9,21 +8,11 @@ import Testing
     import Darwin
 #endif
 
-// A review of the time operators and the manual clock ("time hunt"). The first suite holds a test
-// that fails on the code it was written against, with the documented sentence it contradicts;
-// the second, documented behaviour that no other test pinned, which passes.
+// The manual clock's advances from two threads, and documented behaviour of the time operators
+// that no other test pinned: a cancelled task's sleep, `timerCount` as `cancel()` returns, nested
+// timeouts, a retry cancelled between attempts, zero waits on a clock of one's own.
 
-/// Whether `condition` holds within `limit`, spinning (yielding the processor) meanwhile.
-private func within(_ limit: DispatchTimeInterval, _ condition: () -> Bool) -> Bool {
-    let deadline = DispatchTime.now() + limit
-    while !condition() {
-        guard DispatchTime.now() < deadline else { return false }
-        sched_yield()
-    }
-    return true
-}
-
-@Suite("Time hunt: faults") struct TimeHuntFaults {
+@Suite struct ManualClockAdvancesFromTwoThreads {
     /// `ManualClock.advance(by:)`: "Moves time forward by `duration`, firing the timers that fall
     /// due on the way, in order. Advances from several threads at once add up: two threads that
     /// each advance by a second move the clock by two"; and the clock "fire[s] the timers that
@@ -53,7 +42,7 @@ private func within(_ limit: DispatchTimeInterval, _ condition: () -> Bool) -> B
                     // meanwhile. Its advance may move time on (the fault), or wait for this tick;
                     // the wait here is bounded, so that a fixed clock passes in a second.
                     firstTickFiring.send(())
-                    _ = within(.seconds(1)) { clock.now.offset != now }
+                    _ = spin(until: { clock.now.offset != now }, for: .seconds(1))
                 }
                 ticks.record("\(clock.now.offset)")
                 return poll()
@@ -83,7 +72,7 @@ private struct WrappingClock: Clock {
     }
 }
 
-@Suite("Time hunt: documented behaviour, pinned") struct TimeHuntPinned {
+@Suite struct TimeAsDocumented {
     /// `ManualClock.sleep(until:)`: it "throws `CancellationError` if the task is cancelled
     /// first (which removes the timer)". A task cancelled before it sleeps throws, even for a
     /// deadline the clock has reached, as `ContinuousClock`'s and `SuspendingClock`'s sleeps do
@@ -265,7 +254,7 @@ private struct WrappingClock: Clock {
             let arrived = Counter()
             DispatchQueue.concurrentPerform(iterations: 2) { index in
                 arrived.increment()
-                _ = within(.milliseconds(100)) { arrived.value == 2 }
+                _ = spin(until: { arrived.value == 2 }, for: .milliseconds(100))
                 if index == 0 { inner.advance(by: .seconds(1)) }
                 if index == 1 {
                     if round % 3 == 0 { reply.fulfill(7) }
@@ -315,7 +304,7 @@ private struct WrappingClock: Clock {
         let second = onAQueue.retry(5, delay: .seconds(2), clock: clock)
             .ensure { ended.send(()) }
             .run { outcomes.record("\($0)") }
-        #expect(within(.seconds(timeoutSeconds)) { clock.timerCount == 1 })
+        #expect(spin(until: { clock.timerCount == 1 }, for: .seconds(timeoutSeconds)))
         second.cancel()
         #expect(clock.timerCount == 0)
         #expect(ended.wait() != nil)
