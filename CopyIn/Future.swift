@@ -1792,8 +1792,9 @@ nonisolated public final class ManualClock: Clock, Sendable {
     ///
     /// Advances from several threads at once add up: two threads that each advance by a second
     /// move the clock by two, and an advance from a timer's firing adds to the one that fired it.
-    /// Each returns once no timer due by its own target is left. A negative `duration` stops the
-    /// program with a message.
+    /// One timer fires at a time, each at its deadline: an advance waits while another thread's
+    /// timer fires. Each returns once no timer due by its own target is left. A negative
+    /// `duration` stops the program with a message.
     public func advance(by duration: Duration) { fire(until: claim(by: duration)) }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
@@ -3360,7 +3361,9 @@ nonisolated extension Engine.Run {
             default:
                 preconditionFailure("a run started \(fields.state)")
             }
-            if case .own = fields.ties, fields.outer == nil {  // a user's run
+            // A user's run notes the invalidations so far, for the tokens its steps tie to
+            // (`generation(of:)`): nothing else reads them.
+            if case .own = fields.ties, fields.outer == nil {
                 fields.started = UInt32(clamping: Engine.invalidations())
             }
             return fields.state.isCancelled
@@ -3403,7 +3406,7 @@ nonisolated extension Engine.Run {
             let level = nesting.withCurrent({
                 $0.enterRun(self, immediately: immediately, hop: hop)
             })
-        else { return }  // past the limit: a level below drives it
+        else { return }  // only past `Nesting.limit` levels on this thread: a level below drives it
         defer { nesting.withCurrent { $0.leaveRun(level) } }
         // On the hop's queue, or on the one this thread was on (a resolver's, a run's start).
         driver.pointee.queue = hop ?? level.queue
@@ -5483,10 +5486,17 @@ nonisolated extension ManualClock {
         private var horizon: Instant
         private var timers: [Int: Timer] = [:]  // by the order they were set
         private var timersSet = 0
+        /// Held while a timer fires, so that one fires at a time: an advance from another thread
+        /// waits, rather than move time past a timer whose steps still run. Recursive, for an
+        /// advance from a timer's steps.
+        private let firing = Engine.Lock(recursive: true)
 
         init(now: Instant) { (instant, horizon) = (now, now) }
 
-        deinit { lock.free() }
+        deinit {
+            lock.free()
+            firing.free()
+        }
 
         var now: Instant { lock.withLock { instant } }
 
@@ -5524,15 +5534,19 @@ nonisolated extension ManualClock {
         /// due together, and says whether there was one. Time moves to the timer's deadline, or,
         /// when there is none, to `deadline`.
         func fireNext(until deadline: Instant?) -> Bool {
-            let due = lock.withLock { () -> Timer? in
-                // (With no `deadline`, every timer is due.)
-                let next = timers.lazy.filter { $0.value.deadline <= deadline ?? $0.value.deadline }
+            firing.withLock {
+                let due = lock.withLock { () -> Timer? in
+                    // (With no `deadline`, every timer is due.)
+                    let next = timers.lazy.filter {
+                        $0.value.deadline <= deadline ?? $0.value.deadline
+                    }
                     .min { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
-                instant = max(instant, next?.value.deadline ?? deadline ?? instant)
-                return next.flatMap { timers.removeValue(forKey: $0.key) }
+                    instant = max(instant, next?.value.deadline ?? deadline ?? instant)
+                    return next.flatMap { timers.removeValue(forKey: $0.key) }
+                }
+                due?.fire()
+                return due != nil
             }
-            due?.fire()
-            return due != nil
         }
 
         /// Lets other work run: the steps queued on the main queue, jobs queued on `isolation`'s
@@ -5568,9 +5582,16 @@ nonisolated extension Engine {
     @usableFromInline struct Lock {
         @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-        init() {
+        /// `recursive`: the thread that holds it may take it again (a manual clock's firing).
+        init(recursive: Bool = false) {
             mutex = .allocate(capacity: 1)
-            pthread_mutex_init(mutex, nil)
+            var attributes = pthread_mutexattr_t()
+            pthread_mutexattr_init(&attributes)
+            if recursive {
+                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
+            }
+            pthread_mutex_init(mutex, &attributes)
+            pthread_mutexattr_destroy(&attributes)
         }
 
         func free() {

@@ -18,9 +18,16 @@ nonisolated extension Engine {
     @usableFromInline struct Lock {
         @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-        init() {
+        /// `recursive`: the thread that holds it may take it again (a manual clock's firing).
+        init(recursive: Bool = false) {
             mutex = .allocate(capacity: 1)
-            pthread_mutex_init(mutex, nil)
+            var attributes = pthread_mutexattr_t()
+            pthread_mutexattr_init(&attributes)
+            if recursive {
+                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
+            }
+            pthread_mutex_init(mutex, &attributes)
+            pthread_mutexattr_destroy(&attributes)
         }
 
         func free() {

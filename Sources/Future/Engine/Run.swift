@@ -482,7 +482,9 @@ nonisolated extension Engine.Run {
             default:
                 preconditionFailure("a run started \(fields.state)")
             }
-            if case .own = fields.ties, fields.outer == nil {  // a user's run
+            // A user's run notes the invalidations so far, for the tokens its steps tie to
+            // (`generation(of:)`): nothing else reads them.
+            if case .own = fields.ties, fields.outer == nil {
                 fields.started = UInt32(clamping: Engine.invalidations())
             }
             return fields.state.isCancelled
@@ -525,7 +527,7 @@ nonisolated extension Engine.Run {
             let level = nesting.withCurrent({
                 $0.enterRun(self, immediately: immediately, hop: hop)
             })
-        else { return }  // past the limit: a level below drives it
+        else { return }  // only past `Nesting.limit` levels on this thread: a level below drives it
         defer { nesting.withCurrent { $0.leaveRun(level) } }
         // On the hop's queue, or on the one this thread was on (a resolver's, a run's start).
         driver.pointee.queue = hop ?? level.queue

@@ -58,10 +58,17 @@ nonisolated extension ManualClock {
         private var horizon: Instant
         private var timers: [Int: Timer] = [:]  // by the order they were set
         private var timersSet = 0
+        /// Held while a timer fires, so that one fires at a time: an advance from another thread
+        /// waits, rather than move time past a timer whose steps still run. Recursive, for an
+        /// advance from a timer's steps.
+        private let firing = Engine.Lock(recursive: true)
 
         init(now: Instant) { (instant, horizon) = (now, now) }
 
-        deinit { lock.free() }
+        deinit {
+            lock.free()
+            firing.free()
+        }
 
         var now: Instant { lock.withLock { instant } }
 
@@ -99,15 +106,19 @@ nonisolated extension ManualClock {
         /// due together, and says whether there was one. Time moves to the timer's deadline, or,
         /// when there is none, to `deadline`.
         func fireNext(until deadline: Instant?) -> Bool {
-            let due = lock.withLock { () -> Timer? in
-                // (With no `deadline`, every timer is due.)
-                let next = timers.lazy.filter { $0.value.deadline <= deadline ?? $0.value.deadline }
+            firing.withLock {
+                let due = lock.withLock { () -> Timer? in
+                    // (With no `deadline`, every timer is due.)
+                    let next = timers.lazy.filter {
+                        $0.value.deadline <= deadline ?? $0.value.deadline
+                    }
                     .min { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
-                instant = max(instant, next?.value.deadline ?? deadline ?? instant)
-                return next.flatMap { timers.removeValue(forKey: $0.key) }
+                    instant = max(instant, next?.value.deadline ?? deadline ?? instant)
+                    return next.flatMap { timers.removeValue(forKey: $0.key) }
+                }
+                due?.fire()
+                return due != nil
             }
-            due?.fire()
-            return due != nil
         }
 
         /// Lets other work run: the steps queued on the main queue, jobs queued on `isolation`'s
