@@ -2068,8 +2068,10 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// shared run inside it, and in the promises its steps make: a run started before an
 /// `invalidate()` skips it, even in a member that a combination's limit starts after the
 /// `invalidate()`, a run started after does not, so a promise kept and run again is not silenced
-/// for good. Keep the token, in the object whose callbacks it silences: ties do not keep it, and a
-/// token that has gone away silences them.
+/// for good. The work of a shared promise ties in the run that started it: the runs that join it
+/// later share its steps, tied ones included, as they share its outcome. Keep the token, in the
+/// object whose callbacks it silences: ties do not keep it, and a token that has gone away
+/// silences them.
 ///
 /// ```swift
 /// @MainActor final class SearchScreen {
