@@ -20,7 +20,12 @@ import Testing
     /// Batches whose run a second thread cancels as a first one reaches the batch. A signal that
     /// was claimed runs its `ensure` step (its run ends, or is skipped); the signal's
     /// `ignoringCancel()` work should start only then.
-    @Test func aBatchCancelledAsItBeginsStartsNoWorkOfASignalItNeverStarted() {
+    ///
+    /// On a thread of its own, not one of Swift's pool that other tests' timers and global
+    /// queues need; the spins yield and are bounded, and the trials stop at the first that
+    /// stalls, or after `budget`: under load each trial waits for two threads to share the
+    /// cores, and 20,000 of them took a minute in the full suite.
+    @Test func aBatchCancelledAsItBeginsStartsNoWorkOfASignalItNeverStarted() async {
         let work = Counter()
         let claimed = Counter()
         let signal = Guarantee<Void> { resolver in
@@ -29,26 +34,41 @@ import Testing
         }.ignoringCancel().ensure { claimed.increment() }
         let batch = when(resolved: [Promise<Int, TestError>(value: 1)], until: signal)
         let trials = 20_000
-        for trial in 0..<trials {
-            let (gate, opener) = Guarantee<Void>.pending()
-            let handle = gate.then { _ in batch }.run { _ in }
-            let ready = Counter()
-            let done = DispatchSemaphore(value: 0)
-            detachThread {
+        let budget = DispatchTime.now() + .seconds(20)
+        let rounds = Rounds()
+        let ran = Counter()
+        await onThread(stackSize: 1 << 20) {
+            for trial in 0..<trials where rounds.goOn && DispatchTime.now() < budget {
+                let (gate, opener) = Guarantee<Void>.pending()
+                let handle = gate.then { _ in batch }.run { _ in }
+                let ready = Counter()
+                let done = DispatchSemaphore(value: 0)
+                detachThread {
+                    ready.increment()
+                    guard spin(until: { ready.value >= 2 }) else {
+                        done.signal()
+                        return
+                    }
+                    for _ in 0..<(trial % 251) { _ = ready.value }  // to sweep the window
+                    handle.cancel()
+                    done.signal()
+                }
                 ready.increment()
-                while ready.value < 2 {}
-                for _ in 0..<(trial % 251) { _ = ready.value }  // to sweep the window
-                handle.cancel()
-                done.signal()
+                guard rounds.waited(spin(until: { ready.value >= 2 })) else { break }
+                opener.fulfill(())
+                guard rounds.waited(done.wait(timeout: .now() + timeout) == .success) else {
+                    break
+                }
+                ran.increment()
             }
-            ready.increment()
-            while ready.value < 2 {}
-            opener.fulfill(())
-            #expect(done.wait(timeout: .now() + timeout) == .success)
         }
+        #expect(rounds.goOn, "a trial that did not end, after \(ran.value)")
         usleep(100_000)  // (all of it is synchronous: a margin)
         #expect(
             work.value == claimed.value,
-            "the signal's work started \(work.value) times, the signal \(claimed.value)")
+            """
+            the signal's work started \(work.value) times, the signal \(claimed.value), in \
+            \(ran.value) trials
+            """)
     }
 }
