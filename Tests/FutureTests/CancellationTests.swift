@@ -189,14 +189,18 @@ final class Pending<Value>: @unchecked Sendable {
         let log = Log()
         let inStep = DispatchSemaphore(value: 0)
         let cancelledElsewhere = DispatchSemaphore(value: 0)
+        let stalled = Counter()
         let ended = Delivery<Void>()
         let resolvers = Delivery<Resolver<Int, Never>>()
         // Resolved from another thread once `run` has returned: resolved while the operation
-        // still ran, the run would go on on this thread, in the step that waits for it.
+        // still ran, the run would go on on this thread, in the step that waits for it (bounded,
+        // so that such a fault fails rather than hangs).
         box.handle = Promise<Int, Never> { resolvers.send($0) }
             .map { value -> Int in
                 inStep.signal()
-                cancelledElsewhere.wait()
+                if cancelledElsewhere.wait(timeout: .now() + timeout) == .timedOut {
+                    stalled.increment()
+                }
                 return value
             }
             .map { value -> Int in
@@ -215,6 +219,7 @@ final class Pending<Value>: @unchecked Sendable {
         box.handle?.cancel()  // from this thread, while the run's own thread drives it
         cancelledElsewhere.signal()
         #expect(ended.wait() != nil)
+        #expect(stalled.value == 0, "the step waited in vain for the cancel from this thread")
         #expect(log.all == ["cancel"])
     }
 

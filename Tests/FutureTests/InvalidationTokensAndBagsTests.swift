@@ -110,14 +110,17 @@ private struct HeldCancelAll {
     let leave = DispatchSemaphore(value: 0)
     let returned = DispatchSemaphore(value: 0)
     let kept = Delivery<Resolver<Int, Never>>()
+    /// The handler's waits for `leave` that ran out: bounded, so that a `cancelAll()` on this
+    /// thread that waited for the handler would fail the test rather than hang it.
+    let stalled = Counter()
 
     init(storingIn bag: RunBag) {
         self.bag = bag
-        let (inHandler, leave, kept) = (inHandler, leave, kept)
+        let (inHandler, leave, stalled, kept) = (inHandler, leave, stalled, kept)
         Guarantee<Int> { resolver in
             resolver.onCancel { _ in
                 inHandler.signal()
-                leave.wait()
+                if leave.wait(timeout: .now() + timeout) == .timedOut { stalled.increment() }
             }
             kept.send(resolver)
         }.run(some: { _ in }).store(in: bag)
@@ -133,9 +136,10 @@ private struct HeldCancelAll {
         return inHandler.wait(timeout: .now() + timeout) == .success
     }
 
-    /// Lets the handler return; returns whether the cancelAll() returned in time.
+    /// Lets the handler return; returns whether the cancelAll() returned in time, and the handler
+    /// had waited for this.
     func finish() -> Bool {
         leave.signal()
-        return returned.wait(timeout: .now() + timeout) == .success
+        return returned.wait(timeout: .now() + timeout) == .success && stalled.value == 0
     }
 }

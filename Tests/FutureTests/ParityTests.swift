@@ -221,6 +221,7 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         }
         let rounds = 20
         let finished = Delivery<Int>()
+        let stalled = Counter()  // main's waits for the gate that ran out
         DispatchQueue.global().async {
             for round in 0..<rounds {
                 let tokens = Tokens()  // the tokens' only strong references
@@ -229,7 +230,9 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
                 }
                 let ended = DispatchSemaphore(value: 0)
                 let gate = DispatchSemaphore(value: 0)
-                DispatchQueue.main.async { gate.wait() }  // every hop queued before main runs one
+                DispatchQueue.main.async {  // every hop queued before main runs one
+                    if gate.wait(timeout: .now() + timeout) == .timedOut { stalled.increment() }
+                }
                 for run in runs { run.run(some: { _ in ended.signal() }) }
                 gate.signal()
                 // Main ends run k - 1 just before it checks run k's tie: token k goes then.
@@ -243,6 +246,7 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
             finished.send(rounds)
         }
         #expect(await finished.arrival() == rounds)
+        #expect(stalled.value == 0, "main waited in vain for the runs to be queued")
     }
 }
 
@@ -267,11 +271,12 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         let finished = Counter()
         let cancelled = Counter()
         let gate = DispatchSemaphore(value: 0)
+        let stalled = Counter()  // uploads whose wait for the gate ran out
         func upload(_ index: Int) -> Promise<Int, TestError> {
             Promise { resolver in
                 resolver.onCancel { _ in cancelled.increment() }
                 DispatchQueue.global().async {
-                    gate.wait()
+                    if gate.wait(timeout: .now() + timeout) == .timedOut { stalled.increment() }
                     finished.increment()
                     resolver.fulfill(index)
                 }
@@ -282,6 +287,7 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         #expect(outcome(of: all) == .failure(TestError("disk full")))
         for _ in 0..<4 { gate.signal() }
         #expect(eventually { finished.value == 4 })
+        #expect(stalled.value == 0, "the when's failure came only once the uploads gave up")
         #expect(cancelled.value == 0)
     }
 
@@ -728,7 +734,10 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
     @Test func theStepAfterEnsureOnAQueueStartsOnceTheCleanupHasReturned() {
         let queue = DispatchQueue(label: "cleanup")
         let busy = DispatchSemaphore(value: 0)
-        queue.async { busy.wait() }  // a cleanup that nothing waits for is still queued behind it
+        let stalled = Counter()
+        queue.async {  // a cleanup that nothing waits for is still queued behind it
+            if busy.wait(timeout: .now() + timeout) == .timedOut { stalled.increment() }
+        }
         let log = Log()
         let finished = Delivery<Void>()
         Guarantee(value: 1)
@@ -737,6 +746,7 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
             .run(some: { finished.send(()) })
         busy.signal()
         #expect(finished.wait() != nil)
+        #expect(stalled.value == 0, "the run waited for the queue it had left busy")
         #expect(log.all == ["cleanup", "next step"])
     }
 
@@ -799,7 +809,10 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
     @Test func aRunCancelledWhileItWaitsForTheCleanupsQueueCleansUpOnce() {
         let queue = DispatchQueue(label: "cleanup")
         let busy = DispatchSemaphore(value: 0)
-        queue.async { busy.wait() }
+        let stalled = Counter()
+        queue.async {
+            if busy.wait(timeout: .now() + timeout) == .timedOut { stalled.increment() }
+        }
         let cleanups = Counter()
         let nextSteps = Counter()
         let handle = Guarantee(value: 1)
@@ -809,6 +822,7 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
         handle.cancel()
         busy.signal()
         queue.sync {}  // behind the cleanup, queued as the run was cancelled
+        #expect(stalled.value == 0, "the run or its cancel waited for the queue it had left busy")
         #expect(cleanups.value == 1)
         #expect(nextSteps.value == 0)
     }

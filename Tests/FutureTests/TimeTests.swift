@@ -258,13 +258,18 @@ enum ZeroTimeout {
         // first, from another thread, would have it win.
         let busy = DispatchQueue(label: "busy")
         let decided = DispatchSemaphore(value: 0)
-        busy.async { decided.wait() }
+        let stalled = Counter()
+        busy.async {
+            if decided.wait(timeout: .now() + timeout) == .timedOut { stalled.increment() }
+        }
         let hopped = Promise<Int, TestError>(value: 1).on(busy)
             .timeout(.zero, orFailWith: TestError("late"))
         let delivered = Delivery<Result<Int, TestError>>()
         hopped.run { delivered.send($0) }
         #expect(delivered.wait() == .failure(TestError("late")))
         decided.signal()
+        busy.sync {}
+        #expect(stalled.value == 0, "the timeout waited for the queue the work waits for")
         let delayed = Promise<Int, TestError>(value: 1).delay(.seconds(3600))
             .timeout(.zero, orFailWith: TestError("late"))
         #expect(outcome(of: delayed) == .failure(TestError("late")))
