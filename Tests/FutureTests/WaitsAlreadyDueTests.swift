@@ -26,12 +26,15 @@ import Testing
             woke.send(())
         }
         // Either it returned, or it set a timer and waits on it (the timer is set before the
-        // sleep suspends, and only an advance fires it).
-        while woke.all.isEmpty && clock.timerCount == 0 { await Task.yield() }
+        // sleep suspends, and only an advance fires it); or neither, for `timeout` at most.
+        let deadline = DispatchTime.now() + timeout
+        while woke.all.isEmpty && clock.timerCount == 0 && DispatchTime.now() < deadline {
+            await Task.yield()
+        }
         #expect(!woke.all.isEmpty, "sleep(until: now) waits for an advance")
         #expect(clock.timerCount == 0)
         await clock.advance(by: .zero)  // lets a sleeper that waits go
-        await sleeper.value
+        #expect(await bounded { await sleeper.value } != nil, "the sleeper did not return")
     }
 
     /// `after(_:clock:)`: "A guarantee that succeeds after `interval` on `clock`", and a
