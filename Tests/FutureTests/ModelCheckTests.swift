@@ -617,18 +617,51 @@ final class MCHarness: @unchecked Sendable {
 
     /// Runs what the queue holds as it is called, and suspends it again: the block that suspends
     /// it is queued before the queue resumes, so after those and before what they queue (a
-    /// suspension takes effect between blocks).
+    /// suspension takes effect between blocks). Waits for it for `timeout` at most: a block that
+    /// never returns (the library waiting in it for the harness's thread) is then a problem of
+    /// the program, `drainStalled`, not a hang of every model check queued behind it.
     func drain() {
         guard let queue = lock.withLock({ hopQueue }) else { return log("drained") }
         let suspended = DispatchSemaphore(value: 0)
+        let mark = DrainMark()
         queue.async {
+            // (Once the drain gave up, the queue stays running, and `deinit` lets go of it so.)
+            let claimed = mark.lock.withLock { () -> Bool in
+                guard !mark.abandoned else { return false }
+                mark.done = true
+                return true
+            }
+            guard claimed else { return }
             queue.suspend()
             suspended.signal()
         }
         queue.resume()
-        suspended.wait()
+        if suspended.wait(timeout: .now() + timeout) == .timedOut {
+            let abandoned = mark.lock.withLock { () -> Bool in
+                if !mark.done { mark.abandoned = true }
+                return mark.abandoned
+            }
+            if abandoned {
+                lock.withLock {
+                    drainStalls += 1
+                    hopQueue = nil  // resumed, for good
+                }
+                return log("drain stalled")
+            }
+            suspended.wait()  // (the block has suspended the queue just now)
+        }
         log("drained")
     }
+
+    /// Whether a drain's block has suspended the queue, or the drain gave up waiting for it.
+    private final class DrainMark: @unchecked Sendable {
+        let lock = TestLock()
+        var done = false
+        var abandoned = false
+    }
+    private var drainStalls = 0
+    /// Whether a drain waited in vain for the blocks queued before it.
+    var drainStalled: Bool { lock.withLock { drainStalls > 0 } }
 
     deinit { hopQueue?.resume() }  // (a suspended queue must not be let go of)
 
@@ -2040,6 +2073,7 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
     if !h.missed.isEmpty {
         problems.append("handlers added after their operations cancelled themselves: \(h.missed)")
     }
+    if h.drainStalled { problems.append("a drain of the hop queue did not return") }
     if !h.stalled.isEmpty {
         problems.append("the cancel from another thread waited for \(h.stalled), called as it came")
     }
