@@ -119,8 +119,9 @@ import Testing
                 if after.value > 0 { early.increment() }
                 handlerReturned.signal()
             }
-            _ = handlerReturned.wait(timeout: .now() + timeout)
-            _ = done.wait()
+            guard handlerReturned.wait(timeout: .now() + timeout) == .success,
+                done.wait() != nil
+            else { return #expect(Bool(false), "a round whose race did not end in time") }
         }
         #expect(early.value == 0, "rounds where the race's next step ran inside a late handler")
     }

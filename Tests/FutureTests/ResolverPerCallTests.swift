@@ -17,45 +17,51 @@ import Testing
         Guarantee { resolver in
             resolver.fulfill(value)
             DispatchQueue.global().async {
-                _ = next.wait(timeout: .now() + .seconds(10))
+                _ = next.wait(timeout: .now() + timeout)
                 resolver.fulfill(666)
                 done.signal()
             }
         }
     }
 
-    /// An operation that lets the late report come before it resolves with `value`.
+    /// An operation that lets the late report come before it resolves with `value`; a report
+    /// that did not come in time ends the `rounds` (the round tested nothing: a stall of Dispatch's
+    /// global pool, or a fault, would otherwise cost every round the wait).
     static func waitingForTheLateReport(
-        _ value: Int, signal next: DispatchSemaphore, wait done: DispatchSemaphore
+        _ value: Int, signal next: DispatchSemaphore, wait done: DispatchSemaphore, _ rounds: Rounds
     ) -> Guarantee<Int> {
         Guarantee { resolver in
             next.signal()
-            _ = done.wait(timeout: .now() + .seconds(10))
+            rounds.waited(done.wait(timeout: .now() + timeout) == .success)
             resolver.fulfill(value)
         }
     }
 
     @Test func aResolverHeldElsewhereDoesNotServeTheRunsNextOperation() {
-        for _ in 0..<20 {
+        let rounds = Rounds()
+        for _ in 0..<20 where rounds.goOn {
             let next = DispatchSemaphore(value: 0)
             let done = DispatchSemaphore(value: 0)
             let chain = Self.reportingLate(1, once: next, then: done).then { value in
-                Self.waitingForTheLateReport(value + 1, signal: next, wait: done)
+                Self.waitingForTheLateReport(value + 1, signal: next, wait: done, rounds)
             }
             #expect(value(of: chain) == 2)
         }
+        #expect(rounds.goOn, "a late report that did not come in time")
     }
 
     @Test func aResolverHeldElsewhereDoesNotServeTheNextMember() {
-        for _ in 0..<20 {
+        let rounds = Rounds()
+        for _ in 0..<20 where rounds.goOn {
             let next = DispatchSemaphore(value: 0)
             let done = DispatchSemaphore(value: 0)
             let members = [
                 Self.reportingLate(1, once: next, then: done),
-                Self.waitingForTheLateReport(2, signal: next, wait: done),
+                Self.waitingForTheLateReport(2, signal: next, wait: done, rounds),
             ]
             #expect(value(of: when(fulfilled: members, concurrently: 1)) == [1, 2])
         }
+        #expect(rounds.goOn, "a late report that did not come in time")
     }
 
     /// A run does not keep its call's resolver: one resolved from another thread before its

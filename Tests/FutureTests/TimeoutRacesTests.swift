@@ -134,7 +134,9 @@ import Testing
 
     @Test func nestedTimeoutsWhoseDeadlinesPassTogetherEachEndOnce() async {
         let settled = Counter()
+        let rounds = Rounds()
         await concurrentlyOnThreads(iterations: 1_000) { index in
+            guard rounds.goOn else { return }
             let outcome = Delivery<Result<Int, TestError>>()
             Self.work(after: 2_000 + index % 3 * 500, cancelled: Counter())
                 .timeout(.milliseconds(1), orFailWith: TestError("inner"))
@@ -143,8 +145,11 @@ import Testing
             let allowed: [Result<Int, TestError>] = [
                 .success(1), .failure(TestError("inner")), .failure(TestError("outer")),
             ]
-            if let result = outcome.wait(), allowed.contains(result) { settled.increment() }
+            let result = outcome.wait()
+            rounds.waited(result != nil)
+            if let result, allowed.contains(result) { settled.increment() }
         }
+        #expect(rounds.goOn, "an outcome that did not come in time")
         #expect(settled.value == 1_000)
     }
 
@@ -302,7 +307,9 @@ import Testing
 
     @Test func manyThreadsArmingAndDisarmingDeadlinesAtOnce() async {
         let settled = Counter()
+        let rounds = Rounds()
         await concurrentlyOnThreads(iterations: 2_000) { index in
+            guard rounds.goOn else { return }
             let outcome = Delivery<Result<Int, TestError>>()
             let work =
                 index % 2 == 0
@@ -311,10 +318,12 @@ import Testing
             work.timeout(.microseconds(index % 400 + 1), orFailWith: TestError("late"))
                 .run { outcome.send($0) }
             let result = outcome.wait()
+            rounds.waited(result != nil)
             if result == .success(index) || result == .failure(TestError("late")) {
                 settled.increment()
             }
         }
+        #expect(rounds.goOn, "an outcome that did not come in time")
         #expect(settled.value == 2_000)
     }
 
@@ -323,7 +332,8 @@ import Testing
     /// later, so the step's own cancel must reach the run it is part of itself. Found by the
     /// model checker (real-time program 196 of seed 2); it showed in about one try in 400 here.
     @Test func aStepThatCancelsItsRunAsNestedTimeoutsFireStopsItBeforeItsNextStep() {
-        for _ in 0..<400 {
+        let rounds = Rounds()
+        for _ in 0..<400 where rounds.goOn {
             let h = MCHarness(pendings: 0, token: false)
             h.start(
                 h.op(1, .later).map(h.effect(2, .cancelRun))
@@ -334,7 +344,7 @@ import Testing
             let until = DispatchTime.now().uptimeNanoseconds + .random(in: 0...1_200_000)
             while DispatchTime.now().uptimeNanoseconds < until {}  // about the deadline
             h.resolve(1, .value(1))
-            #expect(mcEventually { h.log.contains("ensure 0") })
+            #expect(rounds.waited(mcEventually { h.log.contains("ensure 0") }))
             h.finish()
             if !h.late.isEmpty { Issue.record("went on after cancel() returned: \(h.late)") }
         }
