@@ -3326,6 +3326,77 @@ nonisolated extension Engine.Run {
     }
 }
 
+// MARK: Who gets the run's outcome, and what reports to it
+
+nonisolated extension Engine {
+    /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
+    /// its members without runs of their own (see `Join`). `call` numbers the operation.
+    @usableFromInline protocol Reporter: AnyObject {
+        /// Reports `call`'s outcome, which `write` puts in a slot; returns whether it counted.
+        func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool
+        func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
+        /// Whether `call` was cancelled.
+        func isCancelled(_ call: Int) -> Bool
+        /// Cancels `call`, if it is pending; returns whether it did.
+        func cancel(_ call: Int) -> Bool
+        /// The run the operation is part of, or that the combination is part of.
+        var run: Run { get }
+    }
+
+    /// What gets a run's outcome, kept in the run's tail: a terminal's closure (the value alone,
+    /// for a promise that cannot fail), an awaiting task, or Future's own code, which also hears
+    /// that the run ended by cancellation.
+    @usableFromInline protocol Completion {
+        associatedtype Value
+        associatedtype Failure: Swift.Error
+        /// Gets the outcome, or `nil` if the run ended by cancellation.
+        func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run)
+    }
+
+    /// A terminal's closure, which gets the outcome.
+    @usableFromInline struct Outcomes<Value, Failure: Swift.Error>: Completion {
+        @usableFromInline let body: @Sendable (Swift.Result<Value, Failure>) -> Void
+        @inlinable init(_ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void) {
+            self.body = body
+        }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
+            if let outcome { body(outcome) }
+        }
+    }
+
+    /// A guarantee's terminal closure, which gets the value.
+    @usableFromInline struct Values<Value>: Completion {
+        @usableFromInline let body: @Sendable (Value) -> Void
+        @inlinable init(_ body: @escaping @Sendable (Value) -> Void) { self.body = body }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Never>?, of _: Run) {
+            if case .success(let value)? = outcome { body(value) }
+        }
+    }
+
+    /// A task awaiting the outcome.
+    @usableFromInline struct Awaiting<Value, Failure: Swift.Error>: Completion {
+        /// Unsafe, not checked: a run calls its completion once, and only once (`.complete`).
+        @usableFromInline typealias Continuation =
+            UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
+        @usableFromInline let continuation: Continuation
+        @inlinable init(_ continuation: Continuation) { self.continuation = continuation }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
+            continuation.resume(returning: outcome)
+        }
+    }
+
+    /// Future's own code, which gets the run too.
+    @usableFromInline struct Callback<Value, Failure: Swift.Error>: Completion {
+        @usableFromInline let body: (Run, sending Swift.Result<Value, Failure>?) -> Void
+        @inlinable init(_ body: @escaping (Run, sending Swift.Result<Value, Failure>?) -> Void) {
+            self.body = body
+        }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
+            body(run, outcome)
+        }
+    }
+}
+
 // MARK: Starting and driving
 
 nonisolated extension Engine.Run {
@@ -3908,77 +3979,6 @@ nonisolated extension Engine.Run {
             ties.append(Engine.Tie(token: token, identity: identity, generation: generation))
             fields.ties = .own(ties)
             return generation
-        }
-    }
-}
-
-// MARK: Who gets the run's outcome, and what reports to it
-
-nonisolated extension Engine {
-    /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
-    /// its members without runs of their own (see `Join`). `call` numbers the operation.
-    @usableFromInline protocol Reporter: AnyObject {
-        /// Reports `call`'s outcome, which `write` puts in a slot; returns whether it counted.
-        func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool
-        func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
-        /// Whether `call` was cancelled.
-        func isCancelled(_ call: Int) -> Bool
-        /// Cancels `call`, if it is pending; returns whether it did.
-        func cancel(_ call: Int) -> Bool
-        /// The run the operation is part of, or that the combination is part of.
-        var run: Run { get }
-    }
-
-    /// What gets a run's outcome, kept in the run's tail: a terminal's closure (the value alone,
-    /// for a promise that cannot fail), an awaiting task, or Future's own code, which also hears
-    /// that the run ended by cancellation.
-    @usableFromInline protocol Completion {
-        associatedtype Value
-        associatedtype Failure: Swift.Error
-        /// Gets the outcome, or `nil` if the run ended by cancellation.
-        func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run)
-    }
-
-    /// A terminal's closure, which gets the outcome.
-    @usableFromInline struct Outcomes<Value, Failure: Swift.Error>: Completion {
-        @usableFromInline let body: @Sendable (Swift.Result<Value, Failure>) -> Void
-        @inlinable init(_ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void) {
-            self.body = body
-        }
-        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
-            if let outcome { body(outcome) }
-        }
-    }
-
-    /// A guarantee's terminal closure, which gets the value.
-    @usableFromInline struct Values<Value>: Completion {
-        @usableFromInline let body: @Sendable (Value) -> Void
-        @inlinable init(_ body: @escaping @Sendable (Value) -> Void) { self.body = body }
-        @inlinable func complete(_ outcome: sending Swift.Result<Value, Never>?, of _: Run) {
-            if case .success(let value)? = outcome { body(value) }
-        }
-    }
-
-    /// A task awaiting the outcome.
-    @usableFromInline struct Awaiting<Value, Failure: Swift.Error>: Completion {
-        /// Unsafe, not checked: a run calls its completion once, and only once (`.complete`).
-        @usableFromInline typealias Continuation =
-            UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
-        @usableFromInline let continuation: Continuation
-        @inlinable init(_ continuation: Continuation) { self.continuation = continuation }
-        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
-            continuation.resume(returning: outcome)
-        }
-    }
-
-    /// Future's own code, which gets the run too.
-    @usableFromInline struct Callback<Value, Failure: Swift.Error>: Completion {
-        @usableFromInline let body: (Run, sending Swift.Result<Value, Failure>?) -> Void
-        @inlinable init(_ body: @escaping (Run, sending Swift.Result<Value, Failure>?) -> Void) {
-            self.body = body
-        }
-        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
-            body(run, outcome)
         }
     }
 }
@@ -4785,7 +4785,10 @@ nonisolated extension Engine {
         @inlinable func runCancelled() {
             // The hold is taken first, so that the last member run (or the loop, or a handler's),
             // which releases it as it ends once the join is stopping, always finds it taken; it
-            // is kept only if one is going: else it is given back at once.
+            // is kept only if one is going: else it is given back at once. (A handle's cancel of
+            // the run as it waits for the join: the canceller's hold, 1; this one, 2; released by
+            // the last member run to end, or here, 1; the canceller's, once the cancels it set off
+            // are done, 0: the run ends.)
             outer.hold()
             // It comes once, to a combination open, closed, or stopping to settle (never stopping
             // for its cancel, which it sets).
@@ -4799,9 +4802,10 @@ nonisolated extension Engine {
                 guarded.state = going > 0 ? .stopping(going: going, settles: nil) : .closed
                 return (members, going > 0, left)
             }
-            // The state left goes after the lock, and with it the combination's resolver,
-            // unresolved (and a verdict that waited): its release cancels a call of a run already
-            // cancelled, which does nothing.
+            // The state left goes after the lock, and with it, once the members' cancel below
+            // lets go of an open one's progress too, the combination's resolver, unresolved (and a
+            // verdict that waited): its release cancels a call of a run already cancelled, which
+            // does nothing.
             withExtendedLifetime(left) {}
             if !waits { outer.release() }  // nothing to wait for
             cancelMembers(members)

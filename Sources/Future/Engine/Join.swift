@@ -398,7 +398,10 @@ nonisolated extension Engine {
         @inlinable func runCancelled() {
             // The hold is taken first, so that the last member run (or the loop, or a handler's),
             // which releases it as it ends once the join is stopping, always finds it taken; it
-            // is kept only if one is going: else it is given back at once.
+            // is kept only if one is going: else it is given back at once. (A handle's cancel of
+            // the run as it waits for the join: the canceller's hold, 1; this one, 2; released by
+            // the last member run to end, or here, 1; the canceller's, once the cancels it set off
+            // are done, 0: the run ends.)
             outer.hold()
             // It comes once, to a combination open, closed, or stopping to settle (never stopping
             // for its cancel, which it sets).
@@ -412,9 +415,10 @@ nonisolated extension Engine {
                 guarded.state = going > 0 ? .stopping(going: going, settles: nil) : .closed
                 return (members, going > 0, left)
             }
-            // The state left goes after the lock, and with it the combination's resolver,
-            // unresolved (and a verdict that waited): its release cancels a call of a run already
-            // cancelled, which does nothing.
+            // The state left goes after the lock, and with it, once the members' cancel below
+            // lets go of an open one's progress too, the combination's resolver, unresolved (and a
+            // verdict that waited): its release cancels a call of a run already cancelled, which
+            // does nothing.
             withExtendedLifetime(left) {}
             if !waits { outer.release() }  // nothing to wait for
             cancelMembers(members)

@@ -445,6 +445,77 @@ nonisolated extension Engine.Run {
     }
 }
 
+// MARK: Who gets the run's outcome, and what reports to it
+
+nonisolated extension Engine {
+    /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
+    /// its members without runs of their own (see `Join`). `call` numbers the operation.
+    @usableFromInline protocol Reporter: AnyObject {
+        /// Reports `call`'s outcome, which `write` puts in a slot; returns whether it counted.
+        func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool
+        func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
+        /// Whether `call` was cancelled.
+        func isCancelled(_ call: Int) -> Bool
+        /// Cancels `call`, if it is pending; returns whether it did.
+        func cancel(_ call: Int) -> Bool
+        /// The run the operation is part of, or that the combination is part of.
+        var run: Run { get }
+    }
+
+    /// What gets a run's outcome, kept in the run's tail: a terminal's closure (the value alone,
+    /// for a promise that cannot fail), an awaiting task, or Future's own code, which also hears
+    /// that the run ended by cancellation.
+    @usableFromInline protocol Completion {
+        associatedtype Value
+        associatedtype Failure: Swift.Error
+        /// Gets the outcome, or `nil` if the run ended by cancellation.
+        func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run)
+    }
+
+    /// A terminal's closure, which gets the outcome.
+    @usableFromInline struct Outcomes<Value, Failure: Swift.Error>: Completion {
+        @usableFromInline let body: @Sendable (Swift.Result<Value, Failure>) -> Void
+        @inlinable init(_ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void) {
+            self.body = body
+        }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
+            if let outcome { body(outcome) }
+        }
+    }
+
+    /// A guarantee's terminal closure, which gets the value.
+    @usableFromInline struct Values<Value>: Completion {
+        @usableFromInline let body: @Sendable (Value) -> Void
+        @inlinable init(_ body: @escaping @Sendable (Value) -> Void) { self.body = body }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Never>?, of _: Run) {
+            if case .success(let value)? = outcome { body(value) }
+        }
+    }
+
+    /// A task awaiting the outcome.
+    @usableFromInline struct Awaiting<Value, Failure: Swift.Error>: Completion {
+        /// Unsafe, not checked: a run calls its completion once, and only once (`.complete`).
+        @usableFromInline typealias Continuation =
+            UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
+        @usableFromInline let continuation: Continuation
+        @inlinable init(_ continuation: Continuation) { self.continuation = continuation }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
+            continuation.resume(returning: outcome)
+        }
+    }
+
+    /// Future's own code, which gets the run too.
+    @usableFromInline struct Callback<Value, Failure: Swift.Error>: Completion {
+        @usableFromInline let body: (Run, sending Swift.Result<Value, Failure>?) -> Void
+        @inlinable init(_ body: @escaping (Run, sending Swift.Result<Value, Failure>?) -> Void) {
+            self.body = body
+        }
+        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
+            body(run, outcome)
+        }
+    }
+}
+
 // MARK: Starting and driving
 
 nonisolated extension Engine.Run {
@@ -1027,77 +1098,6 @@ nonisolated extension Engine.Run {
             ties.append(Engine.Tie(token: token, identity: identity, generation: generation))
             fields.ties = .own(ties)
             return generation
-        }
-    }
-}
-
-// MARK: Who gets the run's outcome, and what reports to it
-
-nonisolated extension Engine {
-    /// What reports an operation's outcome, for its resolver: a run, or a combination that runs
-    /// its members without runs of their own (see `Join`). `call` numbers the operation.
-    @usableFromInline protocol Reporter: AnyObject {
-        /// Reports `call`'s outcome, which `write` puts in a slot; returns whether it counted.
-        func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool
-        func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
-        /// Whether `call` was cancelled.
-        func isCancelled(_ call: Int) -> Bool
-        /// Cancels `call`, if it is pending; returns whether it did.
-        func cancel(_ call: Int) -> Bool
-        /// The run the operation is part of, or that the combination is part of.
-        var run: Run { get }
-    }
-
-    /// What gets a run's outcome, kept in the run's tail: a terminal's closure (the value alone,
-    /// for a promise that cannot fail), an awaiting task, or Future's own code, which also hears
-    /// that the run ended by cancellation.
-    @usableFromInline protocol Completion {
-        associatedtype Value
-        associatedtype Failure: Swift.Error
-        /// Gets the outcome, or `nil` if the run ended by cancellation.
-        func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run)
-    }
-
-    /// A terminal's closure, which gets the outcome.
-    @usableFromInline struct Outcomes<Value, Failure: Swift.Error>: Completion {
-        @usableFromInline let body: @Sendable (Swift.Result<Value, Failure>) -> Void
-        @inlinable init(_ body: @escaping @Sendable (Swift.Result<Value, Failure>) -> Void) {
-            self.body = body
-        }
-        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
-            if let outcome { body(outcome) }
-        }
-    }
-
-    /// A guarantee's terminal closure, which gets the value.
-    @usableFromInline struct Values<Value>: Completion {
-        @usableFromInline let body: @Sendable (Value) -> Void
-        @inlinable init(_ body: @escaping @Sendable (Value) -> Void) { self.body = body }
-        @inlinable func complete(_ outcome: sending Swift.Result<Value, Never>?, of _: Run) {
-            if case .success(let value)? = outcome { body(value) }
-        }
-    }
-
-    /// A task awaiting the outcome.
-    @usableFromInline struct Awaiting<Value, Failure: Swift.Error>: Completion {
-        /// Unsafe, not checked: a run calls its completion once, and only once (`.complete`).
-        @usableFromInline typealias Continuation =
-            UnsafeContinuation<Swift.Result<Value, Failure>?, Never>
-        @usableFromInline let continuation: Continuation
-        @inlinable init(_ continuation: Continuation) { self.continuation = continuation }
-        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of _: Run) {
-            continuation.resume(returning: outcome)
-        }
-    }
-
-    /// Future's own code, which gets the run too.
-    @usableFromInline struct Callback<Value, Failure: Swift.Error>: Completion {
-        @usableFromInline let body: (Run, sending Swift.Result<Value, Failure>?) -> Void
-        @inlinable init(_ body: @escaping (Run, sending Swift.Result<Value, Failure>?) -> Void) {
-            self.body = body
-        }
-        @inlinable func complete(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
-            body(run, outcome)
         }
     }
 }
