@@ -1617,7 +1617,8 @@ nonisolated extension Promise where Failure == any Swift.Error {
 // With a clock, a time operator waits on that clock (Engine/Timeline.swift): a ``ManualClock``
 // keeps the timer itself, and moves only when a test says so; `ContinuousClock` and
 // `SuspendingClock` wait on Dispatch's timers, as with no clock; another clock sleeps in a `Task`
-// that the run's cancel cancels. The steps after the wait run where the clock woke them: on the
+// that the run's cancel cancels (a sleep that throws for another reason ends the wait, as one
+// that slept would). The steps after the wait run where the clock woke them: on the
 // thread that advances a manual clock (at once, for a deadline it has reached), on a global queue
 // for the standard clocks (`after(_:clock:)` is `after(_:)` for them), on the task's thread
 // otherwise.
@@ -1666,7 +1667,9 @@ nonisolated extension Promise {
     /// work: with an interval of zero or less, work that settles at once still wins.
     ///
     /// `ContinuousClock` and `SuspendingClock` set their timer on Dispatch's, as
-    /// ``timeout(_:orFailWith:)`` does, at the same cost; another clock sleeps in a task.
+    /// ``timeout(_:orFailWith:)`` does, at the same cost; another clock sleeps in a task, whose
+    /// sleep, if it throws for a reason other than the run's cancel, ends the wait as if it had
+    /// slept.
     /// Dispatch's time stops while the machine sleeps, as `SuspendingClock`'s does: a
     /// `ContinuousClock` deadline is converted to it once, as the timer is set, so a wait that
     /// spans a sleep of the machine ends later by the time slept.
