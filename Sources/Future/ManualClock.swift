@@ -77,8 +77,10 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Advances from several threads at once add up: two threads that each advance by a second
     /// move the clock by two, and an advance from a timer's firing adds to the one that fired it.
     /// One timer fires at a time, each at its deadline: an advance waits while another thread's
-    /// timer fires. Each returns once no timer due by its own target is left. A negative
-    /// `duration` stops the program with a message.
+    /// timer fires. So a timer's step that waits for another thread's advance of this clock (or
+    /// of a clock whose timers advance this one) waits for ever: advance from the step itself.
+    /// Each returns once no timer due by its own target is left. A negative `duration` stops the
+    /// program with a message.
     public func advance(by duration: Duration) { fire(until: claim(by: duration)) }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.

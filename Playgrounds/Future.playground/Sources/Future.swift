@@ -1796,8 +1796,10 @@ nonisolated public final class ManualClock: Clock, Sendable {
     /// Advances from several threads at once add up: two threads that each advance by a second
     /// move the clock by two, and an advance from a timer's firing adds to the one that fired it.
     /// One timer fires at a time, each at its deadline: an advance waits while another thread's
-    /// timer fires. Each returns once no timer due by its own target is left. A negative
-    /// `duration` stops the program with a message.
+    /// timer fires. So a timer's step that waits for another thread's advance of this clock (or
+    /// of a clock whose timers advance this one) waits for ever: advance from the step itself.
+    /// Each returns once no timer due by its own target is left. A negative `duration` stops the
+    /// program with a message.
     public func advance(by duration: Duration) { fire(until: claim(by: duration)) }
 
     /// Moves time forward to `deadline`, firing the timers that fall due on the way, in order.
@@ -5496,8 +5498,9 @@ nonisolated extension ManualClock {
         private var timers: [Int: Timer] = [:]  // by the order they were set
         private var timersSet = 0
         /// Held while a timer fires, so that one fires at a time: an advance from another thread
-        /// waits, rather than move time past a timer whose steps still run. Recursive, for an
-        /// advance from a timer's steps.
+        /// waits, rather than move time past a timer whose steps still run on the firing thread
+        /// (steps that hop to a queue, or that a level below runs later, run once it is let go
+        /// of). Recursive, for an advance from a timer's steps.
         private let firing = Engine.Lock(recursive: true)
 
         init(now: Instant) { (instant, horizon) = (now, now) }
@@ -5594,11 +5597,13 @@ nonisolated extension Engine {
         /// `recursive`: the thread that holds it may take it again (a manual clock's firing).
         init(recursive: Bool = false) {
             mutex = .allocate(capacity: 1)
+            guard recursive else {  // no attributes to make and destroy: a combination makes one
+                pthread_mutex_init(mutex, nil)
+                return
+            }
             var attributes = pthread_mutexattr_t()
             pthread_mutexattr_init(&attributes)
-            if recursive {
-                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
-            }
+            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
             pthread_mutex_init(mutex, &attributes)
             pthread_mutexattr_destroy(&attributes)
         }

@@ -21,11 +21,13 @@ nonisolated extension Engine {
         /// `recursive`: the thread that holds it may take it again (a manual clock's firing).
         init(recursive: Bool = false) {
             mutex = .allocate(capacity: 1)
+            guard recursive else {  // no attributes to make and destroy: a combination makes one
+                pthread_mutex_init(mutex, nil)
+                return
+            }
             var attributes = pthread_mutexattr_t()
             pthread_mutexattr_init(&attributes)
-            if recursive {
-                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
-            }
+            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
             pthread_mutex_init(mutex, &attributes)
             pthread_mutexattr_destroy(&attributes)
         }

@@ -59,8 +59,9 @@ nonisolated extension ManualClock {
         private var timers: [Int: Timer] = [:]  // by the order they were set
         private var timersSet = 0
         /// Held while a timer fires, so that one fires at a time: an advance from another thread
-        /// waits, rather than move time past a timer whose steps still run. Recursive, for an
-        /// advance from a timer's steps.
+        /// waits, rather than move time past a timer whose steps still run on the firing thread
+        /// (steps that hop to a queue, or that a level below runs later, run once it is let go
+        /// of). Recursive, for an advance from a timer's steps.
         private let firing = Engine.Lock(recursive: true)
 
         init(now: Instant) { (instant, horizon) = (now, now) }
