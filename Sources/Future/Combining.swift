@@ -3,15 +3,15 @@
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
-// ignore cancel), settles once those have stopped (their `ensure` steps have run, an
-// `ensure(on:)` cleanup queued), and keeps input
-// order. The steps after a combination go on on the thread where the member that settled it ended
-// (its resolver's, or its run's), or where the last of the members it cancelled stopped (a member
-// in a step on another thread stops as the step returns; a cancel handler on another thread, as
-// it returns), or, if that came before the combination's launch returned, on the thread that
-// launched it, as after any resolver. A member that ends by cancellation ends a `when` or `any`
-// as cancelled, and drops out of a race or of a `when(resolved:concurrently:until:)`, which a
-// signal stops.
+// ignore cancel), settles once those have stopped (their `ensure` steps have run, an `ensure(on:)`
+// cleanup queued), and keeps input order. The steps after a combination go on where the member that
+// settled it ended (on its resolver's thread, or its run's) once the members it cancelled have
+// stopped (a member in a step on another thread stops as the step returns; a cancel handler on
+// another thread, as it returns): on that member's queue, if it ended on one (after `on(_:)`, say),
+// else on the thread that stopped last, or, if that came before the combination's launch returned,
+// on the thread that launched it, as after any resolver. A member that ends by cancellation ends a
+// `when` or `any` as cancelled, and drops out of a race or of a
+// `when(resolved:concurrently:until:)`, which a signal stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///

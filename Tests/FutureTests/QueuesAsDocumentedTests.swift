@@ -20,12 +20,13 @@ final class QueuesTracked: @unchecked Sendable {}
 /// `on(_:)` says "Runs the steps after this one on `queue`, every time", and the README "Start
 /// with `.on(queue)` to keep heavy steps off the calling thread". When the work, on `w`, settles
 /// while the timeout's (or the combination's) launch is still under way on the thread that called
-/// `run(…)`, the steps after it run on that thread, inside `run(…)`, off `w`. For a timeout no
-/// public documentation says so (its doc says it only of an interval of zero); for a combination
-/// only a source comment at the top of Combining.swift does.
+/// `run(…)`, the steps after it ran on that thread, inside `run(…)`, off `w` (a fault: they go on
+/// on `w` now). Also when the launch of a race is still calling another member as the work, on
+/// `w`, decides it: the steps after it go on on `w`, not where that member's call returns.
 @Suite struct StepsAfterAWrapperOfWorkOnAQueue {
     enum Around: String, CaseIterable, Sendable {
         case timeout, timeoutOnContinuousClock, timeoutOnManualClock, when, race
+        case raceDecidedWhileItsLaunchCallsAMember
     }
 
     @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
@@ -37,7 +38,6 @@ final class QueuesTracked: @unchecked Sendable {}
         var seen: [String: Int] = [:]
         for _ in 0..<200 {
             let place = Delivery<String>()
-            let returned = Counter()
             let work = Guarantee(value: 1).on(w).setFailureType(to: TestError.self)
             let slow = TestError("slow")
             let wrapped: Promise<Int, TestError> =
@@ -49,12 +49,11 @@ final class QueuesTracked: @unchecked Sendable {}
                     work.timeout(.seconds(60), orFailWith: slow, clock: clock)
                 case .when: when(fulfilled: [work]).map { $0[0] }
                 case .race: race(work, Promise<Int, TestError>.pending().promise)
+                case .raceDecidedWhileItsLaunchCallsAMember:
+                    // Returns once the race, decided on w, has cancelled it.
+                    race(work, Promise<Int, TestError> { r in spin(until: { r.isCancelled }) })
                 }
-            wrapped.map { _ in
-                place.send(queues.current + (returned.value == 0 ? ", inside run()" : ""))
-            }
-            .run(some: { _ in }, none: { _ in })
-            returned.increment()
+            wrapped.map { _ in place.send(queues.current) }.run(some: { _ in }, none: { _ in })
             let got = place.wait() ?? "no outcome"
             seen[got, default: 0] += 1
             if got != "w" { break }  // one is enough

@@ -140,8 +140,11 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// Call it with a `Result`, or use ``fulfill(_:)-pc1s`` and ``reject(_:)``:
 /// `resolver(.success(data))`. The first outcome counts, later ones are ignored. Call it from any
 /// thread, during the operation or after. The run then goes on on the thread that is free to carry
-/// it: the resolving one if the operation had returned, else the operation's own once it returns
-/// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`).
+/// it: the resolving one if the operation had returned; else, once the operation returns, the
+/// operation's own, or the queue that the resolving thread took the library's steps on (after
+/// ``Promise/on(_:)``, say), so that work that starts with `on(queue)` keeps its queue through a
+/// timeout or a combination. So to go on on a given queue, use ``Promise/on(_:)``, not
+/// `queue.async { resolver… }`.
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
@@ -1133,15 +1136,15 @@ nonisolated extension Promise {
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
-// ignore cancel), settles once those have stopped (their `ensure` steps have run, an
-// `ensure(on:)` cleanup queued), and keeps input
-// order. The steps after a combination go on on the thread where the member that settled it ended
-// (its resolver's, or its run's), or where the last of the members it cancelled stopped (a member
-// in a step on another thread stops as the step returns; a cancel handler on another thread, as
-// it returns), or, if that came before the combination's launch returned, on the thread that
-// launched it, as after any resolver. A member that ends by cancellation ends a `when` or `any`
-// as cancelled, and drops out of a race or of a `when(resolved:concurrently:until:)`, which a
-// signal stops.
+// ignore cancel), settles once those have stopped (their `ensure` steps have run, an `ensure(on:)`
+// cleanup queued), and keeps input order. The steps after a combination go on where the member that
+// settled it ended (on its resolver's thread, or its run's) once the members it cancelled have
+// stopped (a member in a step on another thread stops as the step returns; a cancel handler on
+// another thread, as it returns): on that member's queue, if it ended on one (after `on(_:)`, say),
+// else on the thread that stopped last, or, if that came before the combination's launch returned,
+// on the thread that launched it, as after any resolver. A member that ends by cancellation ends a
+// `when` or `any` as cancelled, and drops out of a race or of a
+// `when(resolved:concurrently:until:)`, which a signal stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///
@@ -1539,7 +1542,8 @@ nonisolated extension Promise {
     /// deadline (after the work waited) finish first, and the work's `ensure` steps run (an
     /// `ensure(on:)` cleanup is queued on its queue, not waited for); the promise then fails, and
     /// the chain goes on, on the thread that stopped the work: the alarm's (a global queue's) for
-    /// work that waits, the work's own for work that runs. An interval of zero or less lets work
+    /// work that waits, the work's own for work that runs. Work that wins goes on where it ended
+    /// (on its queue, for work that starts with ``on(_:)``). An interval of zero or less lets work
     /// that settles at once, without waiting, win, as on every clock, and fails the work as soon as
     /// it waits (for an operation's resolver, or a queue), unless another thread settles it in that
     /// instant: the chain then goes on on the thread that waited, not a global queue.
@@ -2923,8 +2927,11 @@ nonisolated extension Promise {
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
-// thread before it returns leaves the state `driving` for `operationReturned` to find; once it
-// has returned (`awaitingResolver`), the resolving thread drives the run on.
+// thread before it returns leaves the state `driving` for `operationReturned` to find, or, if that
+// thread was in a queue's block (it drove a run there), `resolvedOnQueue`, and the run hops to
+// that queue as the operation returns, as work that starts with `on(queue)` inside a timeout or a
+// combination ends there; once it has returned (`awaitingResolver`), the resolving thread drives
+// the run on.
 //
 // The transitions. t: the thread that drives (-: before the run started, or once it stopped); c:
 // the number of the call pending, hs its cancel handlers; h: the holds on a cancelled run's end
@@ -2950,14 +2957,19 @@ nonisolated extension Promise {
 //   calling(t,c,hs)         c's onCancel           calling(t,c,hs+1)         -
 //   awaitingResolver(c,hs)  c's onCancel           awaitingResolver(c,hs+1)  -
 //   calling(t,c,hs)         c's resolver reports   driving(t)                t goes on
+//                           (but the next row's)
+//   calling(t,c,hs)         c's resolver reports   resolvedOnQueue(t,q)      -
+//                           on another thread, in
+//                           queue q's block
+//   resolvedOnQueue(t,q)    the operation returns  awaitingQueue             wait (for q)
 //   calling(t,c,hs)         the operation returns  awaitingResolver(c,hs)    wait
 //   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
 //   driving(t)              a hop                  awaitingQueue             wait
 //   awaitingQueue           the queue arrives      driving(its thread)       drive
 //   driving(t)              the last step ran      ended                     end
 //   idle                    cancel                 cancelling(-,2,-)         release
-//   driving(t)              cancel                 cancelling(t,2,-)         release (from t:
-//                                                                            and stop next)
+//   driving(t),             cancel                 cancelling(t,2,-)         release (from t:
+//   resolvedOnQueue(t,q)                                                     and stop next)
 //   calling(t,c,hs)         cancel                 cancelling(t,2,c)         hs, release
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
 //   awaitingQueue           cancel                 cancelling(-,1,-)         release
@@ -3097,9 +3109,11 @@ nonisolated extension Engine {
 
         /// Where a drive resumes that does not pop the plan: with the operation of a promise made
         /// from one alone, in the slot; or past the step that hopped, back on top of the plan, its
-        /// output in the slot, once the queue carries the run on.
+        /// output in the slot, once the queue carries the run on. Or, on the queue too, after an
+        /// operation resolved in its block (`State.resolvedOnQueue`): the plan pops, the outcome
+        /// in the slot.
         @usableFromInline enum ResumePoint: UInt8 {
-            case operation, hop
+            case operation, hop, resolvedOnQueue
         }
 
         @usableFromInline init(
@@ -3153,6 +3167,9 @@ nonisolated extension Engine {
         /// The operation of call `call` returned before its resolver reported: the resolver
         /// carries the run on.
         case awaitingResolver(call: Int, handlers: CancelHandlers?)
+        /// The driving thread, `thread`, is inside the operation of the call that another thread
+        /// resolved in `queue`'s block: `queue` carries the run on once the operation returns.
+        case resolvedOnQueue(thread: pthread_t, queue: DispatchQueue)
         /// The run waits for a queue to carry it on (see `Driver.ResumePoint.hop`).
         case awaitingQueue
         /// Cancelled, not ended yet: the last of its `holds` to be released ends it. They are
@@ -3177,7 +3194,9 @@ nonisolated extension Engine {
         var isCancelled: Bool {
             switch self {
             case .cancelling, .ending, .cancelled: true
-            case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
+            case .idle, .driving, .calling, .awaitingResolver, .resolvedOnQueue, .awaitingQueue,
+                .ended:
+                false
             }
         }
 
@@ -3479,7 +3498,8 @@ nonisolated extension Engine.Run {
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         let driver = self.driver
-        let hop = driver.pointee.resumesAt == .hop ? driver.pointee.queue : nil
+        let hops = driver.pointee.resumesAt == .hop || driver.pointee.resumesAt == .resolvedOnQueue
+        let hop = hops ? driver.pointee.queue : nil
         guard
             let level = nesting.withCurrent({
                 $0.enterRun(self, immediately: immediately, hop: hop)
@@ -3499,7 +3519,8 @@ nonisolated extension Engine.Run {
         // An operation alone is called through the work typed for the run, made with it (see
         // `typedWork`, below `make`): `.callOperation` calls `perform` with its types.
         case .operation?: next = driver.pointee.typed(self, .callOperation)
-        case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
+        // The run starts, or a resolver carries it on: the loop pops a step.
+        case .resolvedOnQueue?, nil: break
         }
         while true {
             if case .called = next { next = operationReturned(&plan) }
@@ -3608,7 +3629,7 @@ nonisolated extension Engine.Run {
     }
 
     /// After an operation returns unresolved: go on if its resolver reported meanwhile on another
-    /// thread, else wait for it.
+    /// thread (on its queue, if it was in one's block), else wait for it.
     private final func operationReturned(_ plan: inout Plan) -> Next {
         let finished = plan.takeFinished(from: driver.pointee.spill)  // let go of after the lock
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
@@ -3618,6 +3639,12 @@ nonisolated extension Engine.Run {
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
                 return .wait
             case .driving: return .proceed
+            case .resolvedOnQueue(_, let queue):
+                // Handed over with the run, which a canceller may take once the lock is let go of.
+                driver.pointee.resumesAt = .resolvedOnQueue
+                driver.pointee.queue = queue
+                fields.state = .awaitingQueue
+                return .hop(queue, nil)
             // Cancelled as the call was pending, the run stops; else the outcome came first, in
             // the slot: the loop drops it if this thread cancelled, else goes on to its next check.
             case .cancelling(_, _, let call): return call == nil ? .proceed : .stop
@@ -3625,6 +3652,10 @@ nonisolated extension Engine.Run {
             }
         }
         withExtendedLifetime(finished) {}  // here, where their steps ran
+        if case .hop(let queue, _, _) = next {
+            queue.async { [handle = RunHandle(self)] in handle.run.queueArrived() }
+            return .wait
+        }
         if case .wait = next { return next }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
@@ -3646,10 +3677,14 @@ nonisolated extension Engine.Run {
             case .calling(let thread, call, let handlers):
                 write(slot)
                 fields.state = .driving(thread: thread)
-                // Resolved inside the operation, on its thread: the driving thread may go on when
-                // the operation returns with no lock of its own (a cancel that comes meanwhile
-                // is seen at the run's next lock).
-                if pthread_equal(thread, pthread_self()) != 0 { driver.pointee.resolvedHere = true }
+                if pthread_equal(thread, pthread_self()) != 0 {
+                    // Resolved inside the operation, on its thread: the driving thread may go on
+                    // when the operation returns with no lock of its own (a cancel that comes
+                    // meanwhile is seen at the run's next lock).
+                    driver.pointee.resolvedHere = true
+                } else if let queue = Engine.Nesting.queueHere {
+                    fields.state = .resolvedOnQueue(thread: thread, queue: queue)
+                }
                 return (false, handlers)
             case .awaitingResolver(call, let handlers):
                 write(slot)
@@ -3789,7 +3824,7 @@ nonisolated extension Engine.Run {
             case _ where call != nil: return (false, nil)
             case .idle:
                 fields.state = .cancelling(thread: nil, holds: 2, call: nil)
-            case .driving(let thread):
+            case .driving(let thread), .resolvedOnQueue(let thread, _):
                 if pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledHere = true
                 }
@@ -3901,9 +3936,19 @@ nonisolated extension Engine.Run {
         // The hop of a run cancelled as it waited for its queue, which no drive resumes. (An
         // operation alone's first call is never left: the run's first drive takes it, and holds
         // the run's end until it returns.)
-        if driver.pointee.resumesAt.take() == .hop {
+        switch driver.pointee.resumesAt.take() {
+        case .hop?:
             driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
             driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
+        // The outcome of an operation that resolved in the block of the queue the run waited
+        // for: the next step's input, its parent's output (see `drive`), or the run's outcome.
+        case .resolvedOnQueue?:
+            if let top = driver.pointee.plan.top {
+                top.parent?.output.discard(from: slot)
+            } else {
+                _ = driver.pointee.typed(self, .dropOutcome(slot))
+            }
+        case .operation?, nil: break
         }
         driver.pointee.queue = nil
         while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
@@ -4218,6 +4263,18 @@ nonisolated extension Engine {
             }
         }
 
+        /// The queue whose block this thread is in, as far as hops tell (see `queue`).
+        @usableFromInline static var queueHere: DispatchQueue? { withCurrent { $0.queue } }
+
+        /// Calls `body` in `queue`'s block: now, if this thread is in it, else in a block queued
+        /// there (a combination's settle goes where the member that decided it ended).
+        @usableFromInline static func inBlock(
+            of queue: DispatchQueue, _ body: @escaping @Sendable () -> Void
+        ) {
+            guard queue !== queueHere else { return body() }
+            queue.async { withCurrent { $0.on(queue, body) } }
+        }
+
         /// A level of runs (see `Run.drive`): the run driven around it and its queue, and, if it
         /// resumes what waits inside it as it returns (the bottom level, and every level inside a
         /// settle), how much waited before it.
@@ -4440,6 +4497,9 @@ nonisolated extension Engine {
 //                                                                                  cancel members
 //   any other         a member ends                               unchanged        -
 //
+// A stopping combination's r(o) goes on the queue whose block the member that decided it ended
+// in, if it was in one and the thread that stops last is not (see `Settle`).
+//
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
 // was open, to start the members never started that ignore cancel. Its run's cancel goes in this
@@ -4459,12 +4519,17 @@ nonisolated extension Engine {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
 
-        /// Settles a combination's run with the verdict's outcome, or cancels it.
-        @inlinable func end(_ resolver: Resolver<Output, Failure>) {
+        /// Settles a combination's run with the verdict's outcome, or cancels it. The outcome
+        /// goes on `decidedOn`, the queue where the member that decided it ended, if given and this
+        /// thread is not in its block (see `Join.Settle`).
+        @inlinable func end(
+            _ resolver: Resolver<Output, Failure>, decidedOn: DispatchQueue? = nil
+        ) {
             switch self {
             case .settle(let settled):
                 nonisolated(unsafe) let outcome = settled  // the members', which it let go of
-                resolver(outcome)
+                guard let decidedOn else { return resolver(outcome) }
+                Nesting.inBlock(of: decidedOn) { resolver(outcome) }
             case .wait, .cancel: resolver.cancel()
             }
         }
@@ -4580,8 +4645,7 @@ nonisolated extension Engine {
             /// says (`settles`), so that the members' `ensure` steps have run before the steps
             /// after the combination; or, once its run was cancelled (`nil`), it releases the run's
             /// end (`outer`'s), which it holds for them.
-            case stopping(
-                going: Int, settles: (Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)?)
+            case stopping(going: Int, settles: Settle?)
             /// It settled, or was cancelled.
             case closed
         }
@@ -4619,8 +4683,17 @@ nonisolated extension Engine {
             case releases
             /// The last that a stopping combination waited for stopped: settle the resolver as
             /// the verdict says.
-            case settles(Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
+            case settles(Settle)
         }
+
+        /// How a stopping combination settles: its resolver, its policy's verdict, and the queue
+        /// whose block the member that decided it ended in, if any, where the steps after it go on
+        /// (the thread that settles, the last that the combination waited for, may be another:
+        /// the launch loop, say, on the thread that started the run, inside its operation).
+        @usableFromInline typealias Settle = (
+            resolver: Resolver<Output, OutFailure>, verdict: Verdict<Output, OutFailure>,
+            decidedOn: DispatchQueue?
+        )
 
         /// What cancelling the members cancels, taken under the lock: every member run still
         /// going (each time, even after another: a cancel of the combination's run that comes
@@ -4758,11 +4831,12 @@ nonisolated extension Engine {
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
                             closed = progress
-                            return .settles(progress.resolver, verdict)
+                            return .settles((progress.resolver, verdict, nil))
                         }
                         countUp()  // this thread's, until its cancel is done
                         guarded.state = .stopping(
-                            going: going + 1, settles: (progress.resolver, verdict))
+                            going: going + 1,
+                            settles: (progress.resolver, verdict, Nesting.queueHere))
                         return .closes(cancels)
                     }
                 }
@@ -4844,14 +4918,15 @@ nonisolated extension Engine {
             guard case .stopping(let going, let settles) = guarded.state else { return .nothing }
             guarded.state = going > 1 ? .stopping(going: going - 1, settles: settles) : .closed
             guard going == 1 else { return .nothing }
-            return settles.map { .settles($0, $1) } ?? .releases
+            return settles.map { .settles($0) } ?? .releases
         }
 
         /// Does what the last count down leaves to do, after the lock.
         @inlinable func counted(_ ended: Ended) {
             switch ended {
             case .releases: outer.release()
-            case .settles(let resolver, let verdict): verdict.end(resolver)
+            case .settles(let settle):
+                settle.verdict.end(settle.resolver, decidedOn: settle.decidedOn)
             case .nothing, .waits, .closes: break
             }
         }

@@ -48,6 +48,9 @@
 //                                                                                  cancel members
 //   any other         a member ends                               unchanged        -
 //
+// A stopping combination's r(o) goes on the queue whose block the member that decided it ended
+// in, if it was in one and the thread that stops last is not (see `Settle`).
+//
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
 // was open, to start the members never started that ignore cancel. Its run's cancel goes in this
@@ -61,18 +64,25 @@
 // combination, or by its own resolver, as a run's call is); after that, it calls them at once, and
 // stays cancelled whatever its resolver reports.
 
+import Dispatch
+
 nonisolated extension Engine {
     /// What a combination does after a member ended: wait for more, or end its run.
     @usableFromInline enum Verdict<Output, Failure: Swift.Error> {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
 
-        /// Settles a combination's run with the verdict's outcome, or cancels it.
-        @inlinable func end(_ resolver: Resolver<Output, Failure>) {
+        /// Settles a combination's run with the verdict's outcome, or cancels it. The outcome
+        /// goes on `decidedOn`, the queue where the member that decided it ended, if given and this
+        /// thread is not in its block (see `Join.Settle`).
+        @inlinable func end(
+            _ resolver: Resolver<Output, Failure>, decidedOn: DispatchQueue? = nil
+        ) {
             switch self {
             case .settle(let settled):
                 nonisolated(unsafe) let outcome = settled  // the members', which it let go of
-                resolver(outcome)
+                guard let decidedOn else { return resolver(outcome) }
+                Nesting.inBlock(of: decidedOn) { resolver(outcome) }
             case .wait, .cancel: resolver.cancel()
             }
         }
@@ -188,8 +198,7 @@ nonisolated extension Engine {
             /// says (`settles`), so that the members' `ensure` steps have run before the steps
             /// after the combination; or, once its run was cancelled (`nil`), it releases the run's
             /// end (`outer`'s), which it holds for them.
-            case stopping(
-                going: Int, settles: (Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)?)
+            case stopping(going: Int, settles: Settle?)
             /// It settled, or was cancelled.
             case closed
         }
@@ -227,8 +236,17 @@ nonisolated extension Engine {
             case releases
             /// The last that a stopping combination waited for stopped: settle the resolver as
             /// the verdict says.
-            case settles(Resolver<Output, OutFailure>, Verdict<Output, OutFailure>)
+            case settles(Settle)
         }
+
+        /// How a stopping combination settles: its resolver, its policy's verdict, and the queue
+        /// whose block the member that decided it ended in, if any, where the steps after it go on
+        /// (the thread that settles, the last that the combination waited for, may be another:
+        /// the launch loop, say, on the thread that started the run, inside its operation).
+        @usableFromInline typealias Settle = (
+            resolver: Resolver<Output, OutFailure>, verdict: Verdict<Output, OutFailure>,
+            decidedOn: DispatchQueue?
+        )
 
         /// What cancelling the members cancels, taken under the lock: every member run still
         /// going (each time, even after another: a cancel of the combination's run that comes
@@ -366,11 +384,12 @@ nonisolated extension Engine {
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
                             closed = progress
-                            return .settles(progress.resolver, verdict)
+                            return .settles((progress.resolver, verdict, nil))
                         }
                         countUp()  // this thread's, until its cancel is done
                         guarded.state = .stopping(
-                            going: going + 1, settles: (progress.resolver, verdict))
+                            going: going + 1,
+                            settles: (progress.resolver, verdict, Nesting.queueHere))
                         return .closes(cancels)
                     }
                 }
@@ -452,14 +471,15 @@ nonisolated extension Engine {
             guard case .stopping(let going, let settles) = guarded.state else { return .nothing }
             guarded.state = going > 1 ? .stopping(going: going - 1, settles: settles) : .closed
             guard going == 1 else { return .nothing }
-            return settles.map { .settles($0, $1) } ?? .releases
+            return settles.map { .settles($0) } ?? .releases
         }
 
         /// Does what the last count down leaves to do, after the lock.
         @inlinable func counted(_ ended: Ended) {
             switch ended {
             case .releases: outer.release()
-            case .settles(let resolver, let verdict): verdict.end(resolver)
+            case .settles(let settle):
+                settle.verdict.end(settle.resolver, decidedOn: settle.decidedOn)
             case .nothing, .waits, .closes: break
             }
         }

@@ -96,6 +96,18 @@ nonisolated extension Engine {
             }
         }
 
+        /// The queue whose block this thread is in, as far as hops tell (see `queue`).
+        @usableFromInline static var queueHere: DispatchQueue? { withCurrent { $0.queue } }
+
+        /// Calls `body` in `queue`'s block: now, if this thread is in it, else in a block queued
+        /// there (a combination's settle goes where the member that decided it ended).
+        @usableFromInline static func inBlock(
+            of queue: DispatchQueue, _ body: @escaping @Sendable () -> Void
+        ) {
+            guard queue !== queueHere else { return body() }
+            queue.async { withCurrent { $0.on(queue, body) } }
+        }
+
         /// A level of runs (see `Run.drive`): the run driven around it and its queue, and, if it
         /// resumes what waits inside it as it returns (the bottom level, and every level inside a
         /// settle), how much waited before it.

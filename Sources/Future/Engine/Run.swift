@@ -25,8 +25,11 @@
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
-// thread before it returns leaves the state `driving` for `operationReturned` to find; once it
-// has returned (`awaitingResolver`), the resolving thread drives the run on.
+// thread before it returns leaves the state `driving` for `operationReturned` to find, or, if that
+// thread was in a queue's block (it drove a run there), `resolvedOnQueue`, and the run hops to
+// that queue as the operation returns, as work that starts with `on(queue)` inside a timeout or a
+// combination ends there; once it has returned (`awaitingResolver`), the resolving thread drives
+// the run on.
 //
 // The transitions. t: the thread that drives (-: before the run started, or once it stopped); c:
 // the number of the call pending, hs its cancel handlers; h: the holds on a cancelled run's end
@@ -52,14 +55,19 @@
 //   calling(t,c,hs)         c's onCancel           calling(t,c,hs+1)         -
 //   awaitingResolver(c,hs)  c's onCancel           awaitingResolver(c,hs+1)  -
 //   calling(t,c,hs)         c's resolver reports   driving(t)                t goes on
+//                           (but the next row's)
+//   calling(t,c,hs)         c's resolver reports   resolvedOnQueue(t,q)      -
+//                           on another thread, in
+//                           queue q's block
+//   resolvedOnQueue(t,q)    the operation returns  awaitingQueue             wait (for q)
 //   calling(t,c,hs)         the operation returns  awaitingResolver(c,hs)    wait
 //   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
 //   driving(t)              a hop                  awaitingQueue             wait
 //   awaitingQueue           the queue arrives      driving(its thread)       drive
 //   driving(t)              the last step ran      ended                     end
 //   idle                    cancel                 cancelling(-,2,-)         release
-//   driving(t)              cancel                 cancelling(t,2,-)         release (from t:
-//                                                                            and stop next)
+//   driving(t),             cancel                 cancelling(t,2,-)         release (from t:
+//   resolvedOnQueue(t,q)                                                     and stop next)
 //   calling(t,c,hs)         cancel                 cancelling(t,2,c)         hs, release
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
 //   awaitingQueue           cancel                 cancelling(-,1,-)         release
@@ -211,9 +219,11 @@ nonisolated extension Engine {
 
         /// Where a drive resumes that does not pop the plan: with the operation of a promise made
         /// from one alone, in the slot; or past the step that hopped, back on top of the plan, its
-        /// output in the slot, once the queue carries the run on.
+        /// output in the slot, once the queue carries the run on. Or, on the queue too, after an
+        /// operation resolved in its block (`State.resolvedOnQueue`): the plan pops, the outcome
+        /// in the slot.
         @usableFromInline enum ResumePoint: UInt8 {
-            case operation, hop
+            case operation, hop, resolvedOnQueue
         }
 
         @usableFromInline init(
@@ -267,6 +277,9 @@ nonisolated extension Engine {
         /// The operation of call `call` returned before its resolver reported: the resolver
         /// carries the run on.
         case awaitingResolver(call: Int, handlers: CancelHandlers?)
+        /// The driving thread, `thread`, is inside the operation of the call that another thread
+        /// resolved in `queue`'s block: `queue` carries the run on once the operation returns.
+        case resolvedOnQueue(thread: pthread_t, queue: DispatchQueue)
         /// The run waits for a queue to carry it on (see `Driver.ResumePoint.hop`).
         case awaitingQueue
         /// Cancelled, not ended yet: the last of its `holds` to be released ends it. They are
@@ -291,7 +304,9 @@ nonisolated extension Engine {
         var isCancelled: Bool {
             switch self {
             case .cancelling, .ending, .cancelled: true
-            case .idle, .driving, .calling, .awaitingResolver, .awaitingQueue, .ended: false
+            case .idle, .driving, .calling, .awaitingResolver, .resolvedOnQueue, .awaitingQueue,
+                .ended:
+                false
             }
         }
 
@@ -593,7 +608,8 @@ nonisolated extension Engine.Run {
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         let driver = self.driver
-        let hop = driver.pointee.resumesAt == .hop ? driver.pointee.queue : nil
+        let hops = driver.pointee.resumesAt == .hop || driver.pointee.resumesAt == .resolvedOnQueue
+        let hop = hops ? driver.pointee.queue : nil
         guard
             let level = nesting.withCurrent({
                 $0.enterRun(self, immediately: immediately, hop: hop)
@@ -613,7 +629,8 @@ nonisolated extension Engine.Run {
         // An operation alone is called through the work typed for the run, made with it (see
         // `typedWork`, below `make`): `.callOperation` calls `perform` with its types.
         case .operation?: next = driver.pointee.typed(self, .callOperation)
-        case nil: break  // the run starts, or a resolver carries it on: the loop pops a step
+        // The run starts, or a resolver carries it on: the loop pops a step.
+        case .resolvedOnQueue?, nil: break
         }
         while true {
             if case .called = next { next = operationReturned(&plan) }
@@ -722,7 +739,7 @@ nonisolated extension Engine.Run {
     }
 
     /// After an operation returns unresolved: go on if its resolver reported meanwhile on another
-    /// thread, else wait for it.
+    /// thread (on its queue, if it was in one's block), else wait for it.
     private final func operationReturned(_ plan: inout Plan) -> Next {
         let finished = plan.takeFinished(from: driver.pointee.spill)  // let go of after the lock
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
@@ -732,6 +749,12 @@ nonisolated extension Engine.Run {
                 fields.state = .awaitingResolver(call: call, handlers: handlers)
                 return .wait
             case .driving: return .proceed
+            case .resolvedOnQueue(_, let queue):
+                // Handed over with the run, which a canceller may take once the lock is let go of.
+                driver.pointee.resumesAt = .resolvedOnQueue
+                driver.pointee.queue = queue
+                fields.state = .awaitingQueue
+                return .hop(queue, nil)
             // Cancelled as the call was pending, the run stops; else the outcome came first, in
             // the slot: the loop drops it if this thread cancelled, else goes on to its next check.
             case .cancelling(_, _, let call): return call == nil ? .proceed : .stop
@@ -739,6 +762,10 @@ nonisolated extension Engine.Run {
             }
         }
         withExtendedLifetime(finished) {}  // here, where their steps ran
+        if case .hop(let queue, _, _) = next {
+            queue.async { [handle = RunHandle(self)] in handle.run.queueArrived() }
+            return .wait
+        }
         if case .wait = next { return next }
         swap(&plan, &driver.pointee.plan)  // still ours: take it back
         return next
@@ -760,10 +787,14 @@ nonisolated extension Engine.Run {
             case .calling(let thread, call, let handlers):
                 write(slot)
                 fields.state = .driving(thread: thread)
-                // Resolved inside the operation, on its thread: the driving thread may go on when
-                // the operation returns with no lock of its own (a cancel that comes meanwhile
-                // is seen at the run's next lock).
-                if pthread_equal(thread, pthread_self()) != 0 { driver.pointee.resolvedHere = true }
+                if pthread_equal(thread, pthread_self()) != 0 {
+                    // Resolved inside the operation, on its thread: the driving thread may go on
+                    // when the operation returns with no lock of its own (a cancel that comes
+                    // meanwhile is seen at the run's next lock).
+                    driver.pointee.resolvedHere = true
+                } else if let queue = Engine.Nesting.queueHere {
+                    fields.state = .resolvedOnQueue(thread: thread, queue: queue)
+                }
                 return (false, handlers)
             case .awaitingResolver(call, let handlers):
                 write(slot)
@@ -903,7 +934,7 @@ nonisolated extension Engine.Run {
             case _ where call != nil: return (false, nil)
             case .idle:
                 fields.state = .cancelling(thread: nil, holds: 2, call: nil)
-            case .driving(let thread):
+            case .driving(let thread), .resolvedOnQueue(let thread, _):
                 if pthread_equal(thread, pthread_self()) != 0 {
                     self.driver.pointee.cancelledHere = true
                 }
@@ -1015,9 +1046,19 @@ nonisolated extension Engine.Run {
         // The hop of a run cancelled as it waited for its queue, which no drive resumes. (An
         // operation alone's first call is never left: the run's first drive takes it, and holds
         // the run's end until it returns.)
-        if driver.pointee.resumesAt.take() == .hop {
+        switch driver.pointee.resumesAt.take() {
+        case .hop?:
             driver.pointee.spill?.owned.hopDeadline.take().map(Engine.Deadlines.shared.disarm)
             driver.pointee.plan.pop()!.borrowed { $0.output }.discard(from: slot)
+        // The outcome of an operation that resolved in the block of the queue the run waited
+        // for: the next step's input, its parent's output (see `drive`), or the run's outcome.
+        case .resolvedOnQueue?:
+            if let top = driver.pointee.plan.top {
+                top.parent?.output.discard(from: slot)
+            } else {
+                _ = driver.pointee.typed(self, .dropOutcome(slot))
+            }
+        case .operation?, nil: break
         }
         driver.pointee.queue = nil
         while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
