@@ -3,15 +3,6 @@ import Testing
 
 @testable import Future
 
-/// Waits for `body` for at most `timeout`; `nil` if it did not finish, so a hang fails the test.
-/// It holds up no thread while it waits (see `Delivery.arrival()`): on 2 cores, one Dispatch
-/// thread blocked here for each test awaiting `body` stalled the run for 20 s.
-func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T? {
-    let first = Delivery<T>()
-    Task { first.send(await body()) }
-    return await first.arrival()
-}
-
 @Suite struct Awaiting {
     @Test func valueGivesTheValueOrThrowsTheTypedError() async throws {
         #expect(try await Promise<Int, TestError>(value: 1).map { $0 + 1 }.value == 2)
