@@ -507,6 +507,7 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
             let result = await #expect(
                 processExitsWith: .success, observing: [\.standardErrorContent]
             ) {
+                exitTestWatchdog(expectsSuccess: true)
                 let heard = Log()
                 PromiseDiagnostics.handler = { heard.record($0) }
                 Guarantee<Int> { _ in }.run()  // drops its resolver
@@ -522,6 +523,7 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
             let result = await #expect(
                 processExitsWith: .success, observing: [\.standardErrorContent]
             ) {
+                exitTestWatchdog(expectsSuccess: true)
                 Guarantee<Int> { _ in }.run()
             }
             let text = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
@@ -675,6 +677,7 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
     #if os(macOS) || os(Linux)
         @Test func theOldHandlerGoesOutsideTheLockSoWhatItHeldMayReport() async {
             await #expect(processExitsWith: .success) {
+                exitTestWatchdog(expectsSuccess: true)
                 final class Logger: Sendable {
                     deinit { PromiseDiagnostics.handler("logger closed") }
                 }

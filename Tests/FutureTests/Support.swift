@@ -194,6 +194,20 @@ func detachThread(_ body: @escaping @Sendable () -> Void) {
     #endif
 }
 
+/// For the body of an exit test, whose child process no bound of the test's own process reaches:
+/// ends that process once `timeout` has passed, with a message on standard error and the exit
+/// status its test does not expect, so that a child that hangs fails its test instead of holding
+/// the run for ever. It waits on a thread of its own, which a stalled pool cannot keep from it.
+func exitTestWatchdog(expectsSuccess: Bool) {
+    let never = DispatchSemaphore(value: 0)  // made here: the watchdog's thread allocates nothing
+    detachThread {
+        guard never.wait(timeout: .now() + timeout) == .timedOut else { return }
+        let message = "exit test watchdog: the child did not end within \(timeoutSeconds) s\n"
+        _ = message.withCString { write(2, $0, strlen($0)) }
+        _exit(expectsSuccess ? EXIT_FAILURE : EXIT_SUCCESS)
+    }
+}
+
 /// Runs `body` on a new thread with a stack of `stackSize` bytes and awaits it, holding up no
 /// thread of Swift's concurrency pool meanwhile: on Linux that pool is Dispatch's global one,
 /// which replaces a thread blocked for long only about once a second, if at all while another
