@@ -263,6 +263,7 @@ import Testing
             let exit = await #expect(
                 processExitsWith: .failure, observing: [\.standardErrorContent]
             ) {
+                exitTestWatchdog(expectsSuccess: false)
                 _ = Promise<Int, TestError>(value: 1).then { Promise<Int, PromiseError>(value: $0) }
             }
             let message = String(decoding: exit?.standardErrorContent ?? [], as: UTF8.self)
@@ -274,6 +275,7 @@ import Testing
 
         @Test func aResultOfAnotherErrorTypeStopsTheBuild() async {
             await #expect(processExitsWith: .failure) {
+                exitTestWatchdog(expectsSuccess: false)
                 _ = Promise<Int, TestError>(value: 1).then { _ in
                     Result<Int, PromiseError>.success(1)
                 }
@@ -286,6 +288,7 @@ import Testing
             let exit = await #expect(
                 processExitsWith: .failure, observing: [\.standardErrorContent]
             ) {
+                exitTestWatchdog(expectsSuccess: false)
                 _ = StepErrorTypes.parsed(Guarantee(value: 1))
             }
             let message = String(decoding: exit?.standardErrorContent ?? [], as: UTF8.self)

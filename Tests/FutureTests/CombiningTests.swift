@@ -102,6 +102,7 @@ final class Members: @unchecked Sendable {
     #if os(macOS) || os(Linux)
         @Test func aLimitBelowOneIsAPreconditionFailure() async {
             await #expect(processExitsWith: .failure) {
+                exitTestWatchdog(expectsSuccess: false)
                 _ = when(fulfilled: [Promise<Int, Never>](), concurrently: 0)
             }
         }
@@ -111,6 +112,7 @@ final class Members: @unchecked Sendable {
             let exit = await #expect(
                 processExitsWith: .failure, observing: [\.standardErrorContent]
             ) {
+                exitTestWatchdog(expectsSuccess: false)
                 _ = Guarantee(value: [1]).thenFlatMap(concurrently: 0) { Guarantee(value: [$0]) }
             }
             let message = String(decoding: exit?.standardErrorContent ?? [], as: UTF8.self)

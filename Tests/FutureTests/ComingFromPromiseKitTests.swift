@@ -57,14 +57,18 @@ private final class TokenStore: @unchecked Sendable {
     @Test func fiveCallersOfTheTokenCacheMakeOneRequest() async throws {
         let server = TokenServer()
         let store = TokenStore(server)
-        let tokens = try await withThrowingTaskGroup(of: Token?.self) { group in
-            for _ in 1...5 { group.addTask { try await store.token().value } }
-            return try await group.reduce(into: []) { $0.append($1) }
+        let tokens = try await awaited("five callers' tokens") {
+            try await withThrowingTaskGroup(of: Token?.self) { group in
+                for _ in 1...5 { group.addTask { try await store.token().value } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
         }
         #expect(tokens == Array(repeating: Token(value: "token 1"), count: 5))
         #expect(server.requests.value == 1)
         // Once it has ended, the cache is clear: the next caller refreshes again.
-        #expect(try await store.token().value == Token(value: "token 2"))
+        let next = store.token()
+        #expect(
+            try await awaited("the next token") { try await next.value } == Token(value: "token 2"))
         #expect(server.requests.value == 2)
     }
 
@@ -86,7 +90,8 @@ private final class TokenStore: @unchecked Sendable {
         let handle = store.token().run(some: { _ in }, none: { _ in })
         #expect(eventually { server.requests.value == 1 })
         handle.cancel()  // the only caller left its screen
-        #expect(try await store.token().value == Token(value: "token 1"))
+        let next = store.token()  // at once, while the refresh goes on
+        #expect(try await awaited("the token") { try await next.value } == Token(value: "token 1"))
         #expect(server.requests.value == 1)
     }
 
@@ -96,7 +101,8 @@ private final class TokenStore: @unchecked Sendable {
         let handle = store.token().run(some: { _ in }, none: { _ in })
         #expect(eventually { server.requests.value == 1 })
         handle.cancel()  // the refresh is cancelled with its only caller
-        #expect(try await store.token().value == Token(value: "token 2"))
+        let next = store.token()
+        #expect(try await awaited("the token") { try await next.value } == Token(value: "token 2"))
         #expect(server.requests.value == 2)
     }
 
@@ -107,7 +113,8 @@ private final class TokenStore: @unchecked Sendable {
         let synced = later(3)
             .ensure(on: store) { syncing.decrement() }
             .map { count in store.sync { (count, syncing.value) } }
-        let (count, stillSyncing) = try #require(await synced.value)
+        let (count, stillSyncing) = try #require(
+            await awaited("the sync") { await synced.value } ?? nil)
         #expect(count == 3)
         #expect(stillSyncing == 0)  // the cleanup returned before the step started
     }

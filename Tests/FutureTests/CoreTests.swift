@@ -106,12 +106,13 @@ import Testing
         let outcomes = Delivery<Result<SIMD2<Double>, TestError>>()
         alone.setFailureType(to: TestError.self).run { outcomes.send($0) }
         #expect(await outcomes.arrival() == .success(wide))
-        #expect(await alone.value == wide)
-        #expect(await alone.map { $0 + 1 }.value == wide + 1)
+        #expect(await awaited("the value") { await alone.value } == wide)
+        #expect(await awaited("the mapped value") { await alone.map { $0 + 1 }.value } == wide + 1)
         let vectors = (0..<3).map { n in
             Guarantee<SIMD4<Float>> { $0.fulfill(SIMD4(repeating: Float(n))) }
         }
-        #expect(await when(fulfilled: vectors).value?.map(\.x) == [0, 1, 2])
+        let all = await awaited("the vectors") { await when(fulfilled: vectors).value }
+        #expect(all??.map(\.x) == [0, 1, 2])
     }
 }
 

@@ -97,17 +97,24 @@ var isOnMainQueue: Bool { DispatchQueue.getSpecific(key: mainQueueKey) == true }
         let marked = { @Sendable in executor.isCurrent ? "actor" : "elsewhere" }
         let expected = ["operation: actor", "step: actor"]
 
-        let guaranteed = await actor.value(of: Self.logged(logs.0, marked).recover { _ in 0 })
-        #expect(guaranteed.isolated)
-        #expect(guaranteed.0 == 2)
+        // Each await is the actor's, wherever the bounded wait for it runs.
+        let guaranteed = await awaited("Guarantee.value") {
+            await actor.value(of: Self.logged(logs.0, marked).recover { _ in 0 })
+        }
+        #expect(guaranteed?.isolated == true)
+        #expect(guaranteed?.0 == 2)
         #expect(logs.0.all == expected, "Guarantee.value")
 
-        let thrown = await actor.throwingValue(of: Self.logged(logs.1, marked))
-        #expect(thrown.0 == 2)
+        let thrown = await awaited("Promise.value") {
+            await actor.throwingValue(of: Self.logged(logs.1, marked))
+        }
+        #expect(thrown?.0 == 2)
         #expect(logs.1.all == expected, "Promise.value")
 
-        let result = await actor.result(of: Self.logged(logs.2, marked))
-        #expect(result.0 == .success(2))
+        let result = await awaited("Promise.result") {
+            await actor.result(of: Self.logged(logs.2, marked))
+        }
+        #expect(result?.0 == .success(2))
         #expect(logs.2.all == expected, "Promise.result")
     }
 
@@ -117,7 +124,8 @@ var isOnMainQueue: Bool { DispatchQueue.getSpecific(key: mainQueueKey) == true }
         #expect(isOnMainQueue)  // a check of the test itself
         let log = Log()
         let promise = Self.logged(log) { isOnMainQueue ? "main" : "elsewhere" }
-        #expect(try await promise.value == 2)
+        // Awaited on the main actor, as the test's own await was.
+        #expect(try await awaited("the value") { @MainActor in try await promise.value } == 2)
         #expect(log.all == ["operation: main", "step: main"])
     }
 }

@@ -33,6 +33,7 @@ import Testing
             async
         {
             await #expect(processExitsWith: .success) { [ignoring] in
+                exitTestWatchdog(expectsSuccess: true)
                 let started = Counter()
                 let ended = Delivery<Void>()
                 onThread(stackSize: largeStack) {
@@ -63,6 +64,7 @@ import Testing
             async
         {
             await #expect(processExitsWith: .success) { [ignoring] in
+                exitTestWatchdog(expectsSuccess: true)
                 let started = Counter()
                 let delivered = Delivery<Result<Int, TestError>>()
                 onThread(stackSize: largeStack) {
@@ -82,6 +84,7 @@ import Testing
             async
         {
             await #expect(processExitsWith: .success) { [ignoring] in
+                exitTestWatchdog(expectsSuccess: true)
                 let started = Counter()
                 onThread(stackSize: smallStack) {
                     let innermost =

@@ -275,18 +275,21 @@ enum RealClockScenario {
         let ensured = Counter()
         let promise = pending.promise.ensure { ensured.increment() }
             .timeout(.milliseconds(20), orFailWith: TestError("slow"), clock: clock)
-        #expect(await promise.result == .failure(TestError("slow")))
+        #expect(
+            await awaited("the timeout") { await promise.result } == .failure(TestError("slow")))
         #expect(pending.cancelled.value == 1)
         #expect(ensured.value == 1)
         let kept = Delivery<Resolver<Int, any Error>>()
         let erased = Promise<Int, any Error> { kept.send($0) }.timeout(.zero, clock: clock)
-        await #expect(throws: PromiseError.timedOut) { try await erased.value }
+        await #expect(throws: PromiseError.timedOut) {
+            try await awaited("the erased timeout") { try await erased.value }
+        }
     }
 
     static func workThatSettlesInTimeWins(on clock: some Clock<Duration>) async {
         let promise = later(5).setFailureType(to: TestError.self)
             .timeout(.seconds(60), orFailWith: TestError("slow"), clock: clock)
-        #expect(await promise.result == .success(5))
+        #expect(await awaited("the work") { await promise.result } == .success(5))
     }
 
     static func cancellingTheRunCancelsTheAlarm(on clock: some Clock<Duration>) async {
@@ -319,31 +322,36 @@ enum RealClockScenario {
     static func afterAndDelayWaitTheirInterval<C: Clock<Duration>>(on clock: C) async {
         let deadline = clock.now.advanced(by: .milliseconds(20))
         let woke = after(.milliseconds(20), clock: clock).map { clock.now >= deadline }
-        #expect(await woke.value == true)
+        #expect(await awaited("after") { await woke.value } == true)
         let later = clock.now.advanced(by: .milliseconds(20))
         let delayed = Promise<Int, TestError>(value: 1).delay(.milliseconds(20), clock: clock)
-        #expect(await delayed.result == .success(1))
+        #expect(await awaited("the delay") { await delayed.result } == .success(1))
         #expect(clock.now >= later)
         let last = clock.now.advanced(by: .milliseconds(20))
         let failed = Promise<Int, TestError>(error: TestError("kept"))
             .delay(.milliseconds(20), clock: clock)
-        #expect(await failed.result == .failure(TestError("kept")))
+        #expect(
+            await awaited("the failure's delay") { await failed.result }
+                == .failure(TestError("kept")))
         #expect(clock.now >= last)
         let first = race([
             after(.seconds(3600), clock: clock).map { "an hour" },
             after(.milliseconds(20), clock: clock).map { "20 ms" },
         ])
-        #expect(await first.value == "20 ms")
+        #expect(await awaited("the race") { await first.value } == "20 ms")
     }
 
     static func aClockOfYourOwnWaitsThroughItsSleep() async {
         let clock = CountingClock()
-        #expect(await after(.milliseconds(10), clock: clock).value != nil)
+        #expect(
+            await awaited("after") { await after(.milliseconds(10), clock: clock).value != nil }
+                == true)
         #expect(clock.sleeps.value == 1)
         let pending = Pending<Int>()
         let timedOut = pending.promise.timeout(
             .milliseconds(10), orFailWith: TestError("slow"), clock: clock)
-        #expect(await timedOut.result == .failure(TestError("slow")))
+        #expect(
+            await awaited("the timeout") { await timedOut.result } == .failure(TestError("slow")))
         #expect(clock.sleeps.value == 2)
     }
 }

@@ -53,6 +53,7 @@ let largeStack = 256 << 20
         @Test(arguments: Level.allCases)
         func tenThousandLevelsRunOnASmallStack(level: Level) async {
             await #expect(processExitsWith: .success) { [level] in
+                exitTestWatchdog(expectsSuccess: true)
                 let delivered = Delivery<Result<Int, TestError>>()
                 onThread(stackSize: largeStack) {
                     let promise = Self.nested(level, Promise(value: 0))
@@ -68,6 +69,7 @@ let largeStack = 256 << 20
         @Test(arguments: Level.allCases)
         func tenThousandLevelsSettleLaterOnASmallStack(level: Level) async {
             await #expect(processExitsWith: .success) { [level] in
+                exitTestWatchdog(expectsSuccess: true)
                 let resolvers = Delivery<Resolver<Int, TestError>>()
                 let delivered = Delivery<Result<Int, TestError>>()
                 onThread(stackSize: largeStack) {
@@ -85,6 +87,7 @@ let largeStack = 256 << 20
         /// 32 KiB stack (in a child process, where an overflow fails the test).
         @Test func tenThousandSharedTapsRunAtOnceSettleOnA32KiBStack() async {
             await #expect(processExitsWith: .success) {
+                exitTestWatchdog(expectsSuccess: true)
                 let observed = Counter()
                 onThread(stackSize: 32 * 1024) {
                     let (root, resolver) = Guarantee<Int>.pending()

@@ -23,10 +23,13 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
 @Suite("Main-actor steps") @MainActor struct MainActorSteps {
     @Test func doneOnMainSetsMainActorStateWithAValueResolvedElsewhere() async {
         let screen = Screen()
-        let shown: Void? = await later(7).done(on: .main) { value in
-            dispatchPrecondition(condition: .onQueue(.main))
-            screen.items.append(value)
-        }.value
+        let shown: Void? =
+            await awaited("the chain") { @MainActor in
+                await later(7).done(on: .main) { value in
+                    dispatchPrecondition(condition: .onQueue(.main))
+                    screen.items.append(value)
+                }.value
+            } ?? nil
         #expect(shown != nil)
         #expect(screen.items == [7])
     }
@@ -34,11 +37,14 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
     @Test func mapOnMainTransformsOnTheMainQueueAndTheStepsAfterItStayThere() async {
         let screen = Screen()
         screen.items = [1, 2]
-        let count = await later(10).map(on: .main) { $0 + screen.items.count }
-            .map { value -> Int in
-                dispatchPrecondition(condition: .onQueue(.main))
-                return value
-            }.value
+        let count =
+            await awaited("the chain") { @MainActor in
+                await later(10).map(on: .main) { $0 + screen.items.count }
+                    .map { value -> Int in
+                        dispatchPrecondition(condition: .onQueue(.main))
+                        return value
+                    }.value
+            } ?? nil
         #expect(count == 12)
     }
 
@@ -47,7 +53,8 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         let handled: Guarantee<Void> = failingLater(TestError("offline")).done(on: .main) {
             screen.items.append($0)
         }.catch(on: .main) { screen.errors.append($0.name) }
-        #expect(await handled.value != nil)
+        let ended: Void? = await awaited("the chain") { @MainActor in await handled.value } ?? nil
+        #expect(ended != nil)
         #expect(screen.items.isEmpty)
         #expect(screen.errors == ["offline"])
     }
@@ -93,7 +100,9 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         let screen = Screen()
         let token = InvalidationToken()
         token.invalidate()
-        _ = await later(3).done(on: .main, tiedTo: token) { screen.items.append($0) }.value
+        _ = await awaited("the tied chain") { @MainActor in
+            await later(3).done(on: .main, tiedTo: token) { screen.items.append($0) }.value
+        }
         #expect(screen.items == [3])
     }
 }
@@ -111,7 +120,8 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         reply.fulfill(1)
         #expect(await first.arrival() != nil)  // it went on, and skipped the tied step
         #expect(screen.items.isEmpty)
-        #expect(await show.value != nil)  // a run started after the invalidate
+        let shown: Void? = await awaited("a second run") { @MainActor in await show.value } ?? nil
+        #expect(shown != nil)  // a run started after the invalidate
         #expect(screen.items == [1])
     }
 
@@ -143,7 +153,9 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         token.cancelAll()
         #expect(first.isCancelled)
         resolver.fulfill(4)
-        _ = await Guarantee(value: ()).on(.main).value  // after the tied step's hop
+        _ = await awaited("a hop to main") { @MainActor in  // after the tied step's hop
+            await Guarantee(value: ()).on(.main).value
+        }
         #expect(screen.items == [4])  // cancelAll did not invalidate
 
         let (unanswered, keep) = Guarantee<Int>.pending()
@@ -203,7 +215,9 @@ func failingLater(_ error: TestError) -> Promise<Int, TestError> {
         answer.fulfill(1)
         #expect(await ended.arrival() != nil)
         #expect(screen.items.isEmpty)
-        #expect(await tiedLater.value != nil)  // a run of its own, started after the invalidate
+        // A run of its own, started after the invalidate.
+        let ran: Void? = await awaited("a later run") { @MainActor in await tiedLater.value } ?? nil
+        #expect(ran != nil)
         #expect(screen.items == [2])
     }
 
@@ -493,6 +507,7 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
             let result = await #expect(
                 processExitsWith: .success, observing: [\.standardErrorContent]
             ) {
+                exitTestWatchdog(expectsSuccess: true)
                 let heard = Log()
                 PromiseDiagnostics.handler = { heard.record($0) }
                 Guarantee<Int> { _ in }.run()  // drops its resolver
@@ -508,6 +523,7 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
             let result = await #expect(
                 processExitsWith: .success, observing: [\.standardErrorContent]
             ) {
+                exitTestWatchdog(expectsSuccess: true)
                 Guarantee<Int> { _ in }.run()
             }
             let text = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
@@ -661,6 +677,7 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
     #if os(macOS) || os(Linux)
         @Test func theOldHandlerGoesOutsideTheLockSoWhatItHeldMayReport() async {
             await #expect(processExitsWith: .success) {
+                exitTestWatchdog(expectsSuccess: true)
                 final class Logger: Sendable {
                     deinit { PromiseDiagnostics.handler("logger closed") }
                 }
@@ -712,8 +729,10 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
         let handle = never.ensure(on: .main) { spinner.spinning = false }.run()
         #expect(spinner.spinning)
         handle.cancel()
-        await withCheckedContinuation { (queued: CheckedContinuation<Void, Never>) in
-            DispatchQueue.main.async { queued.resume() }  // behind the cleanup
+        _ = await awaited("the main queue") {
+            await withCheckedContinuation { (queued: CheckedContinuation<Void, Never>) in
+                DispatchQueue.main.async { queued.resume() }  // behind the cleanup
+            }
         }
         #expect(!spinner.spinning)
         withExtendedLifetime(resolver) {}
@@ -722,9 +741,11 @@ func failure<Value>(of outcome: Result<Value, any Error>?) -> (any Error)? {
     /// PromiseKit's order: a chain awaited past `ensure(on:)` finds its cleanup done.
     @Test func ensureOnAQueueIsDoneOnceTheChainIsAwaited() async {
         let cleanedUp = Counter()
-        let value = await Guarantee(value: 1)
-            .ensure(on: DispatchQueue(label: "cleanup")) { cleanedUp.increment() }
-            .value
+        let value = await awaited("the chain") {
+            await Guarantee(value: 1)
+                .ensure(on: DispatchQueue(label: "cleanup")) { cleanedUp.increment() }
+                .value
+        }
         #expect(value == 1)
         #expect(cleanedUp.value == 1)
     }

@@ -88,6 +88,7 @@ final class MainQueueWitness: Sendable {
         /// to one CPU, where the hopping thread is often preempted by the main one it wakes.)
         @Test func aStepAfterAHopToMainIsReleasedOnMain() async {
             await #expect(processExitsWith: .success) {
+                exitTestWatchdog(expectsSuccess: true)
                 _ = mainQueueKey
                 pinToOneCPU()
                 let offMain = Counter()
@@ -105,6 +106,7 @@ final class MainQueueWitness: Sendable {
         /// chain's operation: the run alone holds the step after the hop.
         @Test func aStepOfAChainItsCallerLetGoOfIsReleasedOnMain() async {
             await #expect(processExitsWith: .success) {
+                exitTestWatchdog(expectsSuccess: true)
                 _ = mainQueueKey
                 pinToOneCPU()
                 let offMain = Counter()
@@ -127,6 +129,7 @@ final class MainQueueWitness: Sendable {
         @Test(arguments: [false, true])
         func aStepTiedToATokenIsReleasedOnMain(invalidated: Bool) async {
             await #expect(processExitsWith: .success) { [invalidated] in
+                exitTestWatchdog(expectsSuccess: true)
                 _ = mainQueueKey
                 pinToOneCPU()
                 let offMain = Counter()
@@ -146,6 +149,7 @@ final class MainQueueWitness: Sendable {
         @Test(arguments: [false, true])
         func aTiedStepOfAChainItsCallerLetGoOfIsReleasedOnMain(invalidated: Bool) async {
             await #expect(processExitsWith: .success) { [invalidated] in
+                exitTestWatchdog(expectsSuccess: true)
                 _ = mainQueueKey
                 pinToOneCPU()
                 let offMain = Counter()

@@ -19,6 +19,7 @@ import Testing
         @Test(arguments: Use.allCases)
         func tenThousandStackedSharesAreReleasedOnASmallStack(use: Use) async {
             await #expect(processExitsWith: .success) { [use] in
+                exitTestWatchdog(expectsSuccess: true)
                 let ended = Delivery<Void>()
                 onThread(stackSize: smallStack) {
                     let innermost = Promise<Int, TestError> { _ in }  // never settles

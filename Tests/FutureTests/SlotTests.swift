@@ -32,6 +32,7 @@ import Testing
                 let result = await #expect(
                     processExitsWith: .failure, observing: [\.standardErrorContent]
                 ) {
+                    exitTestWatchdog(expectsSuccess: false)
                     Slots.withSlot { slot in
                         slot.put(1)
                         _ = slot.take(String.self)
@@ -45,6 +46,7 @@ import Testing
                 let result = await #expect(
                     processExitsWith: .failure, observing: [\.standardErrorContent]
                 ) {
+                    exitTestWatchdog(expectsSuccess: false)
                     Slots.withSlot { _ = $0.take(Int.self) }
                 }
                 let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
@@ -55,6 +57,7 @@ import Testing
                 let result = await #expect(
                     processExitsWith: .failure, observing: [\.standardErrorContent]
                 ) {
+                    exitTestWatchdog(expectsSuccess: false)
                     Slots.withSlot { slot in
                         slot.put(1)
                         slot.put("over it")

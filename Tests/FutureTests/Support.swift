@@ -76,6 +76,35 @@ final class Delivery<Value>: @unchecked Sendable {
     var all: [Value] { lock.withLock { values } }
 }
 
+/// Waits for `body` for at most `timeout`; `nil` if it did not finish, so a hang fails the test.
+/// It holds up no thread while it waits (see `Delivery.arrival()`): on 2 cores, one Dispatch
+/// thread blocked here for each test awaiting `body` stalled the run for 20 s.
+func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T? {
+    let first = Delivery<T>()
+    Task { first.send(await body()) }
+    return await first.arrival()
+}
+
+/// Awaits `body` for at most `timeout`, as `bounded` does, and if it has not ended by then
+/// records an issue that names `what` it waited for, and returns `nil`: a fault fails the test
+/// instead of hanging it. A throwing `body` throws its error here (a promise's throwing `value`);
+/// a `body` isolated to the main actor (`{ @MainActor in ... }`) runs there, as the await of a
+/// main-actor test did.
+func awaited<T: Sendable, Failure: Error>(
+    _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: @escaping @Sendable () async throws(Failure) -> T
+) async throws(Failure) -> T? {
+    let outcome = await bounded { () async -> Result<T, Failure> in
+        do throws(Failure) { return .success(try await body()) } catch { return .failure(error) }
+    }
+    guard let outcome else {
+        Issue.record(
+            "\(what) did not end within \(timeoutSeconds) s", sourceLocation: sourceLocation)
+        return nil
+    }
+    return try outcome.get()
+}
+
 /// A continuation resumed by whichever comes first: a value, or the timeout's `nil`.
 final class ResumedOnce<Value: Sendable>: @unchecked Sendable {
     private let lock = TestLock()
@@ -163,6 +192,20 @@ func detachThread(_ body: @escaping @Sendable () -> Void) {
     #else
         pthread_detach(startThread(stackSize: 1 << 20, body))
     #endif
+}
+
+/// For the body of an exit test, whose child process no bound of the test's own process reaches:
+/// ends that process once `timeout` has passed, with a message on standard error and the exit
+/// status its test does not expect, so that a child that hangs fails its test instead of holding
+/// the run for ever. It waits on a thread of its own, which a stalled pool cannot keep from it.
+func exitTestWatchdog(expectsSuccess: Bool) {
+    let never = DispatchSemaphore(value: 0)  // made here: the watchdog's thread allocates nothing
+    detachThread {
+        guard never.wait(timeout: .now() + timeout) == .timedOut else { return }
+        let message = "exit test watchdog: the child did not end within \(timeoutSeconds) s\n"
+        _ = message.withCString { write(2, $0, strlen($0)) }
+        _exit(expectsSuccess ? EXIT_FAILURE : EXIT_SUCCESS)
+    }
 }
 
 /// Runs `body` on a new thread with a stack of `stackSize` bytes and awaits it, holding up no

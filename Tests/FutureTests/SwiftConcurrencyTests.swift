@@ -3,35 +3,34 @@ import Testing
 
 @testable import Future
 
-/// Waits for `body` for at most `timeout`; `nil` if it did not finish, so a hang fails the test.
-/// It holds up no thread while it waits (see `Delivery.arrival()`): on 2 cores, one Dispatch
-/// thread blocked here for each test awaiting `body` stalled the run for 20 s.
-func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T? {
-    let first = Delivery<T>()
-    Task { first.send(await body()) }
-    return await first.arrival()
-}
-
 @Suite struct Awaiting {
     @Test func valueGivesTheValueOrThrowsTheTypedError() async throws {
-        #expect(try await Promise<Int, TestError>(value: 1).map { $0 + 1 }.value == 2)
+        #expect(
+            try await awaited("a value") {
+                try await Promise<Int, TestError>(value: 1).map { $0 + 1 }.value
+            } == 2)
         do {
-            _ = try await Promise<Int, TestError>(error: TestError("typed")).value
+            _ = try await awaited("an error") { () async throws(TestError) -> Int? in
+                try await Promise<Int, TestError>(error: TestError("typed")).value
+            }
             Issue.record("must throw")
         } catch {
             #expect(error == TestError("typed"))  // `error` is a TestError, not `any Error`
         }
-        let guaranteed: Int? = await later(3).value  // no `try`: a guarantee cannot fail
+        // No `try`: a guarantee cannot fail.
+        let guaranteed: Int?? = await awaited("a guarantee's value") { await later(3).value }
         #expect(guaranteed == 3)
-        #expect(
-            await Promise<Int, TestError>(error: TestError("x")).result == .failure(TestError("x")))
+        let failed = await awaited("a result") {
+            await Promise<Int, TestError>(error: TestError("x")).result
+        }
+        #expect(failed == .failure(TestError("x")))
     }
 
     @Test func eachAwaitRunsTheWorkAgain() async {
         let runs = Counter()
         let promise = Promise<Int, Never> { $0.fulfill(runs.increment()) }
-        #expect(await promise.value == 1)
-        #expect(await promise.value == 2)
+        #expect(await awaited("the first value") { await promise.value } == 1)
+        #expect(await awaited("the second value") { await promise.value } == 2)
     }
 
     @Test func cancellingTheAwaitingTaskCancelsTheRunAndEndsTheAwait() async {
@@ -116,8 +115,10 @@ func bounded<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T?
             return call * 10
         }
         #expect(calls.value == 0)  // lazy
-        #expect(await promise.result == .success(10))
-        #expect(await promise.result == .failure(TestError("second")))
+        #expect(await awaited("the first result") { await promise.result } == .success(10))
+        #expect(
+            await awaited("the second result") { await promise.result }
+                == .failure(TestError("second")))
         let third = Delivery<Result<Int, TestError>>()
         promise.run { third.send($0) }
         #expect(await third.arrival() == .success(30))

@@ -108,7 +108,7 @@ private struct WrappingClock: Clock {
         sleeper.cancel()
         opener.fulfill(())
         #expect(
-            await sleeper.value == [
+            await awaited("the sleeper") { await sleeper.value } == [
                 "continuous: cancelled", "suspending: cancelled", "manual, now: cancelled",
                 "manual, past: cancelled", "manual, later: cancelled",
             ])
@@ -125,7 +125,9 @@ private struct WrappingClock: Clock {
         #expect(await timersSet(1, on: clock))
         sleeper.cancel()
         #expect(clock.timerCount == 0)
-        await #expect(throws: CancellationError.self) { try await sleeper.value }
+        await #expect(throws: CancellationError.self) {
+            try await awaited("the sleeper") { try await sleeper.value }
+        }
     }
 
     /// The same, for every time operator and the combinations and shared promises built on them

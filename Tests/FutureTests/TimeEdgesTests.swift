@@ -53,6 +53,7 @@ struct SleepReportingClock: Clock {
         @Test
         func afterAndDelayOfAHugeIntervalWaitAndCancel() async {
             await #expect(processExitsWith: .success) {
+                exitTestWatchdog(expectsSuccess: true)
                 let huge = Duration.seconds(Int64.max) * 2
                 let ensured = Counter()
                 after(huge).ensure { ensured.increment() }.run { _ in }.cancel()
@@ -68,6 +69,7 @@ struct SleepReportingClock: Clock {
         @Test
         func aTimeoutOfAHugeIntervalLetsTheWorkWin() async {
             await #expect(processExitsWith: .success) {
+                exitTestWatchdog(expectsSuccess: true)
                 let huge = Duration.seconds(Int64.max) * 2
                 let pending = Pending<Int>()
                 let bounded = pending.promise.timeout(huge, orFailWith: TestError("late"))
@@ -82,6 +84,7 @@ struct SleepReportingClock: Clock {
         @Test
         func aTimeoutOfAHugeIntervalOnAContinuousClockLetsTheWorkWin() async {
             await #expect(processExitsWith: .success) {
+                exitTestWatchdog(expectsSuccess: true)
                 let huge = Duration.seconds(Int64.max) * 2
                 let pending = Pending<Int>()
                 let manual = pending.promise.timeout(

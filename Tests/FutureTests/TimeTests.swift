@@ -181,7 +181,10 @@ func milliseconds(since start: DispatchTime) -> Double {
 
     #if os(macOS) || os(Linux)
         @Test func fewerThanOneAttemptIsAPreconditionFailure() async {
-            await #expect(processExitsWith: .failure) { _ = Guarantee(value: 1).retry(0) }
+            await #expect(processExitsWith: .failure) {
+                exitTestWatchdog(expectsSuccess: false)
+                _ = Guarantee(value: 1).retry(0)
+            }
         }
     #endif
 }

@@ -132,6 +132,7 @@ func allocatedBytes() -> Int? {
         @Test(.enabled(if: allocatedBytes() != nil), arguments: Timers.allCases)
         func cancelledTimersKeepNoMemory(timers: Timers) async {
             await #expect(processExitsWith: .success) { [timers] in
+                exitTestWatchdog(expectsSuccess: true)
                 timers.run(100)  // Dispatch's threads and timer queues, made once
                 let before = allocatedBytes() ?? 0
                 timers.run(10_000)

@@ -11,14 +11,17 @@ import Testing
     @Test @MainActor func aTiedStepThatInvalidatesItsTokenSilencesTheTiedStepsAfterIt() async {
         let token = InvalidationToken()
         let seen = Log()
-        let ended: Void? = await later(1)
-            .done(on: .main, tiedTo: token) { _ in
-                seen.record("first")
-                token.invalidate()
-            }
-            .map { 2 }
-            .done(on: .main, tiedTo: token) { _ in seen.record("second") }
-            .value
+        let ended: Void? =
+            await awaited("the chain") { @MainActor in
+                await later(1)
+                    .done(on: .main, tiedTo: token) { _ in
+                        seen.record("first")
+                        token.invalidate()
+                    }
+                    .map { 2 }
+                    .done(on: .main, tiedTo: token) { _ in seen.record("second") }
+                    .value
+            } ?? nil
         #expect(ended != nil, "a skipped done lets the chain go on")
         #expect(seen.all == ["first"])
     }
@@ -50,7 +53,9 @@ import Testing
         race([gate.map(on: .main, tiedTo: token) { $0 }, slow]).run { ended.send($0) }
         token.invalidate()
         open.fulfill(1)
-        _ = await Guarantee(value: ()).on(.main).value  // after the tied step's hop
+        _ = await awaited("a hop to main") { @MainActor in  // after the tied step's hop
+            await Guarantee(value: ()).on(.main).value
+        }
         answer.fulfill(2)
         #expect(await ended.arrival() == .success(2))
     }
@@ -80,7 +85,10 @@ import Testing
     /// such a resolver if a run is waiting for it as it goes").
     @Test func outcomesThatEndOnTheirOwnReportNoDroppedStopSignal() async {
         _ = reports  // listening from now on
-        for _ in 0..<20 { _ = await outcomes(of: [later(1), later(2)]) }
+        for _ in 0..<20 {
+            guard await awaited("a batch", { await outcomes(of: [later(1), later(2)]) }) != nil
+            else { break }
+        }
         #expect(!reports.all.contains { $0.contains("Future/Concurrency.swift") })
     }
 
@@ -106,10 +114,12 @@ import Testing
     /// `MainActorContext`: the closure of a main-actor step is called as the main actor's. The
     /// runtime agrees: `MainActor.assertIsolated()` holds in it.
     @Test func theClosureOfAMainActorStepIsTheMainActorsForTheRuntime() async {
-        let checked = await later(1).map(on: .main) { _ in
-            MainActor.assertIsolated()
-            return true
-        }.value
+        let checked = await awaited("the chain") {
+            await later(1).map(on: .main) { _ in
+                MainActor.assertIsolated()
+                return true
+            }.value
+        }
         #expect(checked == true)
     }
 
