@@ -140,11 +140,9 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// Call it with a `Result`, or use ``fulfill(_:)-pc1s`` and ``reject(_:)``:
 /// `resolver(.success(data))`. The first outcome counts, later ones are ignored. Call it from any
 /// thread, during the operation or after. The run then goes on on the thread that is free to carry
-/// it: the resolving one if the operation had returned; else, once the operation returns, the
-/// operation's own, or the queue that the resolving thread took the library's steps on (after
-/// ``Promise/on(_:)``, say), so that work that starts with `on(queue)` keeps its queue through a
-/// timeout or a combination. So to go on on a given queue, use ``Promise/on(_:)``, not
-/// `queue.async { resolver… }`.
+/// it: the resolving one if the operation had returned, else the operation's own once it returns
+/// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`). A
+/// cancel that comes between the two stops the run as the operation returns.
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
@@ -225,8 +223,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        // Resolved: nothing to report as it goes. Only the one report that counts writes it.
-        if reporter.resolve(call, with: { slot in slot.put(result) }) { reportsRelease = false }
+        resolve(result, carriedOnBy: nil)
     }
 
     /// Reports success.
@@ -1542,11 +1539,13 @@ nonisolated extension Promise {
     /// deadline (after the work waited) finish first, and the work's `ensure` steps run (an
     /// `ensure(on:)` cleanup is queued on its queue, not waited for); the promise then fails, and
     /// the chain goes on, on the thread that stopped the work: the alarm's (a global queue's) for
-    /// work that waits, the work's own for work that runs. Work that wins goes on where it ended
-    /// (on its queue, for work that starts with ``on(_:)``). An interval of zero or less lets work
-    /// that settles at once, without waiting, win, as on every clock, and fails the work as soon as
-    /// it waits (for an operation's resolver, or a queue), unless another thread settles it in that
-    /// instant: the chain then goes on on the thread that waited, not a global queue.
+    /// work that waits, the work's own for work that runs. Work that wins goes on where it ended:
+    /// on its queue, for work that starts with ``on(_:)``, even if it ended before the timeout had
+    /// set its alarm (other work that ended then goes on on the thread that started the timeout).
+    /// An interval of zero or less lets work that settles at once, without waiting, win, as on
+    /// every clock, and fails the work as soon as it waits (for an operation's resolver, or a
+    /// queue), unless another thread settles it in that instant: the chain then goes on as after
+    /// work that wins.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -2927,10 +2926,10 @@ nonisolated extension Promise {
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
-// thread before it returns leaves the state `driving` for `operationReturned` to find, or, if that
-// thread was in a queue's block (it drove a run there), `resolvedOnQueue`, and the run hops to
-// that queue as the operation returns, as work that starts with `on(queue)` inside a timeout or a
-// combination ends there; once it has returned (`awaitingResolver`), the resolving thread drives
+// thread before it returns leaves the state `driving` for `operationReturned` to find, or, for a
+// timeout or a combination whose work ended in a queue's block (`Resolver.resolve(_:carriedOnBy:)`),
+// `resolvedOnQueue`: the run hops to that queue as the operation returns, as it would go on there
+// had the work ended later; once it has returned (`awaitingResolver`), the resolving thread drives
 // the run on.
 //
 // The transitions. t: the thread that drives (-: before the run started, or once it stopped); c:
@@ -2959,8 +2958,8 @@ nonisolated extension Promise {
 //   calling(t,c,hs)         c's resolver reports   driving(t)                t goes on
 //                           (but the next row's)
 //   calling(t,c,hs)         c's resolver reports   resolvedOnQueue(t,q)      -
-//                           on another thread, in
-//                           queue q's block
+//                           on another thread,
+//                           carried on by queue q
 //   resolvedOnQueue(t,q)    the operation returns  awaitingQueue             wait (for q)
 //   calling(t,c,hs)         the operation returns  awaitingResolver(c,hs)    wait
 //   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
@@ -2974,8 +2973,8 @@ nonisolated extension Promise {
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
 //   awaitingQueue           cancel                 cancelling(-,1,-)         release
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
-//   cancelling(t,h,c)       the operation returns  unchanged                 stop (if c),
-//                                                                            else go on
+//   cancelling(t,h,c)       the operation returns  unchanged                 stop (if -, the
+//                                                                            outcome dropped)
 //   cancelling(t,h,-)       t reaches an           unchanged                 stop
 //                           operation, a chain
 //                           entered, a hop (but
@@ -3168,7 +3167,8 @@ nonisolated extension Engine {
         /// carries the run on.
         case awaitingResolver(call: Int, handlers: CancelHandlers?)
         /// The driving thread, `thread`, is inside the operation of the call that another thread
-        /// resolved in `queue`'s block: `queue` carries the run on once the operation returns.
+        /// resolved for work that ended in `queue`'s block: `queue` carries the run on once the
+        /// operation returns.
         case resolvedOnQueue(thread: pthread_t, queue: DispatchQueue)
         /// The run waits for a queue to carry it on (see `Driver.ResumePoint.hop`).
         case awaitingQueue
@@ -3357,7 +3357,9 @@ nonisolated extension Engine {
     /// its members without runs of their own (see `Join`). `call` numbers the operation.
     @usableFromInline protocol Reporter: AnyObject {
         /// Reports `call`'s outcome, which `write` puts in a slot; returns whether it counted.
-        func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool
+        /// `queue`: see `Resolver.resolve(_:carriedOnBy:)`.
+        func resolve(_ call: Int, with write: (Slot) -> Void, carriedOnBy queue: DispatchQueue?)
+            -> Bool
         func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
         /// Whether `call` was cancelled.
         func isCancelled(_ call: Int) -> Bool
@@ -3629,7 +3631,7 @@ nonisolated extension Engine.Run {
     }
 
     /// After an operation returns unresolved: go on if its resolver reported meanwhile on another
-    /// thread (on its queue, if it was in one's block), else wait for it.
+    /// thread (on the queue that carries it on, if any), else wait for it.
     private final func operationReturned(_ plan: inout Plan) -> Next {
         let finished = plan.takeFinished(from: driver.pointee.spill)  // let go of after the lock
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
@@ -3646,8 +3648,10 @@ nonisolated extension Engine.Run {
                 fields.state = .awaitingQueue
                 return .hop(queue, nil)
             // Cancelled as the call was pending, the run stops; else the outcome came first, in
-            // the slot: the loop drops it if this thread cancelled, else goes on to its next check.
-            case .cancelling(_, _, let call): return call == nil ? .proceed : .stop
+            // the slot, which the loop drops as it stops (the return is a check, as a hop is).
+            case .cancelling(_, _, let call):
+                if call == nil { driver.pointee.cancelledHere = true }
+                return call == nil ? .proceed : .stop
             default: preconditionFailure("an operation returned to a run \(fields.state)")
             }
         }
@@ -3662,8 +3666,10 @@ nonisolated extension Engine.Run {
     }
 
     /// Takes the outcome of call `call`, which `write` puts in the slot, if it still counts;
-    /// returns whether it did.
-    @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool {
+    /// returns whether it did. `queue`: see `Resolver.resolve(_:carriedOnBy:)`.
+    @usableFromInline final func resolve(
+        _ call: Int, with write: (Slot) -> Void, carriedOnBy queue: DispatchQueue?
+    ) -> Bool {
         // The slot is written only while the call is pending: the driving thread is inside the
         // operation, or the run waits. The cancel handlers no longer needed go outside the lock:
         // releasing a handler may run any deinit. The state is moved out, not copied, so that
@@ -3682,7 +3688,7 @@ nonisolated extension Engine.Run {
                     // when the operation returns with no lock of its own (a cancel that comes
                     // meanwhile is seen at the run's next lock).
                     driver.pointee.resolvedHere = true
-                } else if let queue = Engine.Nesting.queueHere {
+                } else if let queue {
                     fields.state = .resolvedOnQueue(thread: thread, queue: queue)
                 }
                 return (false, handlers)
@@ -3750,6 +3756,21 @@ nonisolated extension Engine.Run {
     /// if the call is still pending: the reporter's side of `cancel(call:)`, which a handle calls
     /// with no call.
     @usableFromInline final func cancel(_ call: Int) -> Bool { cancel(call: call) }
+}
+
+nonisolated extension Resolver {
+    /// Reports `result` for a timeout or a combination, whose work that decided it ended in
+    /// `queue`'s block (a run's steps on the queue): if the operation has not returned yet, on
+    /// another thread (still setting the alarm, or launching members), the run goes on on `queue`
+    /// once it returns, as it would have had the work ended later, not on the operation's thread.
+    /// A user's resolver reports with no queue: its run never hops that the user did not ask for.
+    @inlinable func resolve(
+        _ result: sending Swift.Result<Value, Failure>, carriedOnBy queue: DispatchQueue?
+    ) {
+        // Resolved: nothing to report as it goes. Only the one report that counts writes it.
+        let counted = reporter.resolve(call, with: { slot in slot.put(result) }, carriedOnBy: queue)
+        if counted { reportsRelease = false }
+    }
 }
 
 // MARK: Hopping to a queue
@@ -4497,8 +4518,9 @@ nonisolated extension Engine {
 //                                                                                  cancel members
 //   any other         a member ends                               unchanged        -
 //
-// A stopping combination's r(o) goes on the queue whose block the member that decided it ended
-// in, if it was in one and the thread that stops last is not (see `Settle`).
+// r(o) is carried on by the queue whose block the member that decided it ended in, if any: in a
+// block queued there if the thread that stops last is not in it (see `Settle`), and after the
+// combination's operation, if it has not returned (`Resolver.resolve(_:carriedOnBy:)`).
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
@@ -4519,9 +4541,9 @@ nonisolated extension Engine {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
 
-        /// Settles a combination's run with the verdict's outcome, or cancels it. The outcome
-        /// goes on `decidedOn`, the queue where the member that decided it ended, if given and this
-        /// thread is not in its block (see `Join.Settle`).
+        /// Settles a combination's run with the verdict's outcome, or cancels it. The outcome is
+        /// carried on by `decidedOn`, the queue where the member that decided it ended, if given:
+        /// in a block queued there if this thread is not in its block (see `Join.Settle`).
         @inlinable func end(
             _ resolver: Resolver<Output, Failure>, decidedOn: DispatchQueue? = nil
         ) {
@@ -4529,7 +4551,7 @@ nonisolated extension Engine {
             case .settle(let settled):
                 nonisolated(unsafe) let outcome = settled  // the members', which it let go of
                 guard let decidedOn else { return resolver(outcome) }
-                Nesting.inBlock(of: decidedOn) { resolver(outcome) }
+                Nesting.inBlock(of: decidedOn) { resolver.resolve(outcome, carriedOnBy: decidedOn) }
             case .wait, .cancel: resolver.cancel()
             }
         }
@@ -4686,9 +4708,9 @@ nonisolated extension Engine {
             case settles(Settle)
         }
 
-        /// How a stopping combination settles: its resolver, its policy's verdict, and the queue
-        /// whose block the member that decided it ended in, if any, where the steps after it go on
-        /// (the thread that settles, the last that the combination waited for, may be another:
+        /// How a combination settles: its resolver, its policy's verdict, and the queue whose
+        /// block the member that decided it ended in, if any, where the steps after it go on (the
+        /// thread that settles, the last that a stopping combination waited for, may be another:
         /// the launch loop, say, on the thread that started the run, inside its operation).
         @usableFromInline typealias Settle = (
             resolver: Resolver<Output, OutFailure>, verdict: Verdict<Output, OutFailure>,
@@ -4831,7 +4853,7 @@ nonisolated extension Engine {
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
                             closed = progress
-                            return .settles((progress.resolver, verdict, nil))
+                            return .settles((progress.resolver, verdict, Nesting.queueHere))
                         }
                         countUp()  // this thread's, until its cancel is done
                         guarded.state = .stopping(
@@ -4974,7 +4996,10 @@ nonisolated extension Engine {
         // through the stored `reported` (`Slot.value`, then `memberEnded`), a cancel through
         // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
-        @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool {
+        /// A member's outcome: the member's queue does not matter to the combination.
+        @usableFromInline func resolve(
+            _ call: Int, with write: (Slot) -> Void, carriedOnBy _: DispatchQueue?
+        ) -> Bool {
             reported(self, call, write)
         }
 
@@ -5148,7 +5173,12 @@ nonisolated extension Engine {
             switch move({ _ in .ended }) {
             case .going(let resolver, let alarm)?:
                 alarm?()
-                if let outcome { resolver(outcome) } else { resolver.cancel() }
+                // Where the work ended: see `Resolver.resolve(_:carriedOnBy:)`.
+                if let outcome {
+                    resolver.resolve(outcome, carriedOnBy: Nesting.queueHere)
+                } else {
+                    resolver.cancel()
+                }
             case .ringing(let fail)?: fail()  // the resolver fails, as `rang` set
             case .holding(let run)?: run.release()
             case .ended?, nil: break

@@ -6,11 +6,9 @@
 /// Call it with a `Result`, or use ``fulfill(_:)-pc1s`` and ``reject(_:)``:
 /// `resolver(.success(data))`. The first outcome counts, later ones are ignored. Call it from any
 /// thread, during the operation or after. The run then goes on on the thread that is free to carry
-/// it: the resolving one if the operation had returned; else, once the operation returns, the
-/// operation's own, or the queue that the resolving thread took the library's steps on (after
-/// ``Promise/on(_:)``, say), so that work that starts with `on(queue)` keeps its queue through a
-/// timeout or a combination. So to go on on a given queue, use ``Promise/on(_:)``, not
-/// `queue.async { resolver… }`.
+/// it: the resolving one if the operation had returned, else the operation's own once it returns
+/// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`). A
+/// cancel that comes between the two stops the run as the operation returns.
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
@@ -91,8 +89,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        // Resolved: nothing to report as it goes. Only the one report that counts writes it.
-        if reporter.resolve(call, with: { slot in slot.put(result) }) { reportsRelease = false }
+        resolve(result, carriedOnBy: nil)
     }
 
     /// Reports success.

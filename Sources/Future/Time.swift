@@ -59,11 +59,13 @@ nonisolated extension Promise {
     /// deadline (after the work waited) finish first, and the work's `ensure` steps run (an
     /// `ensure(on:)` cleanup is queued on its queue, not waited for); the promise then fails, and
     /// the chain goes on, on the thread that stopped the work: the alarm's (a global queue's) for
-    /// work that waits, the work's own for work that runs. Work that wins goes on where it ended
-    /// (on its queue, for work that starts with ``on(_:)``). An interval of zero or less lets work
-    /// that settles at once, without waiting, win, as on every clock, and fails the work as soon as
-    /// it waits (for an operation's resolver, or a queue), unless another thread settles it in that
-    /// instant: the chain then goes on on the thread that waited, not a global queue.
+    /// work that waits, the work's own for work that runs. Work that wins goes on where it ended:
+    /// on its queue, for work that starts with ``on(_:)``, even if it ended before the timeout had
+    /// set its alarm (other work that ended then goes on on the thread that started the timeout).
+    /// An interval of zero or less lets work that settles at once, without waiting, win, as on
+    /// every clock, and fails the work as soon as it waits (for an operation's resolver, or a
+    /// queue), unless another thread settles it in that instant: the chain then goes on as after
+    /// work that wins.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {

@@ -1,3 +1,4 @@
+import Dispatch
 import Testing
 
 @testable import Future
@@ -111,7 +112,9 @@ private final class Recorder: Engine.Reporter, @unchecked Sendable {
     var reports: [String] = []
     let outcomesCount: Bool
     init(outcomesCount: Bool = true) { self.outcomesCount = outcomesCount }
-    func resolve(_ call: Int, with write: (Engine.Slot) -> Void) -> Bool {
+    func resolve(
+        _ call: Int, with write: (Engine.Slot) -> Void, carriedOnBy _: DispatchQueue?
+    ) -> Bool {
         reports.append("resolve")
         return outcomesCount
     }

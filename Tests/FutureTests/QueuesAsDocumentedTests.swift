@@ -344,3 +344,192 @@ final class QueuesTracked: @unchecked Sendable {}
         #expect(places.all == ["A:q", "C"])
     }
 }
+
+/// Where a run goes on after its operation was resolved before it returned (a review of the fix
+/// above): a timeout's or a combination's run, whose work ended on a queue, goes on there (the
+/// resolver's report carries the queue: `Resolver.resolve(_:carriedOnBy:)`); a user's resolver
+/// never sends the run to a queue the user did not ask for.
+@Suite struct WhereARunGoesOnAfterAnOperationResolvedBeforeItReturned {
+    /// An operation resolved by a step on w (another thread) while it is still running on t, as a
+    /// user's resolver or as a timeout's (carried on by w), its run cancelled by another thread
+    /// before it returns: the run stops as the operation returns (the step after it ran on t,
+    /// inside `run(…)`, before: 20 of 20 rounds).
+    @Test(arguments: [false, true])
+    func aRunCancelledAfterItsOperationResolvedButBeforeItReturnedStopsThere(carried: Bool) {
+        let queues = NamedQueues()
+        let w = queues.make("w")
+        var seen: [String: Int] = [:]
+        for _ in 0..<20 {
+            let log = Log()
+            let returned = Counter()
+            let resolved = DispatchSemaphore(value: 0)
+            let done = Delivery<Void>()
+            let operation = Promise<Int, Never> { r in
+                Guarantee(value: ()).on(w).map { _ in
+                    // In w's block, the operation still running on t.
+                    r.resolve(.success(1), carriedOnBy: carried ? w : nil)
+                    RunHandle(r.run).cancel()  // another thread's cancel, as a handle's
+                    resolved.signal()
+                }.run(some: { _ in })
+                _ = resolved.wait(timeout: .now() + timeout)
+            }
+            operation.map { value -> Int in
+                log.record(queues.current + (returned.value == 0 ? ", inside run()" : ""))
+                return value
+            }
+            .ensure { done.send(()) }
+            .run(some: { _ in })
+            returned.increment()
+            #expect(done.wait() != nil)
+            let got = log.all.first ?? "did not run"
+            seen[got, default: 0] += 1
+        }
+        #expect(seen == ["did not run": 20])
+    }
+
+    enum Shape: String, CaseIterable, Sendable {
+        case operationAlone, sourceAlone, sourceThenSteps, thenReturningAnOperation
+        case enteredChainEndingWithTheSource
+    }
+
+    /// A run cancelled as it waits for the queue whose block resolved its operation (resume point
+    /// `resolvedOnQueue`): it ends, lets go of the outcome in its slot (debug builds check its
+    /// type), runs its `ensure` steps, and delivers nothing.
+    @Test(arguments: Shape.allCases)
+    func aRunCancelledAsItWaitsForTheQueueThatResolvedItLetsGoOfTheOutcome(shape: Shape) {
+        let queues = NamedQueues()
+        let w = queues.make("w")
+        let weak = WeakReference<QueuesTracked>()
+        let handles = Delivery<RunHandle>()
+        let resolved = DispatchSemaphore(value: 0)
+        let log = Log()
+        let operation = Promise<QueuesTracked, Never> { r in
+            Guarantee(value: ()).on(w).map { _ in
+                let tracked = QueuesTracked()
+                weak.value = tracked
+                r.resolve(.success(tracked), carriedOnBy: w)  // as a timeout's, from w
+                resolved.signal()
+                // The run waits for w, which this block holds.
+                if let handle = handles.wait() {
+                    let waits = handle.run.locked {
+                        if case .awaitingQueue = $0.state { true } else { false }
+                    }
+                    #expect(waits)
+                    handle.cancel()
+                }
+                log.record("cancelled on " + queues.current)
+            }.run(some: { _ in })
+            _ = resolved.wait(timeout: .now() + timeout)
+        }
+        let promise: Guarantee<QueuesTracked> =
+            switch shape {
+            case .operationAlone: operation
+            case .sourceAlone: Promise(last: operation.last)
+            case .sourceThenSteps:
+                operation.map { $0 }.ensure { log.record("ensure on " + queues.current) }
+            case .thenReturningAnOperation:
+                Guarantee(value: ()).then { _ in operation }.map { $0 }
+                    .ensure { log.record("ensure on " + queues.current) }
+            case .enteredChainEndingWithTheSource:
+                Guarantee(value: ()).then { _ in Promise(last: operation.last) }.map { $0 }
+                    .ensure { log.record("ensure on " + queues.current) }
+            }
+        let handle = promise.run(some: { _ in log.record("delivered") })
+        handles.send(handle)
+        #expect(eventually { log.all.contains { $0.hasPrefix("cancelled") } })
+        #expect(handle.run.locked { if case .cancelled = $0.state { true } else { false } })
+        #expect(eventually { weak.value == nil }, "the outcome left in the slot was let go of")
+        // The queued queueArrived finds the run cancelled: drain w.
+        w.sync {}
+        let expected =
+            switch shape {
+            case .operationAlone, .sourceAlone: ["cancelled on w"]
+            default: ["ensure on w", "cancelled on w"]
+            }
+        #expect(log.all == expected)
+    }
+
+    /// `when` of work on w whose second member fails on w and is decided as the first stops on
+    /// another thread: the combination's steps go on w (decidedOn), after the members' ensure
+    /// steps.
+    @Test func aCombinationDecidedOnAQueueSettlesThereAfterItsMembersEnsureSteps() {
+        let queues = NamedQueues()
+        let w = queues.make("w")
+        let other = queues.make("other")
+        for _ in 0..<50 {
+            let log = Log()
+            let done = Delivery<Void>()
+            let started = DispatchSemaphore(value: 0)
+            // The first member is in a step on `other` until the second, on w, failed and the
+            // combination cancelled it.
+            let first = Guarantee(value: ()).on(other).map { _ -> Int in
+                let me = Engine.Nesting.drivenRun!
+                started.signal()
+                spin(until: { me.locked { $0.state.isCancelled } })
+                return 1
+            }.setFailureType(to: TestError.self)
+                .ensure { log.record("first's ensure on " + queues.current) }
+            let second = Guarantee(value: ()).on(w).setFailureType(to: TestError.self)
+                .then { _ -> Promise<Int, TestError> in
+                    _ = started.wait(timeout: .now() + timeout)
+                    return Promise(error: TestError("no"))
+                }
+            when(fulfilled: [first, second])
+                .recover { _ -> [Int] in
+                    log.record("after on " + queues.current)
+                    return []
+                }
+                .ensure { done.send(()) }
+                .run(some: { _ in })
+            #expect(done.wait() != nil)
+            #expect(log.all == ["first's ensure on other", "after on w"])
+            if log.all != ["first's ensure on other", "after on w"] { break }
+        }
+    }
+
+    /// Work whose operation a user's step on w resolves before the operation returns settles "at
+    /// once, without waiting": a timeout of zero lets it win (it lost while a user's resolver
+    /// sent the run to w, in a first form of the fix).
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test(arguments: [false, true])
+    func aTimeoutOfZeroAndWorkResolvedBeforeItsOperationReturnsByAStepOnAQueue(chain: Bool) {
+        let queues = NamedQueues()
+        let w = queues.make("w")
+        let runReturned = DispatchSemaphore(value: 0)
+        let operation = Promise<Int, TestError> { r in
+            let resolved = DispatchSemaphore(value: 0)
+            Guarantee(value: ()).on(w).map { _ in
+                r(.success(1))
+                resolved.signal()
+                _ = runReturned.wait(timeout: .now() + timeout)  // w stays busy until run returns
+            }.run(some: { _ in })
+            _ = resolved.wait(timeout: .now() + timeout)
+        }
+        let work = chain ? operation.map { $0 } : operation
+        let delivery = Delivery<Result<Int, TestError>>()
+        work.timeout(.zero, orFailWith: TestError("slow")).run { delivery.send($0) }
+        runReturned.signal()
+        #expect(delivery.wait() == .success(1))
+    }
+
+    /// A user's step on a serial queue that resolves an operation still running on another thread,
+    /// then waits for the steps after that operation: they run on the operation's thread, not in
+    /// a later block of the queue (where a first form of the fix put them: a deadlock).
+    @Test func aStepOnASerialQueueThatResolvesAnOperationAndWaitsForTheStepsAfterIt() {
+        let queues = NamedQueues()
+        let w = queues.make("w")
+        let after = DispatchSemaphore(value: 0)
+        let waited = Delivery<Bool>()
+        let operation = Promise<Int, Never> { r in
+            let resolved = DispatchSemaphore(value: 0)
+            Guarantee(value: ()).on(w).map { _ in
+                r(.success(1))
+                resolved.signal()
+                waited.send(after.wait(timeout: .now() + timeout) == .success)
+            }.run(some: { _ in })
+            _ = resolved.wait(timeout: .now() + timeout)
+        }
+        operation.map { _ in after.signal() }.run(some: { _ in })
+        #expect(waited.wait() == true, "the steps after ran while the resolving step waited")
+    }
+}

@@ -48,8 +48,9 @@
 //                                                                                  cancel members
 //   any other         a member ends                               unchanged        -
 //
-// A stopping combination's r(o) goes on the queue whose block the member that decided it ended
-// in, if it was in one and the thread that stops last is not (see `Settle`).
+// r(o) is carried on by the queue whose block the member that decided it ended in, if any: in a
+// block queued there if the thread that stops last is not in it (see `Settle`), and after the
+// combination's operation, if it has not returned (`Resolver.resolve(_:carriedOnBy:)`).
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
@@ -72,9 +73,9 @@ nonisolated extension Engine {
         case wait, cancel
         case settle(Swift.Result<Output, Failure>)
 
-        /// Settles a combination's run with the verdict's outcome, or cancels it. The outcome
-        /// goes on `decidedOn`, the queue where the member that decided it ended, if given and this
-        /// thread is not in its block (see `Join.Settle`).
+        /// Settles a combination's run with the verdict's outcome, or cancels it. The outcome is
+        /// carried on by `decidedOn`, the queue where the member that decided it ended, if given:
+        /// in a block queued there if this thread is not in its block (see `Join.Settle`).
         @inlinable func end(
             _ resolver: Resolver<Output, Failure>, decidedOn: DispatchQueue? = nil
         ) {
@@ -82,7 +83,7 @@ nonisolated extension Engine {
             case .settle(let settled):
                 nonisolated(unsafe) let outcome = settled  // the members', which it let go of
                 guard let decidedOn else { return resolver(outcome) }
-                Nesting.inBlock(of: decidedOn) { resolver(outcome) }
+                Nesting.inBlock(of: decidedOn) { resolver.resolve(outcome, carriedOnBy: decidedOn) }
             case .wait, .cancel: resolver.cancel()
             }
         }
@@ -239,9 +240,9 @@ nonisolated extension Engine {
             case settles(Settle)
         }
 
-        /// How a stopping combination settles: its resolver, its policy's verdict, and the queue
-        /// whose block the member that decided it ended in, if any, where the steps after it go on
-        /// (the thread that settles, the last that the combination waited for, may be another:
+        /// How a combination settles: its resolver, its policy's verdict, and the queue whose
+        /// block the member that decided it ended in, if any, where the steps after it go on (the
+        /// thread that settles, the last that a stopping combination waited for, may be another:
         /// the launch loop, say, on the thread that started the run, inside its operation).
         @usableFromInline typealias Settle = (
             resolver: Resolver<Output, OutFailure>, verdict: Verdict<Output, OutFailure>,
@@ -384,7 +385,7 @@ nonisolated extension Engine {
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
                             closed = progress
-                            return .settles((progress.resolver, verdict, nil))
+                            return .settles((progress.resolver, verdict, Nesting.queueHere))
                         }
                         countUp()  // this thread's, until its cancel is done
                         guarded.state = .stopping(
@@ -527,7 +528,10 @@ nonisolated extension Engine {
         // through the stored `reported` (`Slot.value`, then `memberEnded`), a cancel through
         // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
-        @usableFromInline func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool {
+        /// A member's outcome: the member's queue does not matter to the combination.
+        @usableFromInline func resolve(
+            _ call: Int, with write: (Slot) -> Void, carriedOnBy _: DispatchQueue?
+        ) -> Bool {
             reported(self, call, write)
         }
 

@@ -25,10 +25,10 @@
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
-// thread before it returns leaves the state `driving` for `operationReturned` to find, or, if that
-// thread was in a queue's block (it drove a run there), `resolvedOnQueue`, and the run hops to
-// that queue as the operation returns, as work that starts with `on(queue)` inside a timeout or a
-// combination ends there; once it has returned (`awaitingResolver`), the resolving thread drives
+// thread before it returns leaves the state `driving` for `operationReturned` to find, or, for a
+// timeout or a combination whose work ended in a queue's block (`Resolver.resolve(_:carriedOnBy:)`),
+// `resolvedOnQueue`: the run hops to that queue as the operation returns, as it would go on there
+// had the work ended later; once it has returned (`awaitingResolver`), the resolving thread drives
 // the run on.
 //
 // The transitions. t: the thread that drives (-: before the run started, or once it stopped); c:
@@ -57,8 +57,8 @@
 //   calling(t,c,hs)         c's resolver reports   driving(t)                t goes on
 //                           (but the next row's)
 //   calling(t,c,hs)         c's resolver reports   resolvedOnQueue(t,q)      -
-//                           on another thread, in
-//                           queue q's block
+//                           on another thread,
+//                           carried on by queue q
 //   resolvedOnQueue(t,q)    the operation returns  awaitingQueue             wait (for q)
 //   calling(t,c,hs)         the operation returns  awaitingResolver(c,hs)    wait
 //   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
@@ -72,8 +72,8 @@
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
 //   awaitingQueue           cancel                 cancelling(-,1,-)         release
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
-//   cancelling(t,h,c)       the operation returns  unchanged                 stop (if c),
-//                                                                            else go on
+//   cancelling(t,h,c)       the operation returns  unchanged                 stop (if -, the
+//                                                                            outcome dropped)
 //   cancelling(t,h,-)       t reaches an           unchanged                 stop
 //                           operation, a chain
 //                           entered, a hop (but
@@ -278,7 +278,8 @@ nonisolated extension Engine {
         /// carries the run on.
         case awaitingResolver(call: Int, handlers: CancelHandlers?)
         /// The driving thread, `thread`, is inside the operation of the call that another thread
-        /// resolved in `queue`'s block: `queue` carries the run on once the operation returns.
+        /// resolved for work that ended in `queue`'s block: `queue` carries the run on once the
+        /// operation returns.
         case resolvedOnQueue(thread: pthread_t, queue: DispatchQueue)
         /// The run waits for a queue to carry it on (see `Driver.ResumePoint.hop`).
         case awaitingQueue
@@ -467,7 +468,9 @@ nonisolated extension Engine {
     /// its members without runs of their own (see `Join`). `call` numbers the operation.
     @usableFromInline protocol Reporter: AnyObject {
         /// Reports `call`'s outcome, which `write` puts in a slot; returns whether it counted.
-        func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool
+        /// `queue`: see `Resolver.resolve(_:carriedOnBy:)`.
+        func resolve(_ call: Int, with write: (Slot) -> Void, carriedOnBy queue: DispatchQueue?)
+            -> Bool
         func onCancel(_ call: Int, _ handler: @escaping @Sendable (any Reporter) -> Void)
         /// Whether `call` was cancelled.
         func isCancelled(_ call: Int) -> Bool
@@ -739,7 +742,7 @@ nonisolated extension Engine.Run {
     }
 
     /// After an operation returns unresolved: go on if its resolver reported meanwhile on another
-    /// thread (on its queue, if it was in one's block), else wait for it.
+    /// thread (on the queue that carries it on, if any), else wait for it.
     private final func operationReturned(_ plan: inout Plan) -> Next {
         let finished = plan.takeFinished(from: driver.pointee.spill)  // let go of after the lock
         swap(&plan, &driver.pointee.plan)  // handed over before the lock may hand the run on
@@ -756,8 +759,10 @@ nonisolated extension Engine.Run {
                 fields.state = .awaitingQueue
                 return .hop(queue, nil)
             // Cancelled as the call was pending, the run stops; else the outcome came first, in
-            // the slot: the loop drops it if this thread cancelled, else goes on to its next check.
-            case .cancelling(_, _, let call): return call == nil ? .proceed : .stop
+            // the slot, which the loop drops as it stops (the return is a check, as a hop is).
+            case .cancelling(_, _, let call):
+                if call == nil { driver.pointee.cancelledHere = true }
+                return call == nil ? .proceed : .stop
             default: preconditionFailure("an operation returned to a run \(fields.state)")
             }
         }
@@ -772,8 +777,10 @@ nonisolated extension Engine.Run {
     }
 
     /// Takes the outcome of call `call`, which `write` puts in the slot, if it still counts;
-    /// returns whether it did.
-    @usableFromInline final func resolve(_ call: Int, with write: (Slot) -> Void) -> Bool {
+    /// returns whether it did. `queue`: see `Resolver.resolve(_:carriedOnBy:)`.
+    @usableFromInline final func resolve(
+        _ call: Int, with write: (Slot) -> Void, carriedOnBy queue: DispatchQueue?
+    ) -> Bool {
         // The slot is written only while the call is pending: the driving thread is inside the
         // operation, or the run waits. The cancel handlers no longer needed go outside the lock:
         // releasing a handler may run any deinit. The state is moved out, not copied, so that
@@ -792,7 +799,7 @@ nonisolated extension Engine.Run {
                     // when the operation returns with no lock of its own (a cancel that comes
                     // meanwhile is seen at the run's next lock).
                     driver.pointee.resolvedHere = true
-                } else if let queue = Engine.Nesting.queueHere {
+                } else if let queue {
                     fields.state = .resolvedOnQueue(thread: thread, queue: queue)
                 }
                 return (false, handlers)
@@ -860,6 +867,21 @@ nonisolated extension Engine.Run {
     /// if the call is still pending: the reporter's side of `cancel(call:)`, which a handle calls
     /// with no call.
     @usableFromInline final func cancel(_ call: Int) -> Bool { cancel(call: call) }
+}
+
+nonisolated extension Resolver {
+    /// Reports `result` for a timeout or a combination, whose work that decided it ended in
+    /// `queue`'s block (a run's steps on the queue): if the operation has not returned yet, on
+    /// another thread (still setting the alarm, or launching members), the run goes on on `queue`
+    /// once it returns, as it would have had the work ended later, not on the operation's thread.
+    /// A user's resolver reports with no queue: its run never hops that the user did not ask for.
+    @inlinable func resolve(
+        _ result: sending Swift.Result<Value, Failure>, carriedOnBy queue: DispatchQueue?
+    ) {
+        // Resolved: nothing to report as it goes. Only the one report that counts writes it.
+        let counted = reporter.resolve(call, with: { slot in slot.put(result) }, carriedOnBy: queue)
+        if counted { reportsRelease = false }
+    }
 }
 
 // MARK: Hopping to a queue

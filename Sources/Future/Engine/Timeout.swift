@@ -129,7 +129,12 @@ nonisolated extension Engine {
             switch move({ _ in .ended }) {
             case .going(let resolver, let alarm)?:
                 alarm?()
-                if let outcome { resolver(outcome) } else { resolver.cancel() }
+                // Where the work ended: see `Resolver.resolve(_:carriedOnBy:)`.
+                if let outcome {
+                    resolver.resolve(outcome, carriedOnBy: Nesting.queueHere)
+                } else {
+                    resolver.cancel()
+                }
             case .ringing(let fail)?: fail()  // the resolver fails, as `rang` set
             case .holding(let run)?: run.release()
             case .ended?, nil: break
