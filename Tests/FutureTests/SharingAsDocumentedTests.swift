@@ -516,12 +516,157 @@ private final class Holder<Kept>: @unchecked Sendable {
     }
 }
 
+/// A step of the shared work that cancels a run waiting for it (RunHandle: "A step that cancels
+/// its own run stops it before the next step, even when another thread's cancel came first (a
+/// step ... of a shared promise's work that cancels when abandoned and that only this run waits
+/// for, too ...)"), where which runs wait changes before the step.
+extension SharingAsDocumented {
+    /// Shared work whose first step, once `gate` opens, cancels the run `handles` holds first,
+    /// and whose second step logs.
+    private static func workCancelling(
+        _ handles: Delivery<RunHandle>, after gate: Guarantee<Int>, log: Log,
+        inStep: DispatchSemaphore? = nil, release: DispatchSemaphore? = nil
+    ) -> Guarantee<Int> {
+        gate.map { value -> Int in
+            inStep?.signal()
+            _ = release?.wait(timeout: .now() + timeout)
+            handles.all[0].cancel()
+            return value
+        }.map { value -> Int in
+            log.record("next step")
+            return value
+        }.share()
+    }
+
+    /// `share()`: "Cancelling a run leaves the others waiting". Two runs wait; a step of the work
+    /// cancels the first: the work goes on, and the second gets its value.
+    @Test func aStepOfTheWorkThatCancelsOneOfTwoWaitingRunsLeavesTheWorkGoing() {
+        let (gate, open) = Guarantee<Int>.pending()
+        let handles = Delivery<RunHandle>()
+        let log = Log()
+        let shared = Self.workCancelling(handles, after: gate, log: log)
+        handles.send(shared.run(some: { _ in Issue.record("cancelled") }))
+        shared.run(some: { log.record("second \($0)") })
+        open.fulfill(1)
+        #expect(log.all == ["next step", "second 1"])
+        #expect(handles.all[0].isCancelled)
+    }
+
+    /// The second run waited, then left (its cancel from this thread): the first is the only one
+    /// left, and a step of the work that cancels it stops the work before its next step.
+    @Test func aStepOfTheWorkThatCancelsTheOnlyRunLeftStopsTheWork() {
+        let (gate, open) = Guarantee<Int>.pending()
+        let handles = Delivery<RunHandle>()
+        let log = Log()
+        let shared = Self.workCancelling(handles, after: gate, log: log)
+        handles.send(shared.run(some: { _ in Issue.record("cancelled") }))
+        shared.run(some: { _ in Issue.record("cancelled") }).cancel()
+        open.fulfill(1)
+        #expect(handles.all[0].isCancelled)
+        #expect(log.all.isEmpty)
+    }
+
+    /// A second run comes as the work's first step is under way, before that step cancels the
+    /// first run (the only one waiting as the step began): the second still waits, so the work
+    /// goes on, and it gets the value.
+    @Test func aRunThatComesAsTheStepRunsKeepsTheWorkGoingWhenTheStepCancelsTheFirst() {
+        let (gate, open) = Guarantee<Int>.pending()
+        let handles = Delivery<RunHandle>()
+        let log = Log()
+        let inStep = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let shared = Self.workCancelling(
+            handles, after: gate, log: log, inStep: inStep, release: release)
+        handles.send(shared.run(some: { _ in Issue.record("cancelled") }))
+        DispatchQueue.global().async { open.fulfill(1) }
+        #expect(inStep.wait(timeout: .now() + timeout) == .success)
+        let second = Delivery<Int>()
+        shared.run(some: { second.send($0) })
+        release.signal()
+        #expect(second.wait() == 1)
+        #expect(log.all == ["next step"])
+        #expect(handles.all[0].isCancelled)
+    }
+}
+
+/// Runs that come from the abandoned work's own cancel handler or `ensure` step.
+extension SharingAsDocumented {
+    /// `share()`: "Once every waiting run is cancelled, so is the work ... a run that comes later
+    /// waits for that end (the work's `ensure` steps still ahead), then starts the work again".
+    /// The only run is cancelled; the work's cancel handler, or its `ensure` step, runs the shared
+    /// promise (a cache that hands the next caller the promise it holds): that run waits for the
+    /// end, then for a new run of the work, and gets its value.
+    @Test(arguments: [false, true])
+    func aRunFromTheAbandonedWorksOwnEndWaitsForANewRunOfIt(fromEnsure: Bool) {
+        let holder = Holder<Promise<Int, TestError>>()
+        let calls = Counter()
+        let resolvers = Delivery<Resolver<Int, TestError>>()
+        let next = Delivery<Result<Int, TestError>>()
+        let runNext: @Sendable () -> Void = {
+            guard next.all.isEmpty, let promise = holder.value else { return }
+            promise.run { next.send($0) }
+        }
+        holder.value = Promise<Int, TestError> { resolver in
+            if calls.increment() == 1, !fromEnsure { resolver.onCancel { _ in runNext() } }
+            resolvers.send(resolver)
+        }.ensure { if fromEnsure, calls.value == 1 { runNext() } }.share()
+        let first = holder.value?.run { _ in Issue.record("cancelled") }
+        #expect(resolvers.wait() != nil)
+        first?.cancel()
+        #expect(eventually { calls.value == 2 })
+        resolvers.all.last?.fulfill(2)
+        #expect(next.wait() == .success(2))
+        holder.value = nil
+    }
+}
+
+/// Memory and stack of the runs that wait.
+extension SharingAsDocumented {
+    /// Running.swift: "A run that is cancelled lets go of them [its steps] where it ends: on the
+    /// thread that calls `cancel()` if the run waits"; Resolver: a resolver kept "keeps the run's
+    /// own record in memory ..., not its steps". A run of a pending promise, whose resolver the
+    /// test keeps, is cancelled: what its steps captured goes at once.
+    @Test func aCancelledRunOfAPendingPromiseLetsGoOfItsStepsThoughTheResolverIsKept() {
+        let (promise, resolver) = Promise<Int, TestError>.pending()
+        let witness = WeakReference<Memory.Witness>()
+        let handle: RunHandle
+        do {
+            let captured = Memory.Witness()
+            witness.value = captured
+            handle = promise.map { $0 + captured.zero }.run { _ in Issue.record("cancelled") }
+        }
+        #expect(witness.value != nil)
+        handle.cancel()
+        #expect(witness.value == nil)
+        withExtendedLifetime(resolver) {}
+    }
+
+    /// README: "The runs waiting for a shared promise go on one after another, in the order they
+    /// came, not nested". Ten thousand runs wait; the work settles on a thread of 256 KiB: each
+    /// goes on, in the order it came.
+    @Test func tenThousandWaitingRunsGoOnInOrderOnASmallStack() {
+        let (promise, resolver) = Guarantee<Int>.pending()
+        let order = Counter()
+        let wrong = Counter()
+        for index in 0..<10_000 {
+            promise.map { $0 + 1 }.run(some: { _ in
+                if order.increment() != index + 1 { wrong.increment() }
+            })
+        }
+        onThread(stackSize: 256 << 10) { resolver.fulfill(1) }
+        #expect(order.value == 10_000)
+        #expect(wrong.value == 0)
+    }
+}
+
 /// Stress: runs that come, leave and settle a shared promise from many threads at once.
 @Suite struct SharingAsDocumentedStress {
     /// RunHandle: "After `cancel()` no completion is delivered"; `share()`: "Cancelling a run
     /// leaves the others waiting". Four threads run one shared promise whose work settles on a
-    /// global queue; two cancel their run at once. The two others get the value, and a cancelled
-    /// run gets nothing once its `cancel()` has returned, in 2,000 rounds.
+    /// global queue; two cancel their run at once. The two others get the value, and no run gets
+    /// a completion once it is cancelled (Cancellation.swift: "A run that ended with an outcome
+    /// stays not cancelled": a completion with its run cancelled is one after the cancel), in
+    /// 2,000 rounds.
     @Test func runsThatComeAndLeaveFromManyThreadsAsTheWorkSettles() {
         let rounds = Rounds()
         let late = Counter()
@@ -533,20 +678,54 @@ private final class Holder<Kept>: @unchecked Sendable {
             }.share()
             let kept = Counter()
             DispatchQueue.concurrentPerform(iterations: 4) { index in
-                let returned = Holder<Bool>()
-                let handle = shared.run { result in
-                    if index < 2 {
-                        if returned.value == true { late.increment() }
-                    } else if result == .success(7) {
-                        kept.increment()
-                    }
+                let handle = Holder<RunHandle>()
+                handle.value = shared.run { result in
+                    if handle.value?.isCancelled == true { late.increment() }
+                    if index >= 2, result == .success(7) { kept.increment() }
                 }
-                if index < 2 {
-                    handle.cancel()
-                    returned.value = true
-                }
+                if index < 2 { handle.value?.cancel() }
             }
             rounds.waited(eventually { kept.value == 2 })
+        }
+        #expect(late.value == 0)
+    }
+
+    /// RunHandle: "After `cancel()` no completion is delivered" (checked as above); `share()`: the
+    /// work is cancelled once every waiting run is, and nothing a run captured stays once it
+    /// ended. A `when` of the shared promise and a step after it, and a `race` of it against a
+    /// promise that never settles, are each cancelled from a thread as another settles the work,
+    /// in 2,000 rounds.
+    @Test func combinationsOfASharedPromiseCancelledAsTheWorkSettles() {
+        let rounds = Rounds()
+        let late = Counter()
+        for round in 0..<2_000 where rounds.goOn {
+            let work = Work()
+            let witness = WeakReference<Memory.Witness>()
+            let (never, keep) = Promise<Int, TestError>.pending()
+            let ended = Counter()
+            do {
+                let captured = Memory.Witness()
+                witness.value = captured
+                let shared = work.promise.map { $0 + captured.zero }.share()
+                let combined =
+                    round.isMultiple(of: 2)
+                    ? when(fulfilled: [shared, shared.map { $0 + 1 }]).map { $0[0] }
+                    : race([shared, never])
+                let handle = Holder<RunHandle>()
+                handle.value = combined.ensure { ended.increment() }.run { _ in
+                    if handle.value?.isCancelled == true { late.increment() }
+                }
+                let resolver = work.resolvers.wait()
+                DispatchQueue.concurrentPerform(iterations: 2) { index in
+                    if index == 0 {
+                        resolver?.fulfill(1)
+                    } else {
+                        handle.value?.cancel()
+                    }
+                }
+                withExtendedLifetime(keep) {}
+            }
+            rounds.waited(eventually { ended.value == 1 && witness.value == nil })
         }
         #expect(late.value == 0)
     }
