@@ -477,6 +477,24 @@ private final class Holder<Kept>: @unchecked Sendable {
         #expect(eventually { ensured.value == 3 })
     }
 
+    /// `pending()`: "if the resolver goes unused, or is cancelled, they end by cancellation, and
+    /// so do the runs after them (a later outcome is ignored). Its runs that leave cancel nothing:
+    /// the resolver's `onCancel` handlers are not called for them".
+    @Test func aPendingResolverCancelledEndsLaterRunsSoAndRunsThatLeaveCancelNothing() {
+        let (promise, resolver) = Promise<Int, TestError>.pending()
+        let heard = Counter()
+        resolver.onCancel { _ in heard.increment() }
+        let left = promise.run { _ in Issue.record("a cancelled run delivered") }
+        left.cancel()
+        #expect(left.isCancelled)
+        #expect(heard.value == 0 && !resolver.isCancelled, "a run that left cancelled the resolver")
+        resolver.cancel()
+        #expect(heard.value == 1, "its own cancel calls its handlers, as a run's resolver's does")
+        resolver.fulfill(1)  // ignored
+        let later = promise.run { _ in Issue.record("a later run delivered") }
+        #expect(later.isCancelled, "a run after the cancel ends by cancellation at once")
+    }
+
     /// Concurrency.md: "Cancelling the awaiting task cancels the run"; `share()`: "Cancelling a
     /// run leaves the others waiting. Once every waiting run is cancelled, so is the work ...
     /// with `cancelsWhenAbandoned: false`, the work goes on, and the next run waits for it or

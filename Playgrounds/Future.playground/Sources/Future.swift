@@ -2176,8 +2176,10 @@ nonisolated extension Promise where Value: Sendable {
     /// The first run starts the work, runs that come while it is under way wait and go on in turn
     /// (but for work that settles on the first run's thread before that run's call of the shared
     /// promise has returned: the first run goes on as that call returns, after the others), later
-    /// runs get its outcome, value or error, at once (an error is kept as a value is: to try
-    /// again after one, share `work.retry(3)`, or make a new shared promise). Cancelling a run
+    /// runs get its outcome, value or error, at once, on their own thread (an error is kept as a
+    /// value is: to try again after one, share `work.retry(3)`, or make a new shared promise).
+    /// Work that waits for its own shared promise (`work.then { _ in shared }`) waits for ever,
+    /// and is never cancelled, as that wait is a run that never leaves. Cancelling a run
     /// leaves the others waiting. Once every waiting run is cancelled, so is the work (it runs
     /// apart from the runs that wait: the last of them, cancelled from another thread, may end
     /// before a step of the work under way has returned); with `cancelsWhenAbandoned: false`, the
@@ -2205,8 +2207,11 @@ nonisolated extension Promise where Value: Sendable {
     /// Choose it for outcomes that arrive through a delegate or a notification, rather than an
     /// operation: `let (location, resolver) = Promise<Place, GPSError>.pending()`. Its runs wait
     /// for the resolver or get its outcome, as a shared promise's do; if the resolver goes unused,
-    /// they end by cancellation. Debug builds report such a resolver if a run is waiting for it
-    /// as it goes, but not one of a promise made and never run (or no longer).
+    /// or is cancelled, they end by cancellation, and so do the runs after them (a later outcome is
+    /// ignored). Its runs that leave cancel nothing: the resolver's `onCancel` handlers are not
+    /// called for them, as there is no work to stop (only its own ``Resolver/cancel()`` calls
+    /// them). Debug builds report such a resolver if a run is waiting for it as it goes, but not
+    /// one of a promise made and never run (or no longer).
     public static func pending(
         file: StaticString = #fileID, line: UInt = #line
     ) -> (promise: Promise, resolver: Resolver<Value, Failure>) {
