@@ -1,6 +1,6 @@
 // The model checker: random programs run on the library and on a reference model of the
 // documented semantics, which must agree on the outcome, on the order of the effects a program
-// logs, and on what stays alive once the run is over.
+// logs and where each ran, and on what stays alive once the run is over.
 //
 // A program (`MCProgram`) is a promise expression over `Promise<Int, MCError>` (`MCNode`): leaf
 // operations that resolve now, later (the harness keeps the resolver and an event resolves it),
@@ -71,6 +71,17 @@
 //   unless `cancelsWhenAbandoned: false`; work that ends by cancellation ends its waiting runs so
 //   and runs again for the next run, once that run has ended (a run that joins as it ends waits
 //   for its end). `pending()`: runs wait for its resolver; dropped, they end by cancellation.
+// - Where each step runs (README's "Which thread a step runs on", `on(_:)`, Concurrency.md, the
+//   header of Combining.swift, `timeout(_:orFailWith:)`): a step runs where the step before it
+//   finished, and `on(_:)` hops every time. In the exact and deep modes each entry of the log says
+//   where it ran: on the harness's thread (no mark), on the hop queue (` @queue`), or elsewhere
+//   (` @elsewhere`). The model has everything on the harness's thread, which starts the run and
+//   plays the events, but what a drain runs: a run that waited for the queue goes on there, and
+//   so does all it sets off (the operations its steps resolve, the cancels they make, the
+//   combinations and shared promises whose waiters they end, a zero Dispatch timeout that fails
+//   work waiting for the queue, on the thread that waited). A run waiting for the queue that a
+//   cancel ends runs its `ensure` steps on the cancelling thread; one hop after another waits for
+//   the next drain, even on the queue.
 // - `run(_:)`: the run keeps the chain's steps and what they captured until it ends, and lets
 //   go of them then; DESIGN.md "Memory": nothing a run captured stays alive after it ended.
 //
@@ -90,7 +101,10 @@
 // clock's time; and, with a cancel from another thread, no operation, step, cancel handler or
 // `ensure` of the run after its end, its last `ensure` (RunHandle: it ends once the combinations'
 // members, the operations their launch loops call, their members' cancel handlers and the
-// timeouts' work have stopped; a shared promise's work runs apart).
+// timeouts' work have stopped; a shared promise's work runs apart). Deep programs, whose deferred
+// nested runs change which steps run, are held to running everything on the harness's thread, as
+// the model has it (they have no hop, and a nested run deferred past 32 levels runs before the
+// level below returns, on the same thread: README's "Nesting is flat").
 //
 // A failure prints the program as Swift code to paste into a test. `MODELCHECK_TRACE=1` prints
 // every program before it runs (for a crash); `MODELCHECK_SEED=n` runs one seed.
@@ -270,6 +284,8 @@ struct MCProgram: Sendable {
     /// In the threads mode: the operations called once that cancel is due wait until it has
     /// returned, so that it comes during their call.
     var callsAwaitTheCancel = false
+    /// Whether the log says where each entry ran: in the deterministic modes.
+    var placed: Bool { mode == .exact || mode == .deep }
 }
 
 /// How the library's and the model's results are compared: encodings of combinations' values.
@@ -297,6 +313,16 @@ enum MC {
     /// A log without the marks of cancels from steps and operations (see `mcCheck`).
     static func comparable(_ log: [String]) -> [String] {
         log.filter { !$0.hasPrefix("cancelled by") || $0 == "cancelled by harness" }
+    }
+    /// The marks of where an entry ran, in the modes that check it: none on the harness's thread.
+    static let onQueue = " @queue"
+    static let elsewhere = " @elsewhere"
+    /// An entry without its mark of where it ran.
+    static func unplaced(_ entry: String) -> String {
+        for mark in [onQueue, elsewhere] where entry.hasSuffix(mark) {
+            return String(entry.dropLast(mark.count))
+        }
+        return entry
     }
     static func allFailed(_ error: AllPromisesFailedError<MCError>) -> MCError {
         MCError(code: fold(error.errors.map(\.code)))
@@ -326,9 +352,16 @@ final class MCHarness: @unchecked Sendable {
     private let token: InvalidationToken?
     /// The queue of `on(_:)`, suspended but while `drain()` runs it, made so as a hop is built.
     private var hopQueue: DispatchQueue?
+    /// Whether each entry of the log says where it ran (see `MC.onQueue`).
+    private let placed: Bool
+    /// The thread that makes the harness: the one that starts the run and plays the events.
+    private let thread = pthread_self()
+    /// What the hop queue holds, to tell its blocks from other threads'.
+    private let hopKey = DispatchSpecificKey<Bool>()
 
-    init(pendings: Int = 0, token: Bool = false) {
+    init(pendings: Int = 0, token: Bool = false, places: Bool = false) {
         self.token = token ? InvalidationToken() : nil
+        placed = places
         for k in 0..<pendings {
             let (promise, resolver) = Promise<Int, MCError>.pending()
             pendingPromises[k] = promise
@@ -343,6 +376,7 @@ final class MCHarness: @unchecked Sendable {
     // The log.
 
     func log(_ entry: String) {
+        let entry = placed ? entry + place : entry
         lock.withLock {
             guard !frozen else { return }
             entries.append(entry)
@@ -351,6 +385,11 @@ final class MCHarness: @unchecked Sendable {
                 lateEntries.append("\(entry) (after \(cancel))")
             }
         }
+    }
+    /// Where the caller runs: on the harness's thread (""), on the hop queue, or elsewhere.
+    private var place: String {
+        if DispatchQueue.getSpecific(key: hopKey) == true { return MC.onQueue }
+        return pthread_equal(pthread_self(), thread) != 0 ? "" : MC.elsewhere
     }
     /// The first cancel of the run that returned.
     private var cancelReturned: String?
@@ -609,6 +648,7 @@ final class MCHarness: @unchecked Sendable {
         lock.withLock {
             if let hopQueue { return hopQueue }
             let queue = DispatchQueue(label: "model check hops")
+            queue.setSpecific(key: hopKey, value: true)
             queue.suspend()
             hopQueue = queue
             return queue
@@ -795,6 +835,9 @@ final class MCModel {
     }
 
     var log: [String] = []
+    /// Where what runs now runs: on the harness's queue, as a drain runs it, or on the harness's
+    /// thread (see the header).
+    var onQueue = false
     var now = 0
     var timers: [(id: Int, deadline: Int, fire: () -> Void)] = []
     var timerSerial = 0
@@ -815,14 +858,17 @@ final class MCModel {
 
     init(keyOrders: [Int: [[Int]]]) { self.keyOrders = keyOrders }
 
+    /// Logs an entry, marked with where it runs (`MC.onQueue`, none on the harness's thread).
+    func note(_ entry: String) { log.append(onQueue ? entry + MC.onQueue : entry) }
+
     // Running a program.
 
     func run(_ program: MCProgram) {
         for k in 0..<program.pendings { pendings[k] = Pending() }
         let top = MCAct { end in
             switch end {
-            case .value(let value)?: self.log.append("completion value \(value)")
-            case .error(let code)?: self.log.append("completion error \(code)")
+            case .value(let value)?: self.note("completion value \(value)")
+            case .error(let code)?: self.note("completion error \(code)")
             case nil: break
             }
         }
@@ -842,7 +888,7 @@ final class MCModel {
         case .drop(let op):
             for call in calls[op] ?? [] where call.waiting { cancelCall(call) }
             calls[op] = []
-            log.append("dropped \(op)")
+            note("dropped \(op)")
         case .resolvePending(let k, let outcome):
             guard let pending = pendings[k], pending.outcome == nil else { return }
             pending.outcome = .some(outcome)
@@ -850,7 +896,7 @@ final class MCModel {
             pending.waiters = []
             for waiter in waiters { waiter.finish(outcome) }
         case .dropPending(let k):
-            defer { log.append("dropped pending \(k)") }
+            defer { note("dropped pending \(k)") }
             guard let pending = pendings[k], pending.outcome == nil else { return }
             pending.outcome = .some(nil)
             let waiters = pending.waiters
@@ -858,26 +904,30 @@ final class MCModel {
             for waiter in waiters { waiter.finish(nil) }
         case .dropShare(let k):
             droppedShares.insert(k)
-            log.append("dropped share \(k)")
+            note("dropped share \(k)")
         case .advance(let milliseconds): advance(milliseconds)
         case .drain:
+            // Each run that waited goes on on the queue, and so does all it sets off: a step
+            // runs where the one before it finished (`on(_:)`, Concurrency.md).
             let batch = queued
             queued = []
+            onQueue = true
             for (act, end) in batch where !act.isOver { act.finish(end) }
-            log.append("drained")
+            onQueue = false
+            note("drained")
         case .cancel:
             top?.cancel()
-            log.append("cancelled by harness")
+            note("cancelled by harness")
         case .invalidate:
             top?.cancel()
-            log.append("invalidated")
+            note("invalidated")
         }
     }
 
     func cancelRun(by who: String) {
         guard handleAvailable else { return }
         top?.cancel()
-        log.append("cancelled by \(who)")
+        note("cancelled by \(who)")
     }
 
     func resolve(_ op: Int, _ outcome: MCOutcome) {
@@ -890,7 +940,7 @@ final class MCModel {
     func cancelCall(_ call: Call) {
         guard call.waiting else { return }
         call.waiting = false
-        if call.handler { log.append("cancel handler \(call.op)") }
+        if call.handler { note("cancel handler \(call.op)") }
         if call.inOperation {
             call.cancelledInOperation = true
         } else {
@@ -958,7 +1008,7 @@ final class MCModel {
         case .value(let value): act.finish(.value(value))
         case .error(let code): act.finish(.error(code))
         case .op(let id, let leaf, let handler):
-            log.append("op \(id)")
+            note("op \(id)")
             // A handler added after the operation cancelled itself is checked, not logged: what
             // the cancel does comes before it, or, in a run of its own, after the call returns.
             let call = Call(op: id, handler: handler && !MC.addsHandlerLate(id, leaf), act: act)
@@ -980,13 +1030,13 @@ final class MCModel {
         case .map(let inner, let id):
             startStep(inner, act) { end in
                 guard case .value(let value)? = end else { return (false, end) }
-                self.log.append("step \(id)")
+                self.note("step \(id)")
                 return (true, .value(value &* 2 &+ id))
             }
         case .effect(let inner, let id, let effect):
             startStep(inner, act) { end in
                 guard case .value(let value)? = end else { return (false, end) }
-                self.log.append("step \(id)")
+                self.note("step \(id)")
                 switch effect {
                 case .cancelRun: self.cancelRun(by: "\(id)")
                 case .resolve(let op, let outcome): self.resolve(op, outcome)
@@ -1000,12 +1050,12 @@ final class MCModel {
         case .tap(let inner, let id):
             startStep(inner, act) { end in
                 guard let end else { return (false, nil) }
-                self.log.append("tap \(id)")
+                self.note("tap \(id)")
                 return (true, end)
             }
         case .ensure(let inner, let id):
             let child = MCAct { end in
-                self.log.append("ensure \(id)")
+                self.note("ensure \(id)")
                 act.finish(end)
             }
             act.current = child
@@ -1021,7 +1071,7 @@ final class MCModel {
                     }
                 guard takes else { return act.finish(end) }
                 act.inStep = true
-                self.log.append("step \(id)")
+                self.note("step \(id)")
                 let built = self.build(next)
                 act.inStep = false
                 guard !act.stopRequested else { return act.finish(nil) }
@@ -1642,7 +1692,8 @@ enum MCSource {
     static func program(_ program: MCProgram, name: String, expected: [String]?) -> String {
         var lines = ["@Test func \(name)() {"]
         lines.append(
-            "    let h = MCHarness(pendings: \(program.pendings), token: \(program.inToken))")
+            "    let h = MCHarness(pendings: \(program.pendings), token: \(program.inToken)"
+                + (program.placed ? ", places: true)" : ")"))
         for (k, share) in program.shares.enumerated() {
             lines.append(
                 "    h.keep(share: \(k), \(node(share.work))"
@@ -2000,7 +2051,7 @@ func mcEventually(seconds: Int = 30, _ condition: () -> Bool) -> Bool {
 func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, actual: [String]) {
     _ = reports  // the debug reports of dropped resolvers go to the tests' log, not stderr
     var problems: [String] = []
-    let h = MCHarness(pendings: program.pendings, token: program.inToken)
+    let h = MCHarness(pendings: program.pendings, token: program.inToken, places: program.placed)
     let builder = MCBuilder(h: h)
     for (k, share) in program.shares.enumerated() {
         h.keep(
@@ -2128,8 +2179,15 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
             problems.append("the clock is at \(clockNow), after advances of \(model.now) ms")
         }
     case .deep, .realTime:
-        if actual.filter({ $0 == "ensure 0" }).count != 1 {
+        if actual.filter({ MC.unplaced($0) == "ensure 0" }).count != 1 {
             problems.append("ensure 0 did not run once")
+        }
+        // Deep programs have no hop and no other thread: everything runs on the harness's
+        // thread, as the model has it, also a nested run deferred past 32 levels (README's
+        // "Nesting is flat": it runs before the level below returns, on its thread).
+        let placed = actual.filter { MC.unplaced($0) != $0 }
+        if program.mode == .deep && !placed.isEmpty {
+            problems.append("ran off the harness's thread: \(placed)")
         }
     }
     h.finish()
