@@ -3,15 +3,17 @@
 // logs and where each ran, and on what stays alive once the run is over.
 //
 // A program (`MCProgram`) is a promise expression over `Promise<Int, MCError>` (`MCNode`): leaf
-// operations that resolve now, later (the harness keeps the resolver and an event resolves it),
-// twice, never (later, with no event), that drop their resolver, cancel their own run or cancel
-// the whole run from the operation; steps (`map`, `then`, `recover`, `ensure`, `tap`, and steps
-// that cancel the run or resolve another operation); `when`, keyed `when`, `when(concurrently:)`,
-// `when(resolved:)`, `when(resolved:concurrently:until:)`, `any`, `race`, `race(fulfilled:)`; `timeout`, `delay`, `after` and `retry`
-// on a `ManualClock`, and the Dispatch `timeout` (of zero, of an hour, or, in the real-time mode,
-// of a few milliseconds); `on(_:)`, a hop to the harness's queue, which runs only as an event
-// drains it; `share()` (inline, or kept by the program and dropped by an event), `pending()`, an
-// `InvalidationToken` that the run is stored in, and `ignoringCancel()`. After the run starts,
+// operations that resolve now (in the exact mode, some from another thread that the operation
+// waits for), later (the harness keeps the resolver and an event resolves it), twice, never
+// (later, with no event), that drop their resolver, cancel their own run or cancel the whole run
+// from the operation; steps (`map`, `then`, `recover`, `ensure`, `tap`, and steps that cancel the
+// run, resolve another operation, or, right after a hop, advance the clock); `when`, keyed
+// `when`, `when(concurrently:)`, `when(resolved:)`, `when(resolved:concurrently:until:)`, `any`,
+// `race`, `race(fulfilled:)`; `timeout`, `delay`, `after` and `retry` on a `ManualClock`, and
+// the Dispatch `timeout` (of zero, of an hour, or, in the real-time mode, of a few milliseconds);
+// `on(_:)`, a hop to the harness's queue, which runs only as an event drains it; `share()`
+// (inline, or kept by the program and dropped by an event), `pending()`, an `InvalidationToken`
+// that the run is stored in, and `ignoringCancel()`. After the run starts,
 // the harness plays an event script: resolve or drop an operation's resolvers, advance the
 // clock, drain the queue, cancel or invalidate, drop a kept shared promise; the script always
 // ends with a cancel. The log marks each cancel, invalidation, drop and drain as it returns, so
@@ -81,7 +83,12 @@
 //   combinations and shared promises whose waiters they end, a zero Dispatch timeout that fails
 //   work waiting for the queue, on the thread that waited). A run waiting for the queue that a
 //   cancel ends runs its `ensure` steps on the cancelling thread; one hop after another waits for
-//   the next drain, even on the queue.
+//   the next drain, even on the queue. An operation that resolves from another thread during its
+//   call leaves the steps after it to its own thread (Resolver); a step on the queue that
+//   advances the clock runs the steps its timers wake there, before the advance returns
+//   (ManualClock, TestingTime.md). (Not checked: a combination's member that is an operation
+//   alone resolved so, which the engine and the docs disagree on; see
+//   `MCGenerator.bareMembersResolvedFromThreads`.)
 // - `run(_:)`: the run keeps the chain's steps and what they captured until it ends, and lets
 //   go of them then; DESIGN.md "Memory": nothing a run captured stays alive after it ended.
 //
@@ -158,6 +165,8 @@ enum MCOutcome: Equatable, Sendable, CustomStringConvertible {
 enum MCLeaf: Equatable, Sendable, CustomStringConvertible {
     /// Resolves during the operation.
     case now(MCOutcome)
+    /// Resolves during the operation, from another thread, which the operation waits for.
+    case nowFromThread(MCOutcome)
     /// Resolves twice during the operation: the second is ignored.
     case twice(MCOutcome, MCOutcome)
     /// The harness keeps the resolver; an event resolves or drops it (or none: never).
@@ -172,6 +181,7 @@ enum MCLeaf: Equatable, Sendable, CustomStringConvertible {
     var description: String {
         switch self {
         case .now(let outcome): ".now(\(outcome))"
+        case .nowFromThread(let outcome): ".nowFromThread(\(outcome))"
         case .twice(let first, let second): ".twice(\(first), \(second))"
         case .later: ".later"
         case .drop: ".drop"
@@ -191,6 +201,9 @@ enum MCEffect: Equatable, Sendable, CustomStringConvertible {
     case resolveThenCancel(Int)
     /// Sleeps for so many milliseconds (the real-time mode: a deadline passes meanwhile).
     case sleep(Int)
+    /// Advances the clock by so many milliseconds: right after a hop, so on the hop queue, as a
+    /// drain runs it, and never inside a timer's firing.
+    case advance(Int)
 
     var description: String {
         switch self {
@@ -198,6 +211,7 @@ enum MCEffect: Equatable, Sendable, CustomStringConvertible {
         case .resolve(let op, let outcome): ".resolve(\(op), \(outcome))"
         case .resolveThenCancel(let op): ".resolveThenCancel(\(op))"
         case .sleep(let milliseconds): ".sleep(\(milliseconds))"
+        case .advance(let milliseconds): ".advance(\(milliseconds))"
         }
     }
 }
@@ -430,6 +444,13 @@ final class MCHarness: @unchecked Sendable {
             }
             switch leaf {
             case .now(let outcome): resolver(outcome.result)
+            case .nowFromThread(let outcome):
+                let resolved = DispatchSemaphore(value: 0)
+                DispatchQueue.global().async {
+                    resolver(outcome.result)
+                    resolved.signal()
+                }
+                resolved.wait()
             case .twice(let first, let second):
                 resolver(first.result)
                 resolver(second.result)
@@ -474,6 +495,7 @@ final class MCHarness: @unchecked Sendable {
                 self.resolve(op, .value(1))
                 self.cancelRun(by: "\(id)")
             case .sleep(let milliseconds): usleep(UInt32(milliseconds) * 1000)
+            case .advance(let milliseconds): self.advance(milliseconds: milliseconds)
             }
             return value &+ id
         }
@@ -1014,7 +1036,9 @@ final class MCModel {
             let call = Call(op: id, handler: handler && !MC.addsHandlerLate(id, leaf), act: act)
             act.onCancel = { self.cancelCall(call) }
             switch leaf {
-            case .now(let outcome), .twice(let outcome, _):
+            // An operation that resolves before it returns, on any thread, leaves the steps after
+            // it to the thread that called it (README's "Which thread a step runs on").
+            case .now(let outcome), .nowFromThread(let outcome), .twice(let outcome, _):
                 call.waiting = false
                 act.finish(outcome)
             case .later: calls[id, default: []].append(call)
@@ -1044,6 +1068,9 @@ final class MCModel {
                     self.resolve(op, .value(1))
                     self.cancelRun(by: "\(id)")
                 case .sleep: break
+                // The steps a timer wakes run on the thread that advances the clock, before the
+                // advance returns (ManualClock, TestingTime.md): here, the hop queue.
+                case .advance(let milliseconds): self.advance(milliseconds)
                 }
                 return (true, .value(value &+ id))
             }
@@ -1771,6 +1798,13 @@ struct MCGenerator {
     /// Whether a combination's member may be an operation alone that drops its resolver (see
     /// where it is used).
     static let bareDroppingMembers = false
+    /// Whether a combination's member may be an operation alone that resolves from another thread
+    /// during its call. The combination then settles on that thread, cancelling the other members
+    /// and starting those that ignore cancel there, not on the operation's own thread once it
+    /// returns, as Resolver's doc, README and Concurrency.md say (the docs and the engine
+    /// disagree: see the tests `aMemberResolvedFromAnotherThreadInItsCall…`). A step after it
+    /// gives it a run of its own, which goes on on the operation's thread.
+    static let bareMembersResolvedFromThreads = false
 
     mutating func id() -> Int {
         defer { nextId += 1 }
@@ -1795,7 +1829,10 @@ struct MCGenerator {
             let handler = random.chance(0.5)
             let leaf: MCLeaf
             switch roll {
-            case 14..<44: leaf = .now(outcome())
+            case 14..<44:
+                // In the exact mode, one in five resolves from another thread as it is called.
+                let fromThread = hops.allowed && random.chance(0.2)
+                leaf = fromThread ? .nowFromThread(outcome()) : .now(outcome())
             case 44..<50: leaf = .twice(outcome(), outcome())
             case 50..<86:
                 leaf = .later
@@ -1817,7 +1854,17 @@ struct MCGenerator {
         }
         if hops.allowed && random.chance(0.06) {
             hops.made = true
-            return .hop(inner(&self))
+            let hop = MCNode.hop(inner(&self))
+            guard random.chance(0.3) else { return hop }
+            // A step right after the hop runs on the queue, and advances the clock there, which a
+            // member beside it waits for: the steps its timer wakes run on the queue too.
+            let advance = MCNode.effect(hop, id(), .advance(random.int(1...6)))
+            let wait =
+                random.chance(0.5)
+                ? MCNode.after(milliseconds: random.int(1...6))
+                : .delay(inner(&self), milliseconds: random.int(1...5))
+            return .combine(
+                random.pick([.all, .resolved, .race]), [advance, .map(wait, id())], id: id())
         }
         switch random.int(0...21) {
         case 0, 1: return .map(inner(&self), id())
@@ -1857,6 +1904,9 @@ struct MCGenerator {
                 // members). A step after it gives it a run of its own, where it is noticed as the
                 // operation returns.
                 if !Self.bareDroppingMembers, case .op(_, .drop, _) = member {
+                    return .map(member, id())
+                }
+                if !Self.bareMembersResolvedFromThreads, case .op(_, .nowFromThread, _) = member {
                     return .map(member, id())
                 }
                 return member
@@ -2381,6 +2431,55 @@ extension ModelCheck {
             "dropped 1", "dropped 1", "cancelled by harness",
         ]
         #expect(MC.comparable(h.log) == expected)
+        h.finish()
+        #expect(h.alive == [] && h.clock.timerCount == 0)
+    }
+}
+
+extension ModelCheck {
+    /// Found by the model checker once it checked where steps run (exact program 2844 of seed 1,
+    /// and others): a combination's member that is an operation alone, resolved from another
+    /// thread while the operation is still running, settles the combination on that thread. The
+    /// other members' cancel handlers and `ensure` steps run there, before the operation returns.
+    /// Resolver's doc says the run "goes on on the thread that is free to carry it: the resolving
+    /// one if the operation had returned, else the operation's own once it returns"; README and
+    /// Concurrency.md, "the operation's own, if it resolved before it returned". (The header of
+    /// Combining.swift has the member end on "its resolver's" thread; the steps after the
+    /// combination do go on on the thread that launched it.) The docs or the engine must change.
+    @Test func aMemberResolvedFromAnotherThreadInItsCallCancelsTheOthersOnTheOperationsThread() {
+        let h = MCHarness(places: true)
+        h.start(
+            when(fulfilled: [
+                h.op(1, .later, handler: true).ensure(h.ensure(2)),
+                h.op(3, .nowFromThread(.error(4))),
+            ])
+            .map(MC.fold).ensure(h.ensure(0)))
+        withKnownIssue("the other member is cancelled on the resolving thread") {
+            #expect(
+                h.log == [
+                    "op 1", "op 3", "cancel handler 1", "ensure 2", "ensure 0",
+                    "completion error 4",
+                ])
+        }
+        h.cancel()
+        h.finish()
+        #expect(h.alive == [] && h.clock.timerCount == 0)
+    }
+
+    /// The same, for a member that ignores cancel, started as the race ends (`when`'s doc: such
+    /// members "start as it ends"): its operation runs on the resolving thread of the member that
+    /// won, while that member's operation has not returned.
+    @Test func aMemberResolvedFromAnotherThreadInItsCallStartsTheIgnoringOnesOnTheOperationsThread()
+    {
+        let h = MCHarness(places: true)
+        h.start(
+            race([h.op(1, .nowFromThread(.value(7))), h.op(2, .later).ignoringCancel()])
+                .ensure(h.ensure(0)))
+        withKnownIssue("the member that ignores cancel starts on the resolving thread") {
+            #expect(h.log == ["op 1", "op 2", "ensure 0", "completion value 7"])
+        }
+        h.resolve(2, .value(1))
+        h.cancel()
         h.finish()
         #expect(h.alive == [] && h.clock.timerCount == 0)
     }
