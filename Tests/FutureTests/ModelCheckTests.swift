@@ -1670,8 +1670,8 @@ enum MCSource {
             case .keyed, .keyedIn:
                 return "when(fulfilled: h.keyed(\(id), \(list))).map(MC.fold(keyed:))"
             case .resolved:
-                return
-                    "when(resolved: \(list)).map(MC.fold(results:)).setFailureType(to: MCError.self)"
+                return "when(resolved: \(list)).map(MC.fold(results:))"
+                    + ".setFailureType(to: MCError.self)"
             case .any: return "any(\(list)).map(MC.fold(results:)).mapError(MC.allFailed)"
             case .race: return "race(\(list))"
             case .raceFulfilled: return "race(fulfilled: \(list)).mapError(MC.allFailed)"
@@ -2221,9 +2221,8 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
         if program.cancelFromThreadAt != nil, let completion = completions.first,
             !expected.contains(completion)
         {
-            problems.append(
-                "completed with \(completion), the model with \(expected.filter { $0.hasPrefix("completion") })"
-            )
+            let modelCompletions = expected.filter { $0.hasPrefix("completion") }
+            problems.append("completed with \(completion), the model with \(modelCompletions)")
         }
         if clockNow != .milliseconds(model.now) {
             problems.append("the clock is at \(clockNow), after advances of \(model.now) ms")
@@ -2305,17 +2304,17 @@ func mcFirstFailure(_ mode: MCMode, seed: UInt64, count: Int) -> String? {
         let (problems, expected, actual) = mcCheck(program)
         guard problems.isEmpty else {
             if MCSeeds.survey {
-                print(
-                    "MC-FAIL \(mode.rawValue) seed \(seed) #\(index): \(problems.joined(separator: " | "))"
-                )
+                let problems = problems.joined(separator: " | ")
+                print("MC-FAIL \(mode.rawValue) seed \(seed) #\(index): \(problems)")
                 print("  library: \(actual)\n  model:   \(expected ?? [])")
                 print("  main: \(MCSource.node(program.main))")
                 for share in program.shares { print("  share: \(MCSource.node(share.work))") }
                 continue
             }
             let source = MCSource.program(program, name: name, expected: expected)
+            let which = "\(mode.rawValue) program \(index) of seed \(seed)"
             return """
-                The library and the model disagree (\(mode.rawValue) program \(index) of seed \(seed)):
+                The library and the model disagree (\(which)):
                 \(problems.joined(separator: "\n"))
                 library: \(actual)
                 model:   \(expected.map { "\($0)" } ?? "(properties only)")
