@@ -1806,6 +1806,16 @@ struct MCGenerator {
     /// gives it a run of its own, which goes on on the operation's thread.
     static let bareMembersResolvedFromThreads = false
 
+    /// The leaf of a promise that is an operation alone, if it is one (`retry(1)` is the promise
+    /// it was called on).
+    static func leafAlone(_ node: MCNode) -> MCLeaf? {
+        switch node {
+        case .op(_, let leaf, _): leaf
+        case .retry(let inner, let attempts, _) where attempts <= 1: leafAlone(inner)
+        default: nil
+        }
+    }
+
     mutating func id() -> Int {
         defer { nextId += 1 }
         return nextId
@@ -1906,7 +1916,9 @@ struct MCGenerator {
                 if !Self.bareDroppingMembers, case .op(_, .drop, _) = member {
                     return .map(member, id())
                 }
-                if !Self.bareMembersResolvedFromThreads, case .op(_, .nowFromThread, _) = member {
+                if !Self.bareMembersResolvedFromThreads,
+                    case .nowFromThread? = Self.leafAlone(member)
+                {
                     return .map(member, id())
                 }
                 return member
