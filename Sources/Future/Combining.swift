@@ -9,9 +9,12 @@
 // stopped (a member in a step on another thread stops as the step returns; a cancel handler on
 // another thread, as it returns): on that member's queue, if it ended on one (after `on(_:)`, say),
 // else on the thread that stopped last, or, if that came before the combination's launch returned,
-// on the thread that launched it, as after any resolver. A member that ends by cancellation ends a
-// `when` or `any` as cancelled, and drops out of a race or of a
-// `when(resolved:concurrently:until:)`, which a signal stops.
+// on the thread that launched it, as after any resolver. A member made from an operation alone ends
+// where its resolver is called, at once, even before its operation returned: the combination
+// decides there, and cancels the other members (their handlers and `ensure` steps) and starts those
+// that ignore cancel on that thread. A member that ends by cancellation ends a `when` or `any` as
+// cancelled, and drops out of a race or of a `when(resolved:concurrently:until:)`, which a signal
+// stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///

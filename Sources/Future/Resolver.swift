@@ -8,7 +8,9 @@
 /// thread, during the operation or after. The run then goes on on the thread that is free to carry
 /// it: the resolving one if the operation had returned, else the operation's own once it returns
 /// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`). A
-/// cancel that comes between the two stops the run as the operation returns.
+/// cancel that comes between the two stops the run as the operation returns. A combination's
+/// member made from an operation alone is no run of its own: the combination hears of its
+/// outcome at once, on the resolving thread, even before the operation returns.
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in

@@ -142,7 +142,9 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// thread, during the operation or after. The run then goes on on the thread that is free to carry
 /// it: the resolving one if the operation had returned, else the operation's own once it returns
 /// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`). A
-/// cancel that comes between the two stops the run as the operation returns.
+/// cancel that comes between the two stops the run as the operation returns. A combination's
+/// member made from an operation alone is no run of its own: the combination hears of its
+/// outcome at once, on the resolving thread, even before the operation returns.
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
@@ -1139,9 +1141,12 @@ nonisolated extension Promise {
 // stopped (a member in a step on another thread stops as the step returns; a cancel handler on
 // another thread, as it returns): on that member's queue, if it ended on one (after `on(_:)`, say),
 // else on the thread that stopped last, or, if that came before the combination's launch returned,
-// on the thread that launched it, as after any resolver. A member that ends by cancellation ends a
-// `when` or `any` as cancelled, and drops out of a race or of a
-// `when(resolved:concurrently:until:)`, which a signal stops.
+// on the thread that launched it, as after any resolver. A member made from an operation alone ends
+// where its resolver is called, at once, even before its operation returned: the combination
+// decides there, and cancels the other members (their handlers and `ensure` steps) and starts those
+// that ignore cancel on that thread. A member that ends by cancellation ends a `when` or `any` as
+// cancelled, and drops out of a race or of a `when(resolved:concurrently:until:)`, which a signal
+// stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///
