@@ -167,9 +167,7 @@ nonisolated extension Promise {
             (resolver: Resolver<Value, Failure>) in
             start(
                 resolver.run,
-                Callback { _, outcome in
-                    if let outcome { resolver(outcome) } else { resolver.cancel() }
-                })
+                Callback { _, outcome in resolver.settle(with: outcome) })
         }
         // The work alone, for a run that reaches this promise cancelled or never starts it.
         let ignored: @Sendable (Engine.Run) -> Void = { start($0, Callback { _, _ in }) }

@@ -8,8 +8,7 @@
 /// thread, during the operation or after. The run then goes on on the thread that is free to carry
 /// it: the resolving one if the operation had returned, else the operation's own once it returns
 /// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`). A
-/// cancel that comes between the two stops the run as the operation returns. A combination's
-/// member made from an operation alone is no run of its own: the combination hears of its
+/// combination's member made from an operation alone is no run of its own: the combination hears of its
 /// outcome at once, on the resolving thread, even before the operation returns.
 ///
 /// ```swift
@@ -91,7 +90,9 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        resolve(result, carriedOnBy: nil)
+        // Resolved: nothing to report as it goes. Only the one report that counts writes it.
+        let counted = reporter.resolve(call, with: { slot in slot.put(result) }, carriedOnBy: nil)
+        if counted { reportsRelease = false }
     }
 
     /// Reports success.

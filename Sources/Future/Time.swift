@@ -60,12 +60,13 @@ nonisolated extension Promise {
     /// `ensure(on:)` cleanup is queued on its queue, not waited for); the promise then fails, and
     /// the chain goes on, on the thread that stopped the work: the alarm's (a global queue's) for
     /// work that waits, the work's own for work that runs. Work that wins goes on where it ended:
-    /// on its queue, for work that starts with ``on(_:)``, even if it ended before the timeout had
-    /// set its alarm (other work that ended then goes on on the thread that started the timeout).
-    /// An interval of zero or less lets work that settles at once, without waiting, win, as on
-    /// every clock, and fails the work as soon as it waits (for an operation's resolver, or a
-    /// queue), unless another thread settles it in that instant: the chain then goes on as after
-    /// work that wins.
+    /// on the queue its steps ran on (work that starts with ``on(_:)``, say), even if it ended
+    /// before the timeout had set its alarm (then in a block of its own on that queue); work that
+    /// ended on a thread of its own before then (a resolver's) goes on on the thread that started
+    /// the timeout. An interval of zero or less lets work that settles at once, without waiting,
+    /// win, as on every clock, and fails the work as soon as it waits (for an operation's resolver,
+    /// or a queue), unless another thread settles it in that instant: the chain then goes on as
+    /// after work that wins.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {

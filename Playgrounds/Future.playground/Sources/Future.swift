@@ -142,8 +142,7 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// thread, during the operation or after. The run then goes on on the thread that is free to carry
 /// it: the resolving one if the operation had returned, else the operation's own once it returns
 /// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`). A
-/// cancel that comes between the two stops the run as the operation returns. A combination's
-/// member made from an operation alone is no run of its own: the combination hears of its
+/// combination's member made from an operation alone is no run of its own: the combination hears of its
 /// outcome at once, on the resolving thread, even before the operation returns.
 ///
 /// ```swift
@@ -225,7 +224,9 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        resolve(result, carriedOnBy: nil)
+        // Resolved: nothing to report as it goes. Only the one report that counts writes it.
+        let counted = reporter.resolve(call, with: { slot in slot.put(result) }, carriedOnBy: nil)
+        if counted { reportsRelease = false }
     }
 
     /// Reports success.
@@ -1545,12 +1546,13 @@ nonisolated extension Promise {
     /// `ensure(on:)` cleanup is queued on its queue, not waited for); the promise then fails, and
     /// the chain goes on, on the thread that stopped the work: the alarm's (a global queue's) for
     /// work that waits, the work's own for work that runs. Work that wins goes on where it ended:
-    /// on its queue, for work that starts with ``on(_:)``, even if it ended before the timeout had
-    /// set its alarm (other work that ended then goes on on the thread that started the timeout).
-    /// An interval of zero or less lets work that settles at once, without waiting, win, as on
-    /// every clock, and fails the work as soon as it waits (for an operation's resolver, or a
-    /// queue), unless another thread settles it in that instant: the chain then goes on as after
-    /// work that wins.
+    /// on the queue its steps ran on (work that starts with ``on(_:)``, say), even if it ended
+    /// before the timeout had set its alarm (then in a block of its own on that queue); work that
+    /// ended on a thread of its own before then (a resolver's) goes on on the thread that started
+    /// the timeout. An interval of zero or less lets work that settles at once, without waiting,
+    /// win, as on every clock, and fails the work as soon as it waits (for an operation's resolver,
+    /// or a queue), unless another thread settles it in that instant: the chain then goes on as
+    /// after work that wins.
     @inlinable public func timeout(
         _ interval: Duration, orFailWith error: @autoclosure @escaping @Sendable () -> Failure
     ) -> Promise {
@@ -2158,9 +2160,7 @@ nonisolated extension Promise {
             (resolver: Resolver<Value, Failure>) in
             start(
                 resolver.run,
-                Callback { _, outcome in
-                    if let outcome { resolver(outcome) } else { resolver.cancel() }
-                })
+                Callback { _, outcome in resolver.settle(with: outcome) })
         }
         // The work alone, for a run that reaches this promise cancelled or never starts it.
         let ignored: @Sendable (Engine.Run) -> Void = { start($0, Callback { _, _ in }) }
@@ -3769,11 +3769,23 @@ nonisolated extension Engine.Run {
 }
 
 nonisolated extension Resolver {
+    /// Settles the resolver of a timeout, a combination, a shared promise or an `ignoringCancel()`
+    /// promise with the outcome of the work that decided it, or (`nil`) cancels it, from the
+    /// thread where that work ended, carried on by the queue whose block it is in, if any.
+    @inlinable func settle(
+        with outcome: sending Swift.Result<Value, Failure>?,
+        carriedOnBy queue: DispatchQueue? = Engine.Nesting.queueHere
+    ) {
+        guard let outcome else { return cancel() }
+        resolve(outcome, carriedOnBy: queue)
+    }
+
     /// Reports `result` for a timeout or a combination, whose work that decided it ended in
     /// `queue`'s block (a run's steps on the queue): if the operation has not returned yet, on
     /// another thread (still setting the alarm, or launching members), the run goes on on `queue`
-    /// once it returns, as it would have had the work ended later, not on the operation's thread.
-    /// A user's resolver reports with no queue: its run never hops that the user did not ask for.
+    /// once it returns, in a block of its own, as it would have had the work ended later, not on
+    /// the operation's thread. A user's resolver reports with no queue: its run never hops that
+    /// the user did not ask for.
     @inlinable func resolve(
         _ result: sending Swift.Result<Value, Failure>, carriedOnBy queue: DispatchQueue?
     ) {
@@ -4647,9 +4659,10 @@ nonisolated extension Engine {
         /// How many members, first, run beside the others (a batch's signal): see `Engine.join`.
         @usableFromInline let signals: Int
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
-        /// `memberEnded(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or
+        /// `memberEnded(_:_:carriedOnBy:)`, for the resolvers' reports: with the outcome a resolver
+        /// writes (and the queue it carries, a library's resolver's: see `Resolver.settle`), or
         /// by cancellation.
-        @usableFromInline let reported: (Join, Int, (Slot) -> Void) -> Bool
+        @usableFromInline let reported: (Join, Int, (Slot) -> Void, DispatchQueue?) -> Bool
         @usableFromInline let cancelled: (Join, Int) -> Bool
         /// The combination's run, which its members' runs are inside.
         @usableFromInline let outer: Run
@@ -4754,8 +4767,9 @@ nonisolated extension Engine {
                 members.map { _ in nil },  // (not `Array(repeating:count:)`: see `Tally`)
                 true, 0
             )
-            reported = { join, index, write in
-                join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
+            reported = { join, index, write, queue in
+                let outcome = Slot.value(Swift.Result<Member, Failure>.self, from: write)
+                return join.memberEnded(index, outcome, carriedOnBy: queue)
             }
             cancelled = { join, index in join.memberEnded(index, nil) }
             // Last, with every field set: a cancel of its run may come at once. Its reporter's own
@@ -4816,16 +4830,21 @@ nonisolated extension Engine {
             @usableFromInline let index: Int
             @inlinable init(_ join: Join, _ index: Int) { (self.join, self.index) = (join, index) }
             @inlinable func complete(_ outcome: sending Swift.Result<Member, Failure>?, of _: Run) {
-                join.memberEnded(index, outcome)
+                join.memberEnded(index, outcome, carriedOnBy: Nesting.queueHere)
             }
         }
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if nothing
         /// came of it: it had ended already, the combination had, or what a stopping combination
         /// waits for still goes on. (A called member's resolver reads it: as it resolves, to
-        /// report nothing as it goes; as it goes unresolved, for the debug report.)
+        /// report nothing as it goes; as it goes unresolved, for the debug report.) `queue`: what
+        /// carries the combination on if this member decides it (see `Settle`): the queue its
+        /// run ended on, or a library's resolver's (`Resolver.settle`); a user's resolver's, none.
         @inlinable @discardableResult
-        func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
+        func memberEnded(
+            _ index: Int, _ outcome: Swift.Result<Member, Failure>?,
+            carriedOnBy queue: DispatchQueue? = nil
+        ) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
             var closed: Progress?  // let go of after the lock
             let ended = lock.withLock { () -> Ended in
@@ -4863,12 +4882,12 @@ nonisolated extension Engine {
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
                             closed = progress
-                            return .settles((progress.resolver, verdict, Nesting.queueHere))
+                            return .settles((progress.resolver, verdict, queue))
                         }
                         countUp()  // this thread's, until its cancel is done
                         guarded.state = .stopping(
                             going: going + 1,
-                            settles: (progress.resolver, verdict, Nesting.queueHere))
+                            settles: (progress.resolver, verdict, queue))
                         return .closes(cancels)
                     }
                 }
@@ -5006,11 +5025,10 @@ nonisolated extension Engine {
         // through the stored `reported` (`Slot.value`, then `memberEnded`), a cancel through
         // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
-        /// A member's outcome: the member's queue does not matter to the combination.
         @usableFromInline func resolve(
-            _ call: Int, with write: (Slot) -> Void, carriedOnBy _: DispatchQueue?
+            _ call: Int, with write: (Slot) -> Void, carriedOnBy queue: DispatchQueue?
         ) -> Bool {
-            reported(self, call, write)
+            reported(self, call, write, queue)
         }
 
         @usableFromInline func onCancel(
@@ -5183,12 +5201,7 @@ nonisolated extension Engine {
             switch move({ _ in .ended }) {
             case .going(let resolver, let alarm)?:
                 alarm?()
-                // Where the work ended: see `Resolver.resolve(_:carriedOnBy:)`.
-                if let outcome {
-                    resolver.resolve(outcome, carriedOnBy: Nesting.queueHere)
-                } else {
-                    resolver.cancel()
-                }
+                resolver.settle(with: outcome)
             case .ringing(let fail)?: fail()  // the resolver fails, as `rang` set
             case .holding(let run)?: run.release()
             case .ended?, nil: break
@@ -5293,11 +5306,12 @@ nonisolated extension Engine {
             /// The run of the resolver goes on at once with the outcome or (`nil`) by cancellation.
             case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
             /// These runs go on, as the run of the work ended: in the order they came, through
-            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation; then the work
-            /// starts on the run given, if any, for the runs that came after the cancel.
+            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation, carried on by the
+            /// queue given (see `Resolver.settle`); then the work starts on the run given, if any,
+            /// for the runs that came after the cancel.
             case settle(
                 [Resolver<Value, Failure>], Swift.Result<Value, Failure>?,
-                starting: (Promise<Value, Failure>, Run)?)
+                starting: (Promise<Value, Failure>, Run)?, carriedOnBy: DispatchQueue?)
             /// Every run that waited for the work left: its run is cancelled.
             case cancelWork(Run)
         }
@@ -5338,7 +5352,9 @@ nonisolated extension Engine {
             // that the operation has been called, and `making` holds its resolver, once `start`
             // returns.
             let operation = Promise(file: file, line: line) { shared.state = .making($0) }
-            run.start(operation, Done { shared.settle($1, of: $0) }, immediately: true)
+            // Its outcome is a user's resolver's, which carries the runs that wait on no queue.
+            run.start(
+                operation, Done { shared.settle($1, of: $0, carriedOnBy: nil) }, immediately: true)
             guard case .making(let resolver?) = shared.state else { preconditionFailure("unmade") }
             shared.state = .running(nil, run, [:], restart: nil)
             #if DEBUG
@@ -5445,7 +5461,10 @@ nonisolated extension Engine {
         /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`
         /// or (`nil`) by cancellation: the runs that waited for it go on. The work, cancelled,
         /// stays to be run again, at once for the runs that came after the cancel.
-        private func settle(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
+        private func settle(
+            _ outcome: sending Swift.Result<Value, Failure>?, of run: Run,
+            carriedOnBy queue: DispatchQueue?
+        ) {
             on { state, dropped in
                 guard case .running(let work, let current, let waiting, let restart) = state,
                     current === run
@@ -5455,14 +5474,15 @@ nonisolated extension Engine {
                 guard outcome == nil, let work else {
                     dropped = work
                     state = .settled(outcome)
-                    return .settle(ordered.map { $0.value }, outcome, starting: nil)
+                    return .settle(
+                        ordered.map { $0.value }, outcome, starting: nil, carriedOnBy: queue)
                 }
                 let first = restart ?? .max
                 let after = ordered.filter { $0.key >= first }
                 let ended = ordered.filter { $0.key < first }.map { $0.value }
                 guard let starter = after.first?.value.run else {
                     state = .idle(work)
-                    return .settle(ended, nil, starting: nil)
+                    return .settle(ended, nil, starting: nil, carriedOnBy: queue)
                 }
                 for (_, waiter) in after {
                     waitingRuns[ObjectIdentifier(waiter.run), default: 0] += 1
@@ -5470,7 +5490,7 @@ nonisolated extension Engine {
                 let next = Dictionary(uniqueKeysWithValues: after)
                 let again = start(work, for: next, by: starter)
                 state = .running(work, again, next, restart: nil)
-                return .settle(ended, nil, starting: (work, again))
+                return .settle(ended, nil, starting: (work, again), carriedOnBy: queue)
             }
         }
 
@@ -5485,9 +5505,12 @@ nonisolated extension Engine {
                 start.map(begin)
             case .resume(let waiter, let outcome):
                 if let outcome { waiter(outcome) } else { waiter.cancel() }
-            case .settle(let waiters, let outcome, let start):
+            case .settle(let waiters, let outcome, let start, let queue):
                 // In the order they came, as nested calls would order them, on a flat stack.
-                Nesting.settling(waiters) { if let outcome { $0(outcome) } else { $0.cancel() } }
+                // (Not through `Resolver.settle`: a frame fewer at each level of shares nested deep.)
+                Nesting.settling(waiters) {
+                    if let outcome { $0.resolve(outcome, carriedOnBy: queue) } else { $0.cancel() }
+                }
                 start.map(begin)
             case .cancelWork(let run): _ = run.cancel(call: nil)
             }
@@ -5503,7 +5526,7 @@ nonisolated extension Engine {
                     // hold the next, and a loop (a run inside the work) goes, even once the shared
                     // promise has gone.
                     _ = run.locked { $0.outer.take() }
-                    self?.settle(outcome, of: run)
+                    self?.settle(outcome, of: run, carriedOnBy: Nesting.queueHere)
                 })
         }
     }

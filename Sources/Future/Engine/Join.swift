@@ -169,9 +169,10 @@ nonisolated extension Engine {
         /// How many members, first, run beside the others (a batch's signal): see `Engine.join`.
         @usableFromInline let signals: Int
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
-        /// `memberEnded(_:_:)`, for the resolvers' reports: with the outcome a resolver writes, or
+        /// `memberEnded(_:_:carriedOnBy:)`, for the resolvers' reports: with the outcome a resolver
+        /// writes (and the queue it carries, a library's resolver's: see `Resolver.settle`), or
         /// by cancellation.
-        @usableFromInline let reported: (Join, Int, (Slot) -> Void) -> Bool
+        @usableFromInline let reported: (Join, Int, (Slot) -> Void, DispatchQueue?) -> Bool
         @usableFromInline let cancelled: (Join, Int) -> Bool
         /// The combination's run, which its members' runs are inside.
         @usableFromInline let outer: Run
@@ -276,8 +277,9 @@ nonisolated extension Engine {
                 members.map { _ in nil },  // (not `Array(repeating:count:)`: see `Tally`)
                 true, 0
             )
-            reported = { join, index, write in
-                join.memberEnded(index, Slot.value(Swift.Result<Member, Failure>.self, from: write))
+            reported = { join, index, write, queue in
+                let outcome = Slot.value(Swift.Result<Member, Failure>.self, from: write)
+                return join.memberEnded(index, outcome, carriedOnBy: queue)
             }
             cancelled = { join, index in join.memberEnded(index, nil) }
             // Last, with every field set: a cancel of its run may come at once. Its reporter's own
@@ -338,16 +340,21 @@ nonisolated extension Engine {
             @usableFromInline let index: Int
             @inlinable init(_ join: Join, _ index: Int) { (self.join, self.index) = (join, index) }
             @inlinable func complete(_ outcome: sending Swift.Result<Member, Failure>?, of _: Run) {
-                join.memberEnded(index, outcome)
+                join.memberEnded(index, outcome, carriedOnBy: Nesting.queueHere)
             }
         }
 
         /// Member `index` ended, with `outcome` or (`nil`) by cancellation; `false` if nothing
         /// came of it: it had ended already, the combination had, or what a stopping combination
         /// waits for still goes on. (A called member's resolver reads it: as it resolves, to
-        /// report nothing as it goes; as it goes unresolved, for the debug report.)
+        /// report nothing as it goes; as it goes unresolved, for the debug report.) `queue`: what
+        /// carries the combination on if this member decides it (see `Settle`): the queue its
+        /// run ended on, or a library's resolver's (`Resolver.settle`); a user's resolver's, none.
         @inlinable @discardableResult
-        func memberEnded(_ index: Int, _ outcome: Swift.Result<Member, Failure>?) -> Bool {
+        func memberEnded(
+            _ index: Int, _ outcome: Swift.Result<Member, Failure>?,
+            carriedOnBy queue: DispatchQueue? = nil
+        ) -> Bool {
             var handlers: [@Sendable (any Reporter) -> Void]?  // a called member's
             var closed: Progress?  // let go of after the lock
             let ended = lock.withLock { () -> Ended in
@@ -385,12 +392,12 @@ nonisolated extension Engine {
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
                             closed = progress
-                            return .settles((progress.resolver, verdict, Nesting.queueHere))
+                            return .settles((progress.resolver, verdict, queue))
                         }
                         countUp()  // this thread's, until its cancel is done
                         guarded.state = .stopping(
                             going: going + 1,
-                            settles: (progress.resolver, verdict, Nesting.queueHere))
+                            settles: (progress.resolver, verdict, queue))
                         return .closes(cancels)
                     }
                 }
@@ -528,11 +535,10 @@ nonisolated extension Engine {
         // through the stored `reported` (`Slot.value`, then `memberEnded`), a cancel through
         // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
-        /// A member's outcome: the member's queue does not matter to the combination.
         @usableFromInline func resolve(
-            _ call: Int, with write: (Slot) -> Void, carriedOnBy _: DispatchQueue?
+            _ call: Int, with write: (Slot) -> Void, carriedOnBy queue: DispatchQueue?
         ) -> Bool {
-            reported(self, call, write)
+            reported(self, call, write, queue)
         }
 
         @usableFromInline func onCancel(

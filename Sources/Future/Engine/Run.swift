@@ -870,11 +870,23 @@ nonisolated extension Engine.Run {
 }
 
 nonisolated extension Resolver {
+    /// Settles the resolver of a timeout, a combination, a shared promise or an `ignoringCancel()`
+    /// promise with the outcome of the work that decided it, or (`nil`) cancels it, from the
+    /// thread where that work ended, carried on by the queue whose block it is in, if any.
+    @inlinable func settle(
+        with outcome: sending Swift.Result<Value, Failure>?,
+        carriedOnBy queue: DispatchQueue? = Engine.Nesting.queueHere
+    ) {
+        guard let outcome else { return cancel() }
+        resolve(outcome, carriedOnBy: queue)
+    }
+
     /// Reports `result` for a timeout or a combination, whose work that decided it ended in
     /// `queue`'s block (a run's steps on the queue): if the operation has not returned yet, on
     /// another thread (still setting the alarm, or launching members), the run goes on on `queue`
-    /// once it returns, as it would have had the work ended later, not on the operation's thread.
-    /// A user's resolver reports with no queue: its run never hops that the user did not ask for.
+    /// once it returns, in a block of its own, as it would have had the work ended later, not on
+    /// the operation's thread. A user's resolver reports with no queue: its run never hops that
+    /// the user did not ask for.
     @inlinable func resolve(
         _ result: sending Swift.Result<Value, Failure>, carriedOnBy queue: DispatchQueue?
     ) {

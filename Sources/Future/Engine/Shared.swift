@@ -38,6 +38,8 @@
 // As ws changes, a work cancelled when abandoned has r name the one run whose cancel reaches it,
 // for a step of the work that cancels that run (`reach`).
 
+import Dispatch
+
 nonisolated extension Engine {
     /// The one run of a shared promise's work, the runs waiting for it, and its outcome once it
     /// has one.
@@ -76,11 +78,12 @@ nonisolated extension Engine {
             /// The run of the resolver goes on at once with the outcome or (`nil`) by cancellation.
             case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
             /// These runs go on, as the run of the work ended: in the order they came, through
-            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation; then the work
-            /// starts on the run given, if any, for the runs that came after the cancel.
+            /// `Nesting.settling`, with the outcome or (`nil`) by cancellation, carried on by the
+            /// queue given (see `Resolver.settle`); then the work starts on the run given, if any,
+            /// for the runs that came after the cancel.
             case settle(
                 [Resolver<Value, Failure>], Swift.Result<Value, Failure>?,
-                starting: (Promise<Value, Failure>, Run)?)
+                starting: (Promise<Value, Failure>, Run)?, carriedOnBy: DispatchQueue?)
             /// Every run that waited for the work left: its run is cancelled.
             case cancelWork(Run)
         }
@@ -121,7 +124,9 @@ nonisolated extension Engine {
             // that the operation has been called, and `making` holds its resolver, once `start`
             // returns.
             let operation = Promise(file: file, line: line) { shared.state = .making($0) }
-            run.start(operation, Done { shared.settle($1, of: $0) }, immediately: true)
+            // Its outcome is a user's resolver's, which carries the runs that wait on no queue.
+            run.start(
+                operation, Done { shared.settle($1, of: $0, carriedOnBy: nil) }, immediately: true)
             guard case .making(let resolver?) = shared.state else { preconditionFailure("unmade") }
             shared.state = .running(nil, run, [:], restart: nil)
             #if DEBUG
@@ -228,7 +233,10 @@ nonisolated extension Engine {
         /// The run of the work, `run` (or, for `pending()`, its resolver's), ended with `outcome`
         /// or (`nil`) by cancellation: the runs that waited for it go on. The work, cancelled,
         /// stays to be run again, at once for the runs that came after the cancel.
-        private func settle(_ outcome: sending Swift.Result<Value, Failure>?, of run: Run) {
+        private func settle(
+            _ outcome: sending Swift.Result<Value, Failure>?, of run: Run,
+            carriedOnBy queue: DispatchQueue?
+        ) {
             on { state, dropped in
                 guard case .running(let work, let current, let waiting, let restart) = state,
                     current === run
@@ -238,14 +246,15 @@ nonisolated extension Engine {
                 guard outcome == nil, let work else {
                     dropped = work
                     state = .settled(outcome)
-                    return .settle(ordered.map { $0.value }, outcome, starting: nil)
+                    return .settle(
+                        ordered.map { $0.value }, outcome, starting: nil, carriedOnBy: queue)
                 }
                 let first = restart ?? .max
                 let after = ordered.filter { $0.key >= first }
                 let ended = ordered.filter { $0.key < first }.map { $0.value }
                 guard let starter = after.first?.value.run else {
                     state = .idle(work)
-                    return .settle(ended, nil, starting: nil)
+                    return .settle(ended, nil, starting: nil, carriedOnBy: queue)
                 }
                 for (_, waiter) in after {
                     waitingRuns[ObjectIdentifier(waiter.run), default: 0] += 1
@@ -253,7 +262,7 @@ nonisolated extension Engine {
                 let next = Dictionary(uniqueKeysWithValues: after)
                 let again = start(work, for: next, by: starter)
                 state = .running(work, again, next, restart: nil)
-                return .settle(ended, nil, starting: (work, again))
+                return .settle(ended, nil, starting: (work, again), carriedOnBy: queue)
             }
         }
 
@@ -268,9 +277,12 @@ nonisolated extension Engine {
                 start.map(begin)
             case .resume(let waiter, let outcome):
                 if let outcome { waiter(outcome) } else { waiter.cancel() }
-            case .settle(let waiters, let outcome, let start):
+            case .settle(let waiters, let outcome, let start, let queue):
                 // In the order they came, as nested calls would order them, on a flat stack.
-                Nesting.settling(waiters) { if let outcome { $0(outcome) } else { $0.cancel() } }
+                // (Not through `Resolver.settle`: a frame fewer at each level of shares nested deep.)
+                Nesting.settling(waiters) {
+                    if let outcome { $0.resolve(outcome, carriedOnBy: queue) } else { $0.cancel() }
+                }
                 start.map(begin)
             case .cancelWork(let run): _ = run.cancel(call: nil)
             }
@@ -286,7 +298,7 @@ nonisolated extension Engine {
                     // hold the next, and a loop (a run inside the work) goes, even once the shared
                     // promise has gone.
                     _ = run.locked { $0.outer.take() }
-                    self?.settle(outcome, of: run)
+                    self?.settle(outcome, of: run, carriedOnBy: Nesting.queueHere)
                 })
         }
     }

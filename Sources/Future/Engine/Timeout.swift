@@ -129,12 +129,7 @@ nonisolated extension Engine {
             switch move({ _ in .ended }) {
             case .going(let resolver, let alarm)?:
                 alarm?()
-                // Where the work ended: see `Resolver.resolve(_:carriedOnBy:)`.
-                if let outcome {
-                    resolver.resolve(outcome, carriedOnBy: Nesting.queueHere)
-                } else {
-                    resolver.cancel()
-                }
+                resolver.settle(with: outcome)
             case .ringing(let fail)?: fail()  // the resolver fails, as `rang` set
             case .holding(let run)?: run.release()
             case .ended?, nil: break
