@@ -2450,14 +2450,14 @@ extension ModelCheck {
 extension ModelCheck {
     /// Found by the model checker once it checked where steps run (exact program 2844 of seed 1,
     /// and others): a combination's member that is an operation alone, resolved from another
-    /// thread while the operation is still running, settles the combination on that thread. The
-    /// other members' cancel handlers and `ensure` steps run there, before the operation returns.
-    /// Resolver's doc says the run "goes on on the thread that is free to carry it: the resolving
-    /// one if the operation had returned, else the operation's own once it returns"; README and
-    /// Concurrency.md, "the operation's own, if it resolved before it returned". (The header of
-    /// Combining.swift has the member end on "its resolver's" thread; the steps after the
-    /// combination do go on on the thread that launched it.) The docs or the engine must change.
-    @Test func aMemberResolvedFromAnotherThreadInItsCallCancelsTheOthersOnTheOperationsThread() {
+    /// thread while the operation is still running, decides the combination on that thread, as
+    /// Resolver's doc, CombiningPromises.md and the header of Combining.swift now say ("the
+    /// combination hears of its outcome at once, on the resolving thread, even before the
+    /// operation returns"; "cancels the other members (their handlers and `ensure` steps) ... on
+    /// that thread"): the other members' cancel handlers and `ensure` steps run there, before the
+    /// operation returns; the steps after the combination go on on the thread that launched it,
+    /// as after any resolver called before its operation returned.
+    @Test func aMemberResolvedFromAnotherThreadInItsCallCancelsTheOthersOnTheResolvingThread() {
         let h = MCHarness(places: true)
         h.start(
             when(fulfilled: [
@@ -2465,30 +2465,28 @@ extension ModelCheck {
                 h.op(3, .nowFromThread(.error(4))),
             ])
             .map(MC.fold).ensure(h.ensure(0)))
-        withKnownIssue("the other member is cancelled on the resolving thread") {
-            #expect(
-                h.log == [
-                    "op 1", "op 3", "cancel handler 1", "ensure 2", "ensure 0",
-                    "completion error 4",
-                ])
-        }
+        #expect(
+            h.log == [
+                "op 1", "op 3", "cancel handler 1 @elsewhere", "ensure 2 @elsewhere", "ensure 0",
+                "completion error 4",
+            ])
         h.cancel()
         h.finish()
         #expect(h.alive == [] && h.clock.timerCount == 0)
     }
 
     /// The same, for a member that ignores cancel, started as the race ends (`when`'s doc: such
-    /// members "start as it ends"): its operation runs on the resolving thread of the member that
-    /// won, while that member's operation has not returned.
-    @Test func aMemberResolvedFromAnotherThreadInItsCallStartsTheIgnoringOnesOnTheOperationsThread()
+    /// members "start as it ends"; the header of Combining.swift: the combination "starts those
+    /// that ignore cancel on that thread"): its operation runs on the resolving thread of the
+    /// member that won, while that member's operation has not returned; the steps after the race
+    /// go on on the launching thread.
+    @Test func aMemberResolvedFromAnotherThreadInItsCallStartsTheIgnoringOnesOnTheResolvingThread()
     {
         let h = MCHarness(places: true)
         h.start(
             race([h.op(1, .nowFromThread(.value(7))), h.op(2, .later).ignoringCancel()])
                 .ensure(h.ensure(0)))
-        withKnownIssue("the member that ignores cancel starts on the resolving thread") {
-            #expect(h.log == ["op 1", "op 2", "ensure 0", "completion value 7"])
-        }
+        #expect(h.log == ["op 1", "op 2 @elsewhere", "ensure 0", "completion value 7"])
         h.resolve(2, .value(1))
         h.cancel()
         h.finish()
