@@ -38,6 +38,10 @@ private func eventuallyOffThePool(_ condition: @escaping @Sendable () -> Bool) a
     return held.all.first ?? false
 }
 
+/// The rounds of a stress test: fewer under ThreadSanitizer, which checks every access of each
+/// (the suite runs there in CI, within its time budget).
+private let stressRounds = MCSeeds.underThreadSanitizer ? 500 : 2_000
+
 /// A place to keep a promise that a closure made before it reads (the work's own shared promise).
 private final class Holder<Kept>: @unchecked Sendable {
     private let lock = TestLock()
@@ -415,7 +419,7 @@ private final class Holder<Kept>: @unchecked Sendable {
     /// threads as a fourth fulfills: each run gets the first value once, in 2,000 rounds.
     @Test func aPendingPromiseFulfilledAsRunsComeFromManyThreadsGivesEachTheValue() {
         let rounds = Rounds()
-        for _ in 0..<2_000 where rounds.goOn {
+        for _ in 0..<stressRounds where rounds.goOn {
             let (promise, resolver) = Promise<Int, TestError>.pending()
             let delivered = Log()
             DispatchQueue.concurrentPerform(iterations: 4) { index in
@@ -688,7 +692,7 @@ extension SharingAsDocumented {
     @Test func runsThatComeAndLeaveFromManyThreadsAsTheWorkSettles() {
         let rounds = Rounds()
         let late = Counter()
-        for _ in 0..<2_000 where rounds.goOn {
+        for _ in 0..<stressRounds where rounds.goOn {
             let calls = Counter()
             let shared = Promise<Int, TestError> { resolver in
                 calls.increment()
@@ -716,7 +720,7 @@ extension SharingAsDocumented {
     @Test func combinationsOfASharedPromiseCancelledAsTheWorkSettles() {
         let rounds = Rounds()
         let late = Counter()
-        for round in 0..<2_000 where rounds.goOn {
+        for round in 0..<stressRounds where rounds.goOn {
             let work = Work()
             let witness = WeakReference<Memory.Witness>()
             let (never, keep) = Promise<Int, TestError>.pending()
@@ -755,7 +759,7 @@ extension SharingAsDocumented {
     /// calls under way at once, in 2,000 rounds.
     @Test func runsThatAllLeaveFromManyThreadsThenOneThatStays() {
         let rounds = Rounds()
-        for _ in 0..<2_000 where rounds.goOn {
+        for _ in 0..<stressRounds where rounds.goOn {
             let work = Work()
             let shared = work.promise.share()
             DispatchQueue.concurrentPerform(iterations: 3) { _ in
