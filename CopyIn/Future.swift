@@ -2934,6 +2934,12 @@ nonisolated extension Promise {
 // running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`), and
 // its completion hears of it (`.complete(nil)`).
 //
+// A call in calls: resolved at once, `Resolver.callAsFunction`, then `Run.resolve` (`calling` to
+// `driving`, `resolvedHere` set), so `perform` returns `.proceed` and `drive` pops the next step
+// or, with none left, ends the run (`end(with:)`, `.complete`, the completion); resolved later,
+// `perform` returns `.called`, `operationReturned` leaves the run `awaitingResolver`, and the
+// resolving thread's `Run.resolve` drives it on (`drive`).
+//
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
 // thread before it returns leaves the state `driving` for `operationReturned` to find, or, for a
@@ -4544,6 +4550,21 @@ nonisolated extension Engine {
 // block queued there if the thread that stops last is not in it (see `Settle`), and after the
 // combination's operation, if it has not returned (`Resolver.resolve(_:carriedOnBy:)`).
 //
+// The life of a `when` of operations that resolve at once, in calls: the combination's run calls
+// its operation (`Engine.join`'s), which makes the `Join` (`init`: `open`, the launch loop claimed,
+// the run's cancel handler `runCancelled` registered) and runs `launch`, which claims each member
+// under the lock and calls it (an operation alone, whose resolver reports here: `resolve`, then
+// `reported`, then `memberEnded`) or starts it in a run of its own (`MemberRun.complete`, then
+// `memberEnded`). `memberEnded` asks the policy (`decide`): `wait`, until the last member's
+// verdict, which finds the loop still going, so the join is `stopping` (this thread counted up
+// and down around `cancelMembers`, which has nothing to cancel); the loop, as it next asks, is
+// the last to count down (`countDown`: `.settles`) and settles the run's resolver (`counted`,
+// `Verdict.end`) inside the operation, so the run goes on as the operation returns. Cancelled
+// (`Run.cancel(call:)` calls `runCancelled`), the join holds its run's end (`Run.hold`), takes
+// what to cancel (`takeCancels`) and cancels it (`cancelMembers`); the last of the member runs,
+// the loop and the threads calling handlers to stop counts down to `.releases`: `Run.release`,
+// which ends the run (`end`: its `ensure` steps, then its completion hears of the cancel).
+//
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
 // was open, to start the members never started that ignore cancel. Its run's cancel goes in this
@@ -4877,7 +4898,9 @@ nonisolated extension Engine {
                         let going =
                             cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
                         // Nothing to stop, call or start (no member run going, no handler, every
-                        // member started: a `when` whose members all succeeded): it settles now.
+                        // member started, no launch loop: a `when` whose last member succeeded
+                        // after the launch returned): it settles now. Members that succeed inside
+                        // the launch find the loop going: the loop settles as it next asks.
                         let started = progress.tally.started == progress.members.count
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
@@ -5103,6 +5126,10 @@ nonisolated extension Engine {
 // (`rang`, on a global queue, or on the thread that advances a manual clock): the timeout moves to
 // `ringing` and cancels the work's run, whose end calls its completion, the timeout (`complete`),
 // which fails the timeout's resolver (`f`); the timeout's run goes on on that thread.
+//
+// (Work whose operation lets its resolver go unresolved is cancelled, and the timeout, hearing of
+// it in `complete`, ends cancelled too: only work that keeps its resolver, or waits for a queue or
+// a timer, lets the alarm ring.)
 //
 // So the first of the work and the alarm to settle decides; work that settles at once wins with
 // no alarm set, even with a deadline already past; and the alarm's failure, as the run's cancel,

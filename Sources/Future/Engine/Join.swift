@@ -52,6 +52,21 @@
 // block queued there if the thread that stops last is not in it (see `Settle`), and after the
 // combination's operation, if it has not returned (`Resolver.resolve(_:carriedOnBy:)`).
 //
+// The life of a `when` of operations that resolve at once, in calls: the combination's run calls
+// its operation (`Engine.join`'s), which makes the `Join` (`init`: `open`, the launch loop claimed,
+// the run's cancel handler `runCancelled` registered) and runs `launch`, which claims each member
+// under the lock and calls it (an operation alone, whose resolver reports here: `resolve`, then
+// `reported`, then `memberEnded`) or starts it in a run of its own (`MemberRun.complete`, then
+// `memberEnded`). `memberEnded` asks the policy (`decide`): `wait`, until the last member's
+// verdict, which finds the loop still going, so the join is `stopping` (this thread counted up
+// and down around `cancelMembers`, which has nothing to cancel); the loop, as it next asks, is
+// the last to count down (`countDown`: `.settles`) and settles the run's resolver (`counted`,
+// `Verdict.end`) inside the operation, so the run goes on as the operation returns. Cancelled
+// (`Run.cancel(call:)` calls `runCancelled`), the join holds its run's end (`Run.hold`), takes
+// what to cancel (`takeCancels`) and cancels it (`cancelMembers`); the last of the member runs,
+// the loop and the threads calling handlers to stop counts down to `.releases`: `Run.release`,
+// which ends the run (`end`: its `ensure` steps, then its completion hears of the cancel).
+//
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
 // was open, to start the members never started that ignore cancel. Its run's cancel goes in this
@@ -387,7 +402,9 @@ nonisolated extension Engine {
                         let going =
                             cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
                         // Nothing to stop, call or start (no member run going, no handler, every
-                        // member started: a `when` whose members all succeeded): it settles now.
+                        // member started, no launch loop: a `when` whose last member succeeded
+                        // after the launch returned): it settles now. Members that succeed inside
+                        // the launch find the loop going: the loop settles as it next asks.
                         let started = progress.tally.started == progress.members.count
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed

@@ -23,6 +23,12 @@
 // running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`), and
 // its completion hears of it (`.complete(nil)`).
 //
+// A call in calls: resolved at once, `Resolver.callAsFunction`, then `Run.resolve` (`calling` to
+// `driving`, `resolvedHere` set), so `perform` returns `.proceed` and `drive` pops the next step
+// or, with none left, ends the run (`end(with:)`, `.complete`, the completion); resolved later,
+// `perform` returns `.called`, `operationReturned` leaves the run `awaitingResolver`, and the
+// resolving thread's `Run.resolve` drives it on (`drive`).
+//
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
 // thread before it returns leaves the state `driving` for `operationReturned` to find, or, for a

@@ -32,6 +32,10 @@
 // `ringing` and cancels the work's run, whose end calls its completion, the timeout (`complete`),
 // which fails the timeout's resolver (`f`); the timeout's run goes on on that thread.
 //
+// (Work whose operation lets its resolver go unresolved is cancelled, and the timeout, hearing of
+// it in `complete`, ends cancelled too: only work that keeps its resolver, or waits for a queue or
+// a timer, lets the alarm ring.)
+//
 // So the first of the work and the alarm to settle decides; work that settles at once wins with
 // no alarm set, even with a deadline already past; and the alarm's failure, as the run's cancel,
 // waits for the work's run to stop (its `ensure` steps run, nothing of it after).
