@@ -3775,18 +3775,16 @@ nonisolated extension Engine.Run {
 }
 
 nonisolated extension Resolver {
-    /// Settles the resolver of a timeout, a combination, a shared promise or an `ignoringCancel()`
-    /// promise with the outcome of the work that decided it, or (`nil`) cancels it, from the
-    /// thread where that work ended, carried on by the queue whose block it is in, if any.
-    @inlinable func settle(
-        with outcome: sending Swift.Result<Value, Failure>?,
-        carriedOnBy queue: DispatchQueue? = Engine.Nesting.queueHere
-    ) {
+    /// Settles the resolver of a timeout or an `ignoringCancel()` promise with the outcome of its
+    /// work, or (`nil`) cancels it, from the thread where that work ended, carried on by the queue
+    /// whose block that thread is in, if any.
+    @inlinable func settle(with outcome: sending Swift.Result<Value, Failure>?) {
         guard let outcome else { return cancel() }
-        resolve(outcome, carriedOnBy: queue)
+        resolve(outcome, carriedOnBy: Engine.Nesting.queueHere)
     }
 
-    /// Reports `result` for a timeout or a combination, whose work that decided it ended in
+    /// Reports `result` for the library's own resolvers (`settle`'s; a combination's and a shared
+    /// promise's, which pass the queue themselves), whose work that decided it ended in
     /// `queue`'s block (a run's steps on the queue): if the operation has not returned yet, on
     /// another thread (still setting the alarm, or launching members), the run goes on on `queue`
     /// once it returns, in a block of its own, as it would have had the work ended later, not on
@@ -4681,8 +4679,8 @@ nonisolated extension Engine {
         @usableFromInline let signals: Int
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
         /// `memberEnded(_:_:carriedOnBy:)`, for the resolvers' reports: with the outcome a resolver
-        /// writes (and the queue it carries, a library's resolver's: see `Resolver.settle`), or
-        /// by cancellation.
+        /// writes (and the queue it carries, a library's resolver's: see
+        /// `Resolver.resolve(_:carriedOnBy:)`), or by cancellation.
         @usableFromInline let reported: (Join, Int, (Slot) -> Void, DispatchQueue?) -> Bool
         @usableFromInline let cancelled: (Join, Int) -> Bool
         /// The combination's run, which its members' runs are inside.
@@ -4860,7 +4858,8 @@ nonisolated extension Engine {
         /// waits for still goes on. (A called member's resolver reads it: as it resolves, to
         /// report nothing as it goes; as it goes unresolved, for the debug report.) `queue`: what
         /// carries the combination on if this member decides it (see `Settle`): the queue its
-        /// run ended on, or a library's resolver's (`Resolver.settle`); a user's resolver's, none.
+        /// run ended on, or a library's resolver's (`Resolver.resolve(_:carriedOnBy:)`); a user's
+        /// resolver's, none.
         @inlinable @discardableResult
         func memberEnded(
             _ index: Int, _ outcome: Swift.Result<Member, Failure>?,
@@ -5334,8 +5333,8 @@ nonisolated extension Engine {
             case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
             /// These runs go on, as the run of the work ended: in the order they came, through
             /// `Nesting.settling`, with the outcome or (`nil`) by cancellation, carried on by the
-            /// queue given (see `Resolver.settle`); then the work starts on the run given, if any,
-            /// for the runs that came after the cancel.
+            /// queue given (`Resolver.resolve(_:carriedOnBy:)`); then the work starts on the run
+            /// given, if any, for the runs that came after the cancel.
             case settle(
                 [Resolver<Value, Failure>], Swift.Result<Value, Failure>?,
                 starting: (Promise<Value, Failure>, Run)?, carriedOnBy: DispatchQueue?)
@@ -5534,7 +5533,8 @@ nonisolated extension Engine {
                 if let outcome { waiter(outcome) } else { waiter.cancel() }
             case .settle(let waiters, let outcome, let start, let queue):
                 // In the order they came, as nested calls would order them, on a flat stack.
-                // (Not through `Resolver.settle`: a frame fewer at each level of shares nested deep.)
+                // (Not through `Resolver.settle`, which reads the queue itself: a frame fewer at
+                // each level of shares nested deep.)
                 Nesting.settling(waiters) {
                     if let outcome { $0.resolve(outcome, carriedOnBy: queue) } else { $0.cancel() }
                 }

@@ -185,8 +185,8 @@ nonisolated extension Engine {
         @usableFromInline let signals: Int
         @usableFromInline let decide: Policy<Member, Failure, Output, OutFailure>
         /// `memberEnded(_:_:carriedOnBy:)`, for the resolvers' reports: with the outcome a resolver
-        /// writes (and the queue it carries, a library's resolver's: see `Resolver.settle`), or
-        /// by cancellation.
+        /// writes (and the queue it carries, a library's resolver's: see
+        /// `Resolver.resolve(_:carriedOnBy:)`), or by cancellation.
         @usableFromInline let reported: (Join, Int, (Slot) -> Void, DispatchQueue?) -> Bool
         @usableFromInline let cancelled: (Join, Int) -> Bool
         /// The combination's run, which its members' runs are inside.
@@ -364,7 +364,8 @@ nonisolated extension Engine {
         /// waits for still goes on. (A called member's resolver reads it: as it resolves, to
         /// report nothing as it goes; as it goes unresolved, for the debug report.) `queue`: what
         /// carries the combination on if this member decides it (see `Settle`): the queue its
-        /// run ended on, or a library's resolver's (`Resolver.settle`); a user's resolver's, none.
+        /// run ended on, or a library's resolver's (`Resolver.resolve(_:carriedOnBy:)`); a user's
+        /// resolver's, none.
         @inlinable @discardableResult
         func memberEnded(
             _ index: Int, _ outcome: Swift.Result<Member, Failure>?,

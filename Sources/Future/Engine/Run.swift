@@ -876,18 +876,16 @@ nonisolated extension Engine.Run {
 }
 
 nonisolated extension Resolver {
-    /// Settles the resolver of a timeout, a combination, a shared promise or an `ignoringCancel()`
-    /// promise with the outcome of the work that decided it, or (`nil`) cancels it, from the
-    /// thread where that work ended, carried on by the queue whose block it is in, if any.
-    @inlinable func settle(
-        with outcome: sending Swift.Result<Value, Failure>?,
-        carriedOnBy queue: DispatchQueue? = Engine.Nesting.queueHere
-    ) {
+    /// Settles the resolver of a timeout or an `ignoringCancel()` promise with the outcome of its
+    /// work, or (`nil`) cancels it, from the thread where that work ended, carried on by the queue
+    /// whose block that thread is in, if any.
+    @inlinable func settle(with outcome: sending Swift.Result<Value, Failure>?) {
         guard let outcome else { return cancel() }
-        resolve(outcome, carriedOnBy: queue)
+        resolve(outcome, carriedOnBy: Engine.Nesting.queueHere)
     }
 
-    /// Reports `result` for a timeout or a combination, whose work that decided it ended in
+    /// Reports `result` for the library's own resolvers (`settle`'s; a combination's and a shared
+    /// promise's, which pass the queue themselves), whose work that decided it ended in
     /// `queue`'s block (a run's steps on the queue): if the operation has not returned yet, on
     /// another thread (still setting the alarm, or launching members), the run goes on on `queue`
     /// once it returns, in a block of its own, as it would have had the work ended later, not on

@@ -79,8 +79,8 @@ nonisolated extension Engine {
             case resume(Resolver<Value, Failure>, Swift.Result<Value, Failure>?)
             /// These runs go on, as the run of the work ended: in the order they came, through
             /// `Nesting.settling`, with the outcome or (`nil`) by cancellation, carried on by the
-            /// queue given (see `Resolver.settle`); then the work starts on the run given, if any,
-            /// for the runs that came after the cancel.
+            /// queue given (`Resolver.resolve(_:carriedOnBy:)`); then the work starts on the run
+            /// given, if any, for the runs that came after the cancel.
             case settle(
                 [Resolver<Value, Failure>], Swift.Result<Value, Failure>?,
                 starting: (Promise<Value, Failure>, Run)?, carriedOnBy: DispatchQueue?)
@@ -279,7 +279,8 @@ nonisolated extension Engine {
                 if let outcome { waiter(outcome) } else { waiter.cancel() }
             case .settle(let waiters, let outcome, let start, let queue):
                 // In the order they came, as nested calls would order them, on a flat stack.
-                // (Not through `Resolver.settle`: a frame fewer at each level of shares nested deep.)
+                // (Not through `Resolver.settle`, which reads the queue itself: a frame fewer at
+                // each level of shares nested deep.)
                 Nesting.settling(waiters) {
                     if let outcome { $0.resolve(outcome, carriedOnBy: queue) } else { $0.cancel() }
                 }
