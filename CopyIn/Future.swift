@@ -2920,6 +2920,14 @@ nonisolated extension Promise {
 // `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
+// The file, in order, one `MARK` a part: what a run keeps and its states (`Fields`, `Driver`,
+// `State`, the class); making a run (`make`, `typedWork`, the parts of its tail); who gets its
+// outcome (`Reporter`, `Completion` and its four kinds); starting and driving (`start`, `drive`);
+// calling an operation, and its resolver (`perform`, `operationReturned`, `resolve`, `onCancel`,
+// `callLate`, then `Resolver.settle`); hopping to a queue (`awaitQueue`, `queueArrived`);
+// cancelling and ending (`cancel(call:)`, `hold`, `release`, `end`, `skip`); ties to invalidation
+// tokens (`generation(of:)`).
+//
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
 // (`make`) and starts it (`start(_:_:immediately:member:)`, which places its completion, then
 // `start(_:immediately:member:)`, which pushes its chain's stages on its plan, the first on top,
@@ -2943,10 +2951,10 @@ nonisolated extension Promise {
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
 // thread before it returns leaves the state `driving` for `operationReturned` to find, or, for a
-// timeout or a combination whose work ended in a queue's block (`Resolver.resolve(_:carriedOnBy:)`),
-// `resolvedOnQueue`: the run hops to that queue as the operation returns, as it would go on there
-// had the work ended later; once it has returned (`awaitingResolver`), the resolving thread drives
-// the run on.
+// timeout or a combination whose work ended in a queue's block
+// (`Resolver.resolve(_:carriedOnBy:)`), `resolvedOnQueue`: the run hops to that queue as the
+// operation returns, as it would go on there had the work ended later; once it has returned
+// (`awaitingResolver`), the resolving thread drives the run on.
 //
 // The transitions. t: the thread that drives (-: before the run started, or once it stopped); c:
 // the number of the call pending, hs its cancel handlers; h: the holds on a cancelled run's end
@@ -3890,8 +3898,14 @@ nonisolated extension Engine.Run {
         }
         if cancelled {
             // Once what the handlers cancelled has ended too, the run ends if it waits: the
-            // handlers (a combination's `runCancelled`, say), then the cancels they queued (its
-            // members'), then `release`, which ends the run once nothing else holds it.
+            // handlers, then the cancels they queued, then `release`, which ends the run once
+            // nothing else holds it. For a run that waits for a combination: the join's
+            // `runCancelled` (Join.swift, added by the join's `init`) takes a hold, closes the
+            // join, gives the hold back at once if nothing of it is going (a member's run, its
+            // launch, a handler), and cancels its members (their runs' cancels queue behind this
+            // one); the last member run to stop releases that hold, and the `release` here, the
+            // last hold, ends the run (`end(with: nil)`): its completion hears `nil`. A timeout's
+            // `runCancelled` goes the same way with its work's run.
             Engine.Nesting.cancelling(
                 { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
         }
