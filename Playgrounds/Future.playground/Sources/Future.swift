@@ -56,8 +56,9 @@ import Dispatch
 /// chain steps with ``map(_:)-k0ui`` and `then` (see <doc:ChoosingAStep>), handle errors with
 /// `recover` or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
 nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
-    /// The work: an operation alone, or a chain of steps (see Internals). A promise made from an
-    /// operation keeps the operation alone, which costs nothing more: a run, a combination or a
+    /// The work: an operation alone, or a chain of steps (see Internals; `Engine.Body` and
+    /// `Engine.Operation`, the operation's closure, are in Engine/Chain.swift). A promise made
+    /// from an operation keeps the operation alone, which costs nothing more: a run, a combination or a
     /// step that returns the promise calls it directly. Adding a step makes it the first stage of
     /// a chain, whose last stage knows the one before it.
     @usableFromInline let body: Engine.Body
@@ -5137,8 +5138,10 @@ nonisolated extension Engine {
 // (`Engine.timeout`), which makes the `Timeout` (`init`: the work's run, made inside the
 // timeout's run, starts); the work waits (`waits`), so the alarm is set (`armed`); the alarm rings
 // (`rang`, on a global queue, or on the thread that advances a manual clock): the timeout moves to
-// `ringing` and cancels the work's run, whose end calls its completion, the timeout (`complete`),
-// which fails the timeout's resolver (`f`); the timeout's run goes on on that thread.
+// `ringing` and cancels the work's run (`Run.cancel(call:)`: the work's pending call's handlers,
+// then `release`, whose last hold ends the run, `end(with: nil)`), whose end calls its completion,
+// the timeout (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on the
+// timeout's run, which waits for it); the timeout's run goes on on that thread (`drive`).
 //
 // (Work whose operation lets its resolver go unresolved is cancelled, and the timeout, hearing of
 // it in `complete`, ends cancelled too: only work that keeps its resolver, or waits for a queue or
