@@ -2943,11 +2943,18 @@ nonisolated extension Promise {
 // running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`), and
 // its completion hears of it (`.complete(nil)`).
 //
-// A call in calls: resolved at once, `Resolver.callAsFunction`, then `Run.resolve` (`calling` to
-// `driving`, `resolvedHere` set), so `perform` returns `.proceed` and `drive` pops the next step
-// or, with none left, ends the run (`end(with:)`, `.complete`, the completion); resolved later,
-// `perform` returns `.called`, `operationReturned` leaves the run `awaitingResolver`, and the
-// resolving thread's `Run.resolve` drives it on (`drive`).
+// A call in calls: an operation alone waits in the slot, and the first drive calls it through the
+// typed work `.callOperation` (`typedWork`), which calls `perform` with its types; `perform` calls
+// the user's operation with a new `Resolver`. Resolved at once, `Resolver.callAsFunction`, then
+// `Run.resolve` (`calling` to `driving`, `resolvedHere` set), so `perform` returns `.proceed` and
+// `drive` pops the next step or, with none left, ends the run (`end(with:)`, then the typed work
+// `.complete`, which calls the completion's `complete`: for `run(some:none:)`, `Outcomes`, the
+// user's closures); resolved later, `perform` returns `.called`, `operationReturned` leaves the
+// run `awaitingResolver`, and the resolving thread's `Run.resolve` drives it on (`drive`). A
+// `then` after an operation alone makes a chain of two stages, a `Source` (the operation, whose
+// step calls `perform`) and a `Nest` (the step), the first on top of the plan; the `Nest`'s step
+// calls the user's closure and, if the promise it returns is an operation alone, calls it in place
+// (`callOrEnter`: `perform` again), else enters its chain (`.enter`: `drive` pushes its stages).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -3900,13 +3907,20 @@ nonisolated extension Engine.Run {
         if cancelled {
             // Once what the handlers cancelled has ended too, the run ends if it waits: the
             // handlers, then the cancels they queued, then `release`, which ends the run once
-            // nothing else holds it. For a run that waits for a combination: the join's
-            // `runCancelled` (Join.swift, added by the join's `init`) takes a hold, closes the
-            // join, gives the hold back at once if nothing of it is going (a member's run, its
-            // launch, a handler), and cancels its members (their runs' cancels queue behind this
-            // one); the last member run to stop releases that hold, and the `release` here, the
-            // last hold, ends the run (`end(with: nil)`): its completion hears `nil`. A timeout's
-            // `runCancelled` goes the same way with its work's run.
+            // nothing else holds it (at once on a thread with no cancel under way; all before this
+            // cancel returns). For a run that waits for its resolver (`awaitingResolver` to
+            // `cancelling(-,1,c)`): c's handlers, then `release`, the last hold (`ending`), then
+            // `end(with: nil)`, `callLateHandlers(last: true)` (`cancelled`), the typed work
+            // `.complete(nil)`, and the completion's `complete(nil)`: nothing for a terminal's
+            // closures, `nil` for an awaiting task, the timeout's failure for a timeout's work
+            // (`Timeout.complete`), the join hearing of its member's run (`MemberRun`). For a run
+            // that waits for a combination: the join's `runCancelled` (Join.swift, added by the
+            // join's `init`) takes a hold, closes the join, gives the hold back at once if nothing
+            // of it is going (a member's run, its launch, a handler), and cancels its members
+            // (their runs' cancels queue behind this one); the last member run to stop releases
+            // that hold, and the `release` here, the last hold, ends the run (`end(with: nil)`):
+            // its completion hears `nil`. A timeout's `runCancelled` goes the same way with its
+            // work's run.
             Engine.Nesting.cancelling(
                 { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
         }
@@ -5059,8 +5073,8 @@ nonisolated extension Engine {
         }
 
         // A member's resolver reports here: `call` is the member's index. An outcome goes on
-        // through the stored `reported` (`Slot.value`, then `memberEnded`), a cancel through
-        // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
+        // through the stored `reported` (set in `init`: `Slot.value`, then `memberEnded`), a
+        // cancel through `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
         @usableFromInline func resolve(
             _ call: Int, with write: (Slot) -> Void, carriedOnBy queue: DispatchQueue?

@@ -550,8 +550,8 @@ nonisolated extension Engine {
         }
 
         // A member's resolver reports here: `call` is the member's index. An outcome goes on
-        // through the stored `reported` (`Slot.value`, then `memberEnded`), a cancel through
-        // `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
+        // through the stored `reported` (set in `init`: `Slot.value`, then `memberEnded`), a
+        // cancel through `cancelled` (`memberEnded` with `nil`): see the class's comment for why.
 
         @usableFromInline func resolve(
             _ call: Int, with write: (Slot) -> Void, carriedOnBy queue: DispatchQueue?
