@@ -496,14 +496,8 @@ final class QueuesTracked: @unchecked Sendable {}
         let queues = NamedQueues()
         let w = queues.make("w")
         let runReturned = DispatchSemaphore(value: 0)
-        let operation = Promise<Int, TestError> { r in
-            let resolved = DispatchSemaphore(value: 0)
-            Guarantee(value: ()).on(w).map { _ in
-                r(.success(1))
-                resolved.signal()
-                _ = runReturned.wait(timeout: .now() + timeout)  // w stays busy until run returns
-            }.run(some: { _ in })
-            _ = resolved.wait(timeout: .now() + timeout)
+        let operation: Promise<Int, TestError> = operationResolvedByAStep(on: w) {
+            _ = runReturned.wait(timeout: .now() + timeout)  // w stays busy until run returns
         }
         let work = chain ? operation.map { $0 } : operation
         let delivery = Delivery<Result<Int, TestError>>()
@@ -520,14 +514,8 @@ final class QueuesTracked: @unchecked Sendable {}
         let w = queues.make("w")
         let after = DispatchSemaphore(value: 0)
         let waited = Delivery<Bool>()
-        let operation = Promise<Int, Never> { r in
-            let resolved = DispatchSemaphore(value: 0)
-            Guarantee(value: ()).on(w).map { _ in
-                r(.success(1))
-                resolved.signal()
-                waited.send(after.wait(timeout: .now() + timeout) == .success)
-            }.run(some: { _ in })
-            _ = resolved.wait(timeout: .now() + timeout)
+        let operation: Promise<Int, Never> = operationResolvedByAStep(on: w) {
+            waited.send(after.wait(timeout: .now() + timeout) == .success)
         }
         operation.map { _ in after.signal() }.run(some: { _ in })
         #expect(waited.wait() == true, "the steps after ran while the resolving step waited")

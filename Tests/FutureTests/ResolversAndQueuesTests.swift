@@ -43,14 +43,8 @@ import Testing
         let w = queues.make("w")
         let after = DispatchSemaphore(value: 0)
         let waited = Delivery<Bool>()
-        let operation = Promise<Int, TestError> { r in
-            let resolved = DispatchSemaphore(value: 0)
-            Guarantee(value: ()).on(w).map { _ in
-                r(.success(1))
-                resolved.signal()
-                waited.send(after.wait(timeout: .now() + timeout) == .success)
-            }.run(some: { _ in })
-            _ = resolved.wait(timeout: .now() + timeout)
+        let operation: Promise<Int, TestError> = operationResolvedByAStep(on: w) {
+            waited.send(after.wait(timeout: .now() + timeout) == .success)
         }
         let place = Delivery<String>()
         let returned = Counter()
@@ -71,14 +65,8 @@ import Testing
         let queues = NamedQueues()
         let w = queues.make("w")
         let runReturned = DispatchSemaphore(value: 0)
-        let operation = Promise<Int, TestError> { r in
-            let resolved = DispatchSemaphore(value: 0)
-            Guarantee(value: ()).on(w).map { _ in
-                r(.success(1))
-                resolved.signal()
-                _ = runReturned.wait(timeout: .now() + timeout)
-            }.run(some: { _ in })
-            _ = resolved.wait(timeout: .now() + timeout)
+        let operation: Promise<Int, TestError> = operationResolvedByAStep(on: w) {
+            _ = runReturned.wait(timeout: .now() + timeout)
         }
         let delivery = Delivery<Result<Int, TestError>>()
         Self.wrap(operation, wrap).timeout(.zero, orFailWith: TestError("slow"))

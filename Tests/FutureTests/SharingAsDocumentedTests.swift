@@ -29,6 +29,23 @@ private final class Work: @unchecked Sendable {
         live.decrement()
         resolvers.all[index].fulfill(value)
     }
+
+    /// The work behind a step, shared: given 1, the step signals `inStep` and holds until
+    /// `release` is signalled; it passes other values at once.
+    func sharedBehindAStepHeldAtOne() -> (
+        shared: Promise<Int, TestError>, inStep: DispatchSemaphore, release: DispatchSemaphore
+    ) {
+        let inStep = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let shared = promise.map { value -> Int in
+            if value == 1 {
+                inStep.signal()
+                _ = release.wait(timeout: .now() + timeout)
+            }
+            return value
+        }.share()
+        return (shared, inStep, release)
+    }
 }
 
 /// `eventually`, awaited on a thread of its own, holding up no thread of Swift's pool.
@@ -111,15 +128,7 @@ private final class Holder<Kept>: @unchecked Sendable {
     /// not start the work beside that step, and gets the value of the new run of the work.
     @Test func aRunThatComesAsTheAbandonedWorksStepRunsWaitsForItThenStartsItAgain() {
         let work = Work()
-        let inStep = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let shared = work.promise.map { value -> Int in
-            if value == 1 {
-                inStep.signal()
-                _ = release.wait(timeout: .now() + timeout)
-            }
-            return value
-        }.share()
+        let (shared, inStep, release) = work.sharedBehindAStepHeldAtOne()
         let first = shared.run { _ in Issue.record("cancelled") }
         #expect(work.resolvers.wait() != nil)
         DispatchQueue.global().async { work.fulfill(0, with: 1) }
@@ -141,15 +150,7 @@ private final class Holder<Kept>: @unchecked Sendable {
     /// one starts, it leaves no work under way; the run after it starts one, and gets its value.
     @Test func aRunThatLeavesBeforeTheAbandonedWorkEndedLeavesNoWorkUnderWay() {
         let work = Work()
-        let inStep = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let shared = work.promise.map { value -> Int in
-            if value == 1 {
-                inStep.signal()
-                _ = release.wait(timeout: .now() + timeout)
-            }
-            return value
-        }.share()
+        let (shared, inStep, release) = work.sharedBehindAStepHeldAtOne()
         let first = shared.run { _ in Issue.record("cancelled") }
         #expect(work.resolvers.wait() != nil)
         let ended = Delivery<Void>()

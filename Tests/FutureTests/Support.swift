@@ -348,3 +348,20 @@ final class NamedQueues: Sendable {
     /// The name of the queue this thread is in the block of, or "none".
     var current: String { DispatchQueue.getSpecific(key: key) ?? "none" }
 }
+
+/// An operation that a user's step on `queue` resolves with 1 before the operation returns (it
+/// returns once the step has resolved it); the step then calls `andThen`, holding `queue` until
+/// that returns.
+func operationResolvedByAStep<Failure: Error>(
+    on queue: DispatchQueue, andThen: @escaping @Sendable () -> Void
+) -> Promise<Int, Failure> {
+    Promise { r in
+        let resolved = DispatchSemaphore(value: 0)
+        Guarantee(value: ()).on(queue).map { _ in
+            r(.success(1))
+            resolved.signal()
+            andThen()
+        }.run(some: { _ in })
+        _ = resolved.wait(timeout: .now() + timeout)
+    }
+}
