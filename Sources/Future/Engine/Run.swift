@@ -376,9 +376,9 @@ nonisolated extension Engine.Run {
     ) -> Run {
         typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
         let completionWords = (MemoryLayout<Completion>.size + 7) / 8
-        let slot =
-            chain.map { max($0.slotSize, MemoryLayout<Outcome>.size) }
-            ?? max(MemoryLayout<Outcome>.size, MemoryLayout<Engine.Operation>.size)
+        // The slot holds the outcome, and a chain's outputs or an operation alone's `Operation`.
+        let slot = max(
+            MemoryLayout<Outcome>.size, chain?.slotSize ?? MemoryLayout<Engine.Operation>.size)
         let slotWords = max(1, (slot + 7) / 8)
         let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
         let made = create(minimumCapacity: words) { _ in Engine.Fields() }
