@@ -3276,9 +3276,9 @@ nonisolated extension Engine.Run {
     ) -> Run {
         typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
         let completionWords = (MemoryLayout<Completion>.size + 7) / 8
-        let slot =
-            chain.map { max($0.slotSize, MemoryLayout<Outcome>.size) }
-            ?? max(MemoryLayout<Outcome>.size, MemoryLayout<Engine.Operation>.size)
+        // The slot holds the outcome, and a chain's outputs or an operation alone's `Operation`.
+        let slot = max(
+            MemoryLayout<Outcome>.size, chain?.slotSize ?? MemoryLayout<Engine.Operation>.size)
         let slotWords = max(1, (slot + 7) / 8)
         let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
         let made = create(minimumCapacity: words) { _ in Engine.Fields() }
@@ -3971,19 +3971,15 @@ nonisolated extension Engine.Run {
         return false
     }
 
-    /// Holds the end of a cancelled run that has not ended, and says whether it did: for a
-    /// combination it runs, whose members' runs have not stopped yet, or a timeout, whose work's
-    /// run has not, so that nothing of them runs after the run's end (its `ensure` steps and its
-    /// completion). A combination's or timeout's is taken by the cancel handler of the pending
-    /// call, which runs while the canceller, or the driving thread, holds the run: so it is always
-    /// taken.
-    @usableFromInline @discardableResult final func hold() -> Bool {
+    /// Holds the end of a cancelled run that has not ended: for a combination it runs, whose
+    /// members' runs have not stopped yet, or a timeout, whose work's run has not, so that nothing
+    /// of them runs after the run's end (its `ensure` steps and its completion). A combination's
+    /// or timeout's is taken by the cancel handler of the pending call, which runs while the
+    /// canceller, or the driving thread, holds the run: so it is always taken.
+    @usableFromInline final func hold() {
         locked { fields in
-            guard case .cancelling(let thread, let holds, let call) = fields.state else {
-                return false
-            }
+            guard case .cancelling(let thread, let holds, let call) = fields.state else { return }
             fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
-            return true
         }
     }
 
@@ -5443,7 +5439,11 @@ nonisolated extension Engine {
                 switch consume state {
                 case .idle(let work):
                     let waiting = [arrivals: resolver]
-                    let run = start(work, for: waiting, by: resolver.run)
+                    // Made, not started (`begin` starts it, after the lock): a run that leaves
+                    // before then cancels it, and the work does not begin.
+                    let run = Run.make(
+                        for: work.chain, completing: Done.self, apartFrom: resolver.run)
+                    reach(run, from: waiting)
                     state = .running(work, run, waiting, restart: nil)
                     return .wait(resolver, arrivals, starting: (work, run))
                 case .running(let work, let run, var waiting, var restart):
@@ -5459,18 +5459,6 @@ nonisolated extension Engine {
                 case .making, .settled: preconditionFailure("no run sees making; settled is above")
                 }
             }
-        }
-
-        /// A new run of the work, for the runs `waiting`, started by that of `starter`, the first
-        /// of them; not yet started: made first, so that a run leaving before it starts cancels it,
-        /// and the work does not begin.
-        private func start(
-            _ work: Promise<Value, Failure>, for waiting: [Int: Resolver<Value, Failure>],
-            by starter: Run
-        ) -> Run {
-            let run = Run.make(for: work.chain, completing: Done.self, apartFrom: starter)
-            reach(run, from: waiting)
-            return run
         }
 
         /// Waiting run `number` was cancelled; when none is left, the work is cancelled, if it is
@@ -5545,7 +5533,8 @@ nonisolated extension Engine {
                     waitingRuns[ObjectIdentifier(waiter.run), default: 0] += 1
                 }
                 let next = Dictionary(uniqueKeysWithValues: after)
-                let again = start(work, for: next, by: starter)
+                let again = Run.make(for: work.chain, completing: Done.self, apartFrom: starter)
+                reach(again, from: next)
                 state = .running(work, again, next, restart: nil)
                 return .settle(ended, nil, starting: (work, again), carriedOnBy: queue)
             }
@@ -5574,7 +5563,7 @@ nonisolated extension Engine {
             }
         }
 
-        /// Starts the work on `run`, made by `start(_:for:)`.
+        /// Starts the work on `run`, which `join` or `settle` made.
         private func begin(_ work: Promise<Value, Failure>, on run: Run) {
             run.start(
                 work,
@@ -5609,9 +5598,9 @@ nonisolated extension Promise where Value: Sendable {
         _ next: @escaping @Sendable (Outcome, _ valid: Bool) -> Swift.Result<NewValue, NewFailure>?
     ) -> Promise<NewValue, NewFailure> {
         typealias Next = @Sendable (Outcome, Bool) -> Swift.Result<NewValue, NewFailure>?
-        let hopped = on(.main)
-        // Not kept by the chain: a token goes away, invalidating itself, with what owns it.
-        return hopped.appending(next) { [weak token, tied = token != nil] stage, slot, run in
+        // The hop, then the step. The token is not kept by the chain: a token goes away,
+        // invalidating itself, with what owns it.
+        return on(.main).appending(next) { [weak token, tied = token != nil] stage, slot, run in
             let outcome = slot.take(Outcome.self)
             let valid = !tied || token.map { run.generation(of: $0) == $0.current } ?? false
             guard let made = Node<Next>.payload(of: stage)(outcome, valid) else {

@@ -17,9 +17,9 @@ nonisolated extension Promise where Value: Sendable {
         _ next: @escaping @Sendable (Outcome, _ valid: Bool) -> Swift.Result<NewValue, NewFailure>?
     ) -> Promise<NewValue, NewFailure> {
         typealias Next = @Sendable (Outcome, Bool) -> Swift.Result<NewValue, NewFailure>?
-        let hopped = on(.main)
-        // Not kept by the chain: a token goes away, invalidating itself, with what owns it.
-        return hopped.appending(next) { [weak token, tied = token != nil] stage, slot, run in
+        // The hop, then the step. The token is not kept by the chain: a token goes away,
+        // invalidating itself, with what owns it.
+        return on(.main).appending(next) { [weak token, tied = token != nil] stage, slot, run in
             let outcome = slot.take(Outcome.self)
             let valid = !tied || token.map { run.generation(of: $0) == $0.current } ?? false
             guard let made = Node<Next>.payload(of: stage)(outcome, valid) else {

@@ -376,9 +376,9 @@ nonisolated extension Engine.Run {
     ) -> Run {
         typealias Outcome = Swift.Result<Completion.Value, Completion.Failure>
         let completionWords = (MemoryLayout<Completion>.size + 7) / 8
-        let slot =
-            chain.map { max($0.slotSize, MemoryLayout<Outcome>.size) }
-            ?? max(MemoryLayout<Outcome>.size, MemoryLayout<Engine.Operation>.size)
+        // The slot holds the outcome, and a chain's outputs or an operation alone's `Operation`.
+        let slot = max(
+            MemoryLayout<Outcome>.size, chain?.slotSize ?? MemoryLayout<Engine.Operation>.size)
         let slotWords = max(1, (slot + 7) / 8)
         let words = driverWords + completionWords + slotWords + (chain?.depth ?? 0)
         let made = create(minimumCapacity: words) { _ in Engine.Fields() }
@@ -1071,19 +1071,15 @@ nonisolated extension Engine.Run {
         return false
     }
 
-    /// Holds the end of a cancelled run that has not ended, and says whether it did: for a
-    /// combination it runs, whose members' runs have not stopped yet, or a timeout, whose work's
-    /// run has not, so that nothing of them runs after the run's end (its `ensure` steps and its
-    /// completion). A combination's or timeout's is taken by the cancel handler of the pending
-    /// call, which runs while the canceller, or the driving thread, holds the run: so it is always
-    /// taken.
-    @usableFromInline @discardableResult final func hold() -> Bool {
+    /// Holds the end of a cancelled run that has not ended: for a combination it runs, whose
+    /// members' runs have not stopped yet, or a timeout, whose work's run has not, so that nothing
+    /// of them runs after the run's end (its `ensure` steps and its completion). A combination's
+    /// or timeout's is taken by the cancel handler of the pending call, which runs while the
+    /// canceller, or the driving thread, holds the run: so it is always taken.
+    @usableFromInline final func hold() {
         locked { fields in
-            guard case .cancelling(let thread, let holds, let call) = fields.state else {
-                return false
-            }
+            guard case .cancelling(let thread, let holds, let call) = fields.state else { return }
             fields.state = .cancelling(thread: thread, holds: holds + 1, call: call)
-            return true
         }
     }
 

@@ -158,7 +158,11 @@ nonisolated extension Engine {
                 switch consume state {
                 case .idle(let work):
                     let waiting = [arrivals: resolver]
-                    let run = start(work, for: waiting, by: resolver.run)
+                    // Made, not started (`begin` starts it, after the lock): a run that leaves
+                    // before then cancels it, and the work does not begin.
+                    let run = Run.make(
+                        for: work.chain, completing: Done.self, apartFrom: resolver.run)
+                    reach(run, from: waiting)
                     state = .running(work, run, waiting, restart: nil)
                     return .wait(resolver, arrivals, starting: (work, run))
                 case .running(let work, let run, var waiting, var restart):
@@ -174,18 +178,6 @@ nonisolated extension Engine {
                 case .making, .settled: preconditionFailure("no run sees making; settled is above")
                 }
             }
-        }
-
-        /// A new run of the work, for the runs `waiting`, started by that of `starter`, the first
-        /// of them; not yet started: made first, so that a run leaving before it starts cancels it,
-        /// and the work does not begin.
-        private func start(
-            _ work: Promise<Value, Failure>, for waiting: [Int: Resolver<Value, Failure>],
-            by starter: Run
-        ) -> Run {
-            let run = Run.make(for: work.chain, completing: Done.self, apartFrom: starter)
-            reach(run, from: waiting)
-            return run
         }
 
         /// Waiting run `number` was cancelled; when none is left, the work is cancelled, if it is
@@ -260,7 +252,8 @@ nonisolated extension Engine {
                     waitingRuns[ObjectIdentifier(waiter.run), default: 0] += 1
                 }
                 let next = Dictionary(uniqueKeysWithValues: after)
-                let again = start(work, for: next, by: starter)
+                let again = Run.make(for: work.chain, completing: Done.self, apartFrom: starter)
+                reach(again, from: next)
                 state = .running(work, again, next, restart: nil)
                 return .settle(ended, nil, starting: (work, again), carriedOnBy: queue)
             }
@@ -289,7 +282,7 @@ nonisolated extension Engine {
             }
         }
 
-        /// Starts the work on `run`, made by `start(_:for:)`.
+        /// Starts the work on `run`, which `join` or `settle` made.
         private func begin(_ work: Promise<Value, Failure>, on run: Run) {
             run.start(
                 work,
