@@ -90,9 +90,7 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        // Resolved: nothing to report as it goes. Only the one report that counts writes it.
-        let counted = reporter.resolve(call, with: { slot in slot.put(result) }, carriedOnBy: nil)
-        if counted { reportsRelease = false }
+        resolve(result, carriedOnBy: nil)  // a user's resolver: its run goes on where it is
     }
 
     /// Reports success.
