@@ -91,10 +91,8 @@
 //   at once, and the combination decides there (Resolver, CombiningPromises.md, the header of
 //   Combining.swift): the model runs what that end sets off ` @elsewhere` (the other members'
 //   cancel handlers and `ensure` steps, the starts of those that ignore cancel, and all they do
-//   at once), while the steps after the combination go on on the thread that launched it, once
-//   its launch returns. (Not checked: such a member that the combination calls after its launch
-//   returned, where the docs and the engine disagree on where the steps after go on; see
-//   `MCGenerator.mayStartLate`.)
+//   at once), while the steps after the combination go on on the thread that called the member
+//   (in the launch, or as another member ended), once its operation returns.
 // - `run(_:)`: the run keeps the chain's steps and what they captured until it ends, and lets
 //   go of them then; DESIGN.md "Memory": nothing a run captured stays alive after it ended.
 //
@@ -1546,7 +1544,10 @@ final class MCModel {
                     apply(policy(tally, end.map { .outcome(index, $0) } ?? .cancelled(index)))
                 }
                 acts[index] = member
-                members[index].start(member)
+                // The thread that calls a member (in the launch, or as another member ended) is
+                // one that stops: the combination's end that comes in the call goes on there once
+                // it returns (the header of Combining.swift).
+                operating(act) { members[index].start(member) }
             }
         }
         act.onCancel = {
@@ -1838,18 +1839,10 @@ struct MCGenerator {
     /// during its call. The combination then decides on that thread, cancelling the other members
     /// and starting those that ignore cancel there (Resolver, CombiningPromises.md, the header of
     /// Combining.swift; the tests `aMemberResolvedFromAnotherThreadInItsCall…`), which the model
-    /// marks ` @elsewhere`. Not for a member that may be called after the launch returned
-    /// (`mayStartLate`). A step after it gives it a run of its own, which goes on on the
-    /// operation's thread.
+    /// marks ` @elsewhere`; the steps after the combination go on on the thread that called the
+    /// member, once its operation returns. A step after it gives it a run of its own, which goes
+    /// on on the operation's thread.
     static let bareMembersResolvedFromThreads = true
-
-    /// Whether a combination may call its member `index` after its launch returned, as another
-    /// member ends: a bare member resolved from another thread then settles the combination
-    /// there, and where the steps after it go on the engine and the docs disagree (see the test
-    /// `aBareMemberCalledAfterTheLaunchAndResolvedFromAnotherThreadEndsTheRunThere`).
-    static func mayStartLate(_ combinator: MCCombinator, _ index: Int) -> Bool {
-        if case .limit(let limit) = combinator { index >= limit } else { false }
-    }
 
     /// The leaf of a promise that is an operation alone, if it is one (`retry(1)` is the promise
     /// it was called on).
@@ -1950,7 +1943,7 @@ struct MCGenerator {
             if launchesOnEvents && random.chance(0.5) { combinator = .limit(1) }
             var count = random.chance(0.1) ? 0 : random.int(1...3)
             if case .until = combinator { count += 1 }  // the signal, first
-            let members = (0..<count).map { index -> MCNode in
+            let members = (0..<count).map { _ -> MCNode in
                 let member =
                     launchesOnEvents && random.chance(0.5)
                     ? leaf(zeroTimeout: zeroTimeout) : inner(&self)
@@ -1961,8 +1954,8 @@ struct MCGenerator {
                 if !Self.bareDroppingMembers, case .op(_, .drop, _) = member {
                     return .map(member, id())
                 }
-                if case .nowFromThread? = Self.leafAlone(member),
-                    !Self.bareMembersResolvedFromThreads || Self.mayStartLate(combinator, index)
+                if !Self.bareMembersResolvedFromThreads,
+                    case .nowFromThread? = Self.leafAlone(member)
                 {
                     return .map(member, id())
                 }
@@ -2540,18 +2533,14 @@ extension ModelCheck {
 }
 
 extension ModelCheck {
-    /// Where the docs and the engine disagree: a bare member that a `when(fulfilled:concurrently:)`
-    /// calls after its launch returned (as the member before it ended, on the harness's thread),
-    /// resolved from another thread in its call. It settles the combination there (the other
-    /// member's handler and `ensure` step run there, as documented), and the header of
-    /// Combining.swift has the steps after go on "where the member that settled it ended (on its
-    /// resolver's thread ...) ... else on the thread that stopped last, or, if that came before
-    /// the combination's launch returned, on the thread that launched it": the launch returned
-    /// long before, and the resolving thread stopped last, so `ensure 0` and the completion run
-    /// there. The engine runs them on the thread that called the member (the launch loop's), once
-    /// its operation returns, as Resolver's rule has it for a run. The model keeps the docs' words
-    /// and the generator avoids the case (`MCGenerator.bareMembersResolvedFromThreads`).
-    @Test func aBareMemberCalledAfterTheLaunchAndResolvedFromAnotherThreadEndsTheRunThere() {
+    /// A bare member that a `when(fulfilled:concurrently:)` calls after its launch returned (as
+    /// the member before it ended, on the harness's thread), resolved from another thread in its
+    /// call: it settles the combination there (the other member's handler and `ensure` step run
+    /// there), and the steps after go on on the thread that called it, once its operation returns
+    /// (the header of Combining.swift, CombiningPromises.md), as a run's steps after an operation
+    /// resolved so do (Resolver).
+    @Test func aBareMemberCalledAfterTheLaunchAndResolvedFromAnotherThreadLeavesTheRunToItsCaller()
+    {
         let h = MCHarness(places: true)
         h.start(
             when(
@@ -2563,15 +2552,10 @@ extension ModelCheck {
             .map(MC.fold).ensure(h.ensure(0)))
         h.resolve(1, .value(6))
         #expect(
-            Array(h.log.prefix(4))
-                == ["op 1", "op 2", "op 4", "cancel handler 2 @elsewhere"])
-        withKnownIssue("the steps after the combination run on the thread that called op 4") {
-            #expect(
-                h.log == [
-                    "op 1", "op 2", "op 4", "cancel handler 2 @elsewhere", "ensure 3 @elsewhere",
-                    "ensure 0 @elsewhere", "completion error 5 @elsewhere",
-                ])
-        }
+            h.log == [
+                "op 1", "op 2", "op 4", "cancel handler 2 @elsewhere", "ensure 3 @elsewhere",
+                "ensure 0", "completion error 5",
+            ])
         h.cancel()
         h.finish()
         #expect(h.alive == [] && h.clock.timerCount == 0)
