@@ -86,9 +86,13 @@
 //   the next drain, even on the queue. An operation that resolves from another thread during its
 //   call leaves the steps after it to its own thread (Resolver); a step on the queue that
 //   advances the clock runs the steps its timers wake there, before the advance returns
-//   (ManualClock, TestingTime.md). (Not checked: a combination's member that is an operation
-//   alone resolved so, which the engine and the docs disagree on; see
-//   `MCGenerator.bareMembersResolvedFromThreads`.)
+//   (ManualClock, TestingTime.md). But a combination's member made from an operation alone
+//   (`retry(1)` of one too) is no run of its own: resolved so, it ends on the resolving thread,
+//   at once, and the combination decides there (Resolver, CombiningPromises.md, the header of
+//   Combining.swift): the model runs what that end sets off ` @elsewhere` (the other members'
+//   cancel handlers and `ensure` steps, the starts of those that ignore cancel, and all they do
+//   at once), while the steps after the combination go on on the thread that called the member
+//   (in the launch, or as another member ended), once its operation returns.
 // - `run(_:)`: the run keeps the chain's steps and what they captured until it ends, and lets
 //   go of them then; DESIGN.md "Memory": nothing a run captured stays alive after it ended.
 //
@@ -857,9 +861,10 @@ final class MCModel {
     }
 
     var log: [String] = []
-    /// Where what runs now runs: on the harness's queue, as a drain runs it, or on the harness's
-    /// thread (see the header).
-    var onQueue = false
+    /// Where what runs now runs, as the mark of its entries: on the harness's thread (none), on
+    /// its queue as a drain runs it (`MC.onQueue`), or on the thread that resolves a bare member
+    /// (`MC.elsewhere`; see the header).
+    var place = ""
     var now = 0
     var timers: [(id: Int, deadline: Int, fire: () -> Void)] = []
     var timerSerial = 0
@@ -880,8 +885,8 @@ final class MCModel {
 
     init(keyOrders: [Int: [[Int]]]) { self.keyOrders = keyOrders }
 
-    /// Logs an entry, marked with where it runs (`MC.onQueue`, none on the harness's thread).
-    func note(_ entry: String) { log.append(onQueue ? entry + MC.onQueue : entry) }
+    /// Logs an entry, marked with where it runs.
+    func note(_ entry: String) { log.append(entry + place) }
 
     // Running a program.
 
@@ -933,9 +938,9 @@ final class MCModel {
             // runs where the one before it finished (`on(_:)`, Concurrency.md).
             let batch = queued
             queued = []
-            onQueue = true
+            place = MC.onQueue
             for (act, end) in batch where !act.isOver { act.finish(end) }
-            onQueue = false
+            place = ""
             note("drained")
         case .cancel:
             top?.cancel()
@@ -1130,8 +1135,8 @@ final class MCModel {
             }
             join(
                 [
-                    (nil, Self.isOperationAlone(inner), { self.start(inner, $0) }),
-                    (nil, false, timer),
+                    (nil, Self.isOperationAlone(inner), false, { self.start(inner, $0) }),
+                    (nil, false, false, timer),
                 ],
                 limit: .max, act
             ) { _, ending in
@@ -1245,6 +1250,15 @@ final class MCModel {
         }
     }
 
+    /// Whether a promise is an operation alone that resolves from another thread during its call.
+    static func endsElsewhere(_ node: MCNode) -> Bool {
+        switch node {
+        case .op(_, .nowFromThread, _): true
+        case .retry(let inner, let attempts, _) where attempts <= 1: endsElsewhere(inner)
+        default: false
+        }
+    }
+
     /// Whether a promise is an operation alone, with no step.
     static func isOperationAlone(_ node: MCNode) -> Bool {
         switch node {
@@ -1330,14 +1344,21 @@ final class MCModel {
     /// The tally of a combination: each member's end, `nil` while it runs.
     typealias Tally = [MCEnd?]
 
+    /// A member of a combination: the work it starts if the combination ends before its turn
+    /// (`ignoredWork`), whether it is an operation alone, and whether it is one that resolves
+    /// from another thread during its call (`endsElsewhere`).
+    typealias Member = (
+        ignored: (() -> Void)?, alone: Bool, elsewhere: Bool, start: (MCAct) -> Void
+    )
+
     func combine(_ combinator: MCCombinator, _ members: [MCNode], id: Int, _ act: MCAct) {
-        var starters = members.enumerated().map {
-            index, member -> (ignored: (() -> Void)?, alone: Bool, start: (MCAct) -> Void) in
+        var starters = members.map { member -> Member in
             (
                 Self.ignoredWork(member).isEmpty
                     ? nil
                     : { for work in Self.ignoredWork(member) { self.start(work, MCAct { _ in }) } },
-                Self.isOperationAlone(member), { self.start(member, $0) }
+                Self.isOperationAlone(member), Self.endsElsewhere(member),
+                { self.start(member, $0) }
             )
         }
         var limit = if case .limit(let limit) = combinator { limit } else { Int.max }
@@ -1345,7 +1366,10 @@ final class MCModel {
             // Every member has a step of its own (the batch makes optionals of its members'
             // values, the signal a `Guarantee<Void>`), and the signal a place beside the limit's;
             // with no promises there is nothing to stop, and it does not start.
-            for index in starters.indices { starters[index].alone = false }
+            for index in starters.indices {
+                starters[index].alone = false
+                starters[index].elsewhere = false
+            }
             if starters.count == 1 { starters = [] }
             limit = batchLimit == .max ? .max : batchLimit + 1
         }
@@ -1425,7 +1449,7 @@ final class MCModel {
     /// step stops after it (CombiningPromises.md: "The combination settles once they have
     /// stopped"). A timeout is one too.
     func join(
-        _ members: [(ignored: (() -> Void)?, alone: Bool, start: (MCAct) -> Void)], limit: Int,
+        _ members: [Member], limit: Int,
         _ act: MCAct, policy: @escaping (Tally, Ending) -> Decision
     ) {
         var tally = Tally(repeating: nil, count: members.count)
@@ -1482,8 +1506,10 @@ final class MCModel {
                     once { act.finish(outcome) }
                 }
             case .cancel:
+                // Its own end, an outcome or a cancellation, goes on where the launch goes on if
+                // it came before the launch returned (the header of Combining.swift).
                 close()
-                once { act.finish(nil) }
+                once { act.finishCancelled() }
             }
         }
         // Members start in a loop, not nested: a member that ends while another starts makes room
@@ -1498,6 +1524,14 @@ final class MCModel {
                 next += 1
                 running += 1
                 let member = MCAct { end in
+                    // A member made from an operation alone ends where its resolver is called, at
+                    // once: resolved from another thread in its call, the combination decides
+                    // there, and all it sets off runs there (cancelling the others, starting those
+                    // that ignore cancel, its own end if its launch had returned; Resolver, the
+                    // header of Combining.swift, CombiningPromises.md).
+                    let was = self.place
+                    if members[index].elsewhere { self.place = MC.elsewhere }
+                    defer { self.place = was }
                     guard !closed else {
                         if let end = whenStopped, runsStopped() {
                             whenStopped = nil
@@ -1510,7 +1544,10 @@ final class MCModel {
                     apply(policy(tally, end.map { .outcome(index, $0) } ?? .cancelled(index)))
                 }
                 acts[index] = member
-                members[index].start(member)
+                // The thread that calls a member (in the launch, or as another member ended) is
+                // one that stops: the combination's end that comes in the call goes on there once
+                // it returns (the header of Combining.swift).
+                operating(act) { members[index].start(member) }
             }
         }
         act.onCancel = {
@@ -1799,12 +1836,13 @@ struct MCGenerator {
     /// where it is used).
     static let bareDroppingMembers = false
     /// Whether a combination's member may be an operation alone that resolves from another thread
-    /// during its call. The combination then settles on that thread, cancelling the other members
-    /// and starting those that ignore cancel there, not on the operation's own thread once it
-    /// returns, as Resolver's doc, README and Concurrency.md say (the docs and the engine
-    /// disagree: see the tests `aMemberResolvedFromAnotherThreadInItsCall…`). A step after it
-    /// gives it a run of its own, which goes on on the operation's thread.
-    static let bareMembersResolvedFromThreads = false
+    /// during its call. The combination then decides on that thread, cancelling the other members
+    /// and starting those that ignore cancel there (Resolver, CombiningPromises.md, the header of
+    /// Combining.swift; the tests `aMemberResolvedFromAnotherThreadInItsCall…`), which the model
+    /// marks ` @elsewhere`; the steps after the combination go on on the thread that called the
+    /// member, once its operation returns. A step after it gives it a run of its own, which goes
+    /// on on the operation's thread.
+    static let bareMembersResolvedFromThreads = true
 
     /// The leaf of a promise that is an operation alone, if it is one (`retry(1)` is the promise
     /// it was called on).
@@ -2488,6 +2526,36 @@ extension ModelCheck {
                 .ensure(h.ensure(0)))
         #expect(h.log == ["op 1", "op 2 @elsewhere", "ensure 0", "completion value 7"])
         h.resolve(2, .value(1))
+        h.cancel()
+        h.finish()
+        #expect(h.alive == [] && h.clock.timerCount == 0)
+    }
+}
+
+extension ModelCheck {
+    /// A bare member that a `when(fulfilled:concurrently:)` calls after its launch returned (as
+    /// the member before it ended, on the harness's thread), resolved from another thread in its
+    /// call: it settles the combination there (the other member's handler and `ensure` step run
+    /// there), and the steps after go on on the thread that called it, once its operation returns
+    /// (the header of Combining.swift, CombiningPromises.md), as a run's steps after an operation
+    /// resolved so do (Resolver).
+    @Test func aBareMemberCalledAfterTheLaunchAndResolvedFromAnotherThreadLeavesTheRunToItsCaller()
+    {
+        let h = MCHarness(places: true)
+        h.start(
+            when(
+                fulfilled: [
+                    h.op(1, .later), h.op(2, .later, handler: true).ensure(h.ensure(3)),
+                    h.op(4, .nowFromThread(.error(5))),
+                ], concurrently: 2
+            )
+            .map(MC.fold).ensure(h.ensure(0)))
+        h.resolve(1, .value(6))
+        #expect(
+            h.log == [
+                "op 1", "op 2", "op 4", "cancel handler 2 @elsewhere", "ensure 3 @elsewhere",
+                "ensure 0", "completion error 5",
+            ])
         h.cancel()
         h.finish()
         #expect(h.alive == [] && h.clock.timerCount == 0)
