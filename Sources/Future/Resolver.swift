@@ -1,5 +1,7 @@
 // Resolver.swift: what an operation is given, to report its outcome and hear of cancellation.
-// Builds on the run (Engine/Run.swift), which a resolver reports to, by its call's number.
+// Builds on the run (Engine/Run.swift), which a resolver reports to, by its call's number, or a
+// combination (Engine/Join.swift), by its member's index; the report itself,
+// `resolve(_:carriedOnBy:)`, is with the run's code.
 
 /// What an operation receives, to report its outcome and to learn that its run was cancelled.
 ///
@@ -8,8 +10,10 @@
 /// thread, during the operation or after. The run then goes on on the thread that is free to carry
 /// it: the resolving one if the operation had returned, else the operation's own once it returns
 /// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`). A
-/// combination's member made from an operation alone is no run of its own: the combination hears of its
-/// outcome at once, on the resolving thread, even before the operation returns.
+/// combination's member made from an operation alone is no run of its own: the combination hears
+/// of its outcome at once, on the resolving thread, even before the operation returns; the steps
+/// after the combination still go on on the thread that called the member, once its operation
+/// returns (see <doc:CombiningPromises>).
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
@@ -90,7 +94,9 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        resolve(result, carriedOnBy: nil)  // a user's resolver: its run goes on where it is
+        // A user's resolver: its run goes on where it is. (`resolve(_:carriedOnBy:)`, the one
+        // report every resolver makes, is in Engine/Run.swift.)
+        resolve(result, carriedOnBy: nil)
     }
 
     /// Reports success.

@@ -20,9 +20,9 @@ import Testing
     /// its call of the shared promise, on this thread, inside another shared promise's settle
     /// (so the work's level of runs resumes what waits in it as it returns); run Y joins from the
     /// work's operation. After that operation returned, and before X's start of the work has
-    /// returned (`Shared.starting` still true), thread B cancels the work through its resolver,
-    /// outside any run: the work ends on B, and `Nesting.settling(firstInCall: true)` resumes X
-    /// and leaves Y in B's queue of waiting runs, where no level of runs will ever resume it.
+    /// returned, thread B cancels the work through its resolver, outside any run: the work ends
+    /// on B. The fault was that B's settle resumed X and left Y in B's queue of waiting runs,
+    /// where no level of runs would ever resume it.
     @Test func aWaiterOfSharedWorkEndedOnAnotherThreadDuringTheStartGoesOn() {
         let (first, firstResolver) = Promise<Int, TestError>.pending()
         let (third, thirdResolver) = Promise<Int, TestError>.pending()

@@ -1506,8 +1506,9 @@ final class MCModel {
                     once { act.finish(outcome) }
                 }
             case .cancel:
-                // Its own end, an outcome or a cancellation, goes on where the launch goes on if
-                // it came before the launch returned (the header of Combining.swift).
+                // Its own end, an outcome or a cancellation, that came during a call of a member
+                // (in the launch, or as another member ended) goes on on the thread that called
+                // it, once the call returned (`operating`; the header of Combining.swift).
                 close()
                 once { act.finishCancelled() }
             }
@@ -1527,8 +1528,9 @@ final class MCModel {
                     // A member made from an operation alone ends where its resolver is called, at
                     // once: resolved from another thread in its call, the combination decides
                     // there, and all it sets off runs there (cancelling the others, starting those
-                    // that ignore cancel, its own end if its launch had returned; Resolver, the
-                    // header of Combining.swift, CombiningPromises.md).
+                    // that ignore cancel); its own end goes on on the thread that called the
+                    // member, once the call returned (`operating`, below; Resolver, the header of
+                    // Combining.swift, CombiningPromises.md).
                     let was = self.place
                     if members[index].elsewhere { self.place = MC.elsewhere }
                     defer { self.place = was }

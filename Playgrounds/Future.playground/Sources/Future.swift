@@ -58,9 +58,9 @@ import Dispatch
 nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
     /// The work: an operation alone, or a chain of steps (see Internals; `Engine.Body` and
     /// `Engine.Operation`, the operation's closure, are in Engine/Chain.swift). A promise made
-    /// from an operation keeps the operation alone, which costs nothing more: a run, a combination or a
-    /// step that returns the promise calls it directly. Adding a step makes it the first stage of
-    /// a chain, whose last stage knows the one before it.
+    /// from an operation keeps the operation alone, which costs nothing more: a run, a
+    /// combination or a step that returns the promise calls it directly. Adding a step makes it
+    /// the first stage of a chain, whose last stage knows the one before it.
     @usableFromInline let body: Engine.Body
 
     @inlinable init(last: Engine.Stage) { body = .chain(last: last) }
@@ -134,7 +134,9 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 // MARK: - Resolver
 
 // Resolver.swift: what an operation is given, to report its outcome and hear of cancellation.
-// Builds on the run (Engine/Run.swift), which a resolver reports to, by its call's number.
+// Builds on the run (Engine/Run.swift), which a resolver reports to, by its call's number, or a
+// combination (Engine/Join.swift), by its member's index; the report itself,
+// `resolve(_:carriedOnBy:)`, is with the run's code.
 
 /// What an operation receives, to report its outcome and to learn that its run was cancelled.
 ///
@@ -143,8 +145,10 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// thread, during the operation or after. The run then goes on on the thread that is free to carry
 /// it: the resolving one if the operation had returned, else the operation's own once it returns
 /// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`). A
-/// combination's member made from an operation alone is no run of its own: the combination hears of its
-/// outcome at once, on the resolving thread, even before the operation returns.
+/// combination's member made from an operation alone is no run of its own: the combination hears
+/// of its outcome at once, on the resolving thread, even before the operation returns; the steps
+/// after the combination still go on on the thread that called the member, once its operation
+/// returns (see <doc:CombiningPromises>).
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
@@ -225,7 +229,9 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        resolve(result, carriedOnBy: nil)  // a user's resolver: its run goes on where it is
+        // A user's resolver: its run goes on where it is. (`resolve(_:carriedOnBy:)`, the one
+        // report every resolver makes, is in Engine/Run.swift.)
+        resolve(result, carriedOnBy: nil)
     }
 
     /// Reports success.
@@ -637,8 +643,9 @@ nonisolated extension Promise where Failure == Never {
 // a value step in a closure. The promise and `Result` shapes take any error type, so that such a
 // step is never taken for a value. On a chain that cannot fail, the `Failure == Never` extension
 // below gives those two shapes again, taking the step's error type as PromiseKit's
-// `Guarantee.then` does: Swift prefers them there, as the more constrained of two disfavored
-// overloads, and they cost a chain that can fail nothing.
+// `Guarantee.then` does: Swift prefers them there, as the more constrained overload of each pair
+// (the promise shape's both disfavored, the `Result` shape's neither), and they cost a chain that
+// can fail nothing.
 // Rejecting every other pair of error types at compile time would take more shapes on every chain
 // (measured: a six-closure chain of the corpus went from 120 to 335 ms), so that stays a check as
 // the step is built.
@@ -1140,15 +1147,15 @@ nonisolated extension Promise {
 // settled it ended (on its resolver's thread, or its run's) once the members it cancelled have
 // stopped (a member in a step on another thread stops as the step returns; a cancel handler on
 // another thread, as it returns): on that member's queue, if it ended on one (after `on(_:)`, say),
-// else on the thread that stopped last, or, if that came while the combination called a member (in
-// its launch, or as another member ended), on the thread that called it, once the call returned, as
-// after any resolver. A member made from an operation alone ends where its resolver is called, at
-// once, even before its operation returned: the combination decides there, and cancels the other
-// members (their handlers and `ensure` steps) and starts those that ignore cancel on that thread;
-// resolved from another thread during its call, it leaves the steps after to the thread that called
-// it, once its operation returns. A member that ends by cancellation ends a `when` or `any` as
-// cancelled, and drops out of a race or of a `when(resolved:concurrently:until:)`, which a signal
-// stops.
+// else on the thread that stopped last: a call of a member that the combination was making as it
+// was settled (in its launch, or as another member ended) stops as it returns, on the thread that
+// made it, as after any resolver. A member made from an operation alone ends where its resolver is
+// called, at once, even before its operation returned: the combination decides there, and cancels
+// the other members (their handlers and `ensure` steps) and starts those that ignore cancel on that
+// thread; resolved from another thread during its call, it leaves the steps after to the thread
+// that called it, once its operation returns (unless a member it cancelled stops later, on another
+// thread: then there). A member that ends by cancellation ends a `when` or `any` as cancelled, and
+// drops out of a race or of a `when(resolved:concurrently:until:)`, which a signal stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///
@@ -2392,13 +2399,13 @@ nonisolated public enum PromiseDiagnostics {
 //   run at its next check (`Next.stop`, then `release(stopping:)`); `skip`, what a stopped run
 //   does with each stage still ahead (an `ensure` step runs all the same); `end`, a run's last
 //   transition, with an outcome or cancelled (its completion hears of it once).
-// - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it,
-//   the canceller, until its handlers have returned, a handler added late, until it returns
-//   (once the end is under way, before the next `ensure` step: `Run.callLate`), and
-//   each combination or timeout the run runs (`Run.hold()`), until what it counts has
-//   stopped: a combination's member runs, its launch loop and the threads that call its members'
-//   cancel handlers (`Join`, which a stopping combination's verdict waits for too); a timeout's
-//   work's run.
+// - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it, the
+//   canceller, until its handlers have returned, a handler added late, until it returns (once the
+//   end is under way, before the next `ensure` step: `Run.callLate`, then `callLateHandlers`), and
+//   each combination or timeout the run runs (`Run.hold()`), until what it counts has stopped: a
+//   combination's member runs, its launch loop and the threads that call its members' cancel
+//   handlers (`Join`, which a stopping combination's verdict waits for too); a timeout's work's
+//   run.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -2921,13 +2928,14 @@ nonisolated extension Promise {
 // `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
-// The file, in order, one `MARK` a part: what a run keeps and its states (`Fields`, `Driver`,
-// `State`, the class); making a run (`make`, `typedWork`, the parts of its tail); who gets its
-// outcome (`Reporter`, `Completion` and its four kinds); starting and driving (`start`, `drive`);
-// calling an operation, and its resolver (`perform`, `operationReturned`, `resolve`, `onCancel`,
-// `callLate`, then `Resolver.settle`); hopping to a queue (`awaitQueue`, `queueArrived`);
-// cancelling and ending (`cancel(call:)`, `hold`, `release`, `end`, `skip`); ties to invalidation
-// tokens (`generation(of:)`).
+// The file, in order, one `MARK` a part: what a run keeps and its states (`RunHandle`, `Fields`,
+// `Driver`, `State`, the class); making a run (`make`, `typedWork`, the parts of its tail); who
+// gets its outcome (`Reporter`, `Completion` and its four kinds); starting and driving (`start`,
+// `drive`); calling an operation, and its resolver (`perform`, `callOrEnter`,
+// `operationReturned`, `resolve`, `onCancel`, `callLate`, then `Resolver.settle` and
+// `Resolver.resolve(_:carriedOnBy:)`, which every resolver reports through); hopping to a queue
+// (`awaitQueue`, `queueArrived`); cancelling and ending (`cancel(call:)`, `hold`, `release`, `end`,
+// `skip`); ties to invalidation tokens (`generation(of:)`).
 //
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
 // (`make`) and starts it (`start(_:_:immediately:member:)`, which places its completion, then
@@ -2940,21 +2948,41 @@ nonisolated extension Promise {
 // completion gets the outcome (`.complete`, its typed work). Cancelled (`cancel(call:)`),
 // its handlers run (`Nesting.cancelling`), the thread driving it stops it (`release(stopping:)`),
 // and once nothing holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead,
-// running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`), and
-// its completion hears of it (`.complete(nil)`).
+// running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`, then
+// `callLateHandlers`), and its completion hears of it (`.complete(nil)`): see "A cancel in calls".
 //
 // A call in calls: an operation alone waits in the slot, and the first drive calls it through the
 // typed work `.callOperation` (`typedWork`), which calls `perform` with its types; `perform` calls
-// the user's operation with a new `Resolver`. Resolved at once, `Resolver.callAsFunction`, then
-// `Run.resolve` (`calling` to `driving`, `resolvedHere` set), so `perform` returns `.proceed` and
-// `drive` pops the next step or, with none left, ends the run (`end(with:)`, then the typed work
-// `.complete`, which calls the completion's `complete`: for `run(some:none:)`, `Outcomes`, the
-// user's closures); resolved later, `perform` returns `.called`, `operationReturned` leaves the
-// run `awaitingResolver`, and the resolving thread's `Run.resolve` drives it on (`drive`). A
-// `then` after an operation alone makes a chain of two stages, a `Source` (the operation, whose
-// step calls `perform`) and a `Nest` (the step), the first on top of the plan; the `Nest`'s step
-// calls the user's closure and, if the promise it returns is an operation alone, calls it in place
+// the user's operation with a new `Resolver`. Resolved at once, `Resolver.callAsFunction` (through
+// `Resolver.resolve(_:carriedOnBy:)`, with no queue), then `Run.resolve` (`calling` to `driving`,
+// `resolvedHere` set), so `perform` returns `.proceed` and `drive` pops the next step or, with none
+// left, ends the run (`end(with:)`, then the typed work `.complete`, which calls the completion's
+// `complete`: for `run(some:none:)`, `Outcomes`, the user's closures); resolved later, `perform`
+// returns `.called`, `operationReturned` leaves the run `awaitingResolver`, and the resolving
+// thread's `Run.resolve` drives it on (`drive`). A `then` whose closure returns a promise, after an
+// operation alone, makes a chain of two stages, a `Source` (the operation, whose step calls
+// `perform`) and a `Nest` (the step), the first on top of the plan; the `Nest`'s step calls the
+// user's closure and, if the promise it returns is an operation alone, calls it in place
 // (`callOrEnter`: `perform` again), else enters its chain (`.enter`: `drive` pushes its stages).
+//
+// A cancel in calls: a handle's `cancel()` (or a resolver's) calls `cancel(call:)`, which moves the
+// run to `cancelling` with its holds (the canceller's, and that of the thread that drives it, or of
+// the start to come: see the table), then, through `Nesting.cancelling`, calls the pending call's
+// handlers, then the cancels they queued, then `release`. On a thread with no cancel under way all
+// of it is done at once, before `cancel(call:)` returns; inside a cancel handler it is queued, and
+// done once that handler has returned (see `Nesting.cancelling`). For a run whose call waits for a
+// user's resolver (`awaitingResolver` to `cancelling(-,1,c)`): c's handlers, then `release`, the
+// last hold (`ending`), then `end(with: nil)`, which skips the stages ahead (`skip`: their `ensure`
+// steps run), `callLateHandlers(last: true)` (`cancelled`), the typed work `.complete(nil)`, and
+// the completion's `complete(nil)`: nothing for a terminal's closures, `nil` for an awaiting task,
+// the join hearing of its member's run (`MemberRun`), for a timeout's work `Timeout.complete` (the
+// timeout's failure if its alarm rang, else its cancel, or the release of the run it held). For a
+// run that waits for a combination, a handler takes a hold: the join's `runCancelled` (Join.swift,
+// added by the join's `init`) holds the run, closes the join, gives the hold back at once if
+// nothing of it is going (a member's run, its launch, a handler), and cancels its members (their
+// runs' cancels queue behind this one); the last of what was going to stop releases that hold, and
+// of it and the canceller's `release`, the one that comes last ends the run (`end(with: nil)`): its
+// completion hears `nil`. A timeout's `runCancelled` goes the same way with its work's run.
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -3033,6 +3061,8 @@ nonisolated extension Promise {
 // Beside the state, under the lock, what means the same in every state: the ties to tokens (or,
 // for a run made apart from another, its user's run), and the run whose cancel reaches this one
 // (`outer`). The count of calls is the driving thread's (`Driver.calls`): it begins every call.
+
+// MARK: What a run keeps, and its states
 
 /// A run of a promise, returned by every terminal, to cancel it.
 ///
@@ -3290,7 +3320,8 @@ nonisolated extension Engine.Run {
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
                 typed: typedWork(Completion.self)))
-        // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
+        // A chain's stages fit the slot as it starts; of an operation alone's, only its outcome
+        // may need more than 8-byte alignment.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
@@ -3799,13 +3830,13 @@ nonisolated extension Resolver {
         resolve(outcome, carriedOnBy: Engine.Nesting.queueHere)
     }
 
-    /// Reports `result` for the library's own resolvers (`settle`'s; a combination's and a shared
-    /// promise's, which pass the queue themselves), whose work that decided it ended in
-    /// `queue`'s block (a run's steps on the queue): if the operation has not returned yet, on
-    /// another thread (still setting the alarm, or launching members), the run goes on on `queue`
-    /// once it returns, in a block of its own, as it would have had the work ended later, not on
-    /// the operation's thread. A user's resolver reports with no queue: its run never hops that
-    /// the user did not ask for.
+    /// Reports `result`, for every resolver. A user's (`callAsFunction`) reports with no queue:
+    /// its run never hops that the user did not ask for. The library's own (`settle`'s; a
+    /// combination's and a shared promise's, which pass the queue themselves) pass the queue
+    /// whose block the work that decided it ended in (a run's steps on the queue): if the
+    /// operation has not returned yet, on another thread (still setting the alarm, or launching
+    /// members), the run goes on on `queue` once it returns, in a block of its own, as it would
+    /// have had the work ended later, not on the operation's thread.
     @inlinable func resolve(
         _ result: sending Swift.Result<Value, Failure>, carriedOnBy queue: DispatchQueue?
     ) {
@@ -3907,20 +3938,7 @@ nonisolated extension Engine.Run {
         if cancelled {
             // Once what the handlers cancelled has ended too, the run ends if it waits: the
             // handlers, then the cancels they queued, then `release`, which ends the run once
-            // nothing else holds it (at once on a thread with no cancel under way; all before this
-            // cancel returns). For a run that waits for its resolver (`awaitingResolver` to
-            // `cancelling(-,1,c)`): c's handlers, then `release`, the last hold (`ending`), then
-            // `end(with: nil)`, `callLateHandlers(last: true)` (`cancelled`), the typed work
-            // `.complete(nil)`, and the completion's `complete(nil)`: nothing for a terminal's
-            // closures, `nil` for an awaiting task, the timeout's failure for a timeout's work
-            // (`Timeout.complete`), the join hearing of its member's run (`MemberRun`). For a run
-            // that waits for a combination: the join's `runCancelled` (Join.swift, added by the
-            // join's `init`) takes a hold, closes the join, gives the hold back at once if nothing
-            // of it is going (a member's run, its launch, a handler), and cancels its members
-            // (their runs' cancels queue behind this one); the last member run to stop releases
-            // that hold, and the `release` here, the last hold, ends the run (`end(with: nil)`):
-            // its completion hears `nil`. A timeout's `runCancelled` goes the same way with its
-            // work's run.
+            // nothing else holds it (see "A cancel in calls" in the file's header).
             Engine.Nesting.cancelling(
                 { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
         }
@@ -4456,13 +4474,13 @@ nonisolated extension Engine {
 
         /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
         /// in its turn, as nested calls would: before the next waiter, and with it the waiters of
-        /// every shared promise that settles as it goes on (such as the one whose work it is).
-        /// But not nested: inside a settle, every level of runs resumes, as it returns, what
-        /// waited inside it; and the waiters of a settle inside another wait, for the level of
-        /// runs around it (the run of the work that settled), and then the run each resumes too,
-        /// as past `limit`. So a chain of ten thousand settles two levels deep, as on a 32 KiB
-        /// stack, and a step that settles a shared promise returns after its waiters went on, as
-        /// a step that calls a resolver does.
+        /// every shared promise that settles as it goes on (such as the one whose work it is). But
+        /// not nested: inside a settle, every level of runs resumes, as it returns, what waited
+        /// inside it; and the waiters of a settle inside another wait, for the level of runs around
+        /// it (the run of the work that settled), and then the run each resumes too, as past
+        /// `limit`. So a chain of ten thousand settles two levels deep (a test settles them on a
+        /// 64 KiB stack), and a step that settles a shared promise returns after its waiters went
+        /// on, as a step that calls a resolver does.
         static func settling<Waiter>(_ waiters: [Waiter], _ resume: @escaping (Waiter) -> Void) {
             withCurrent { nesting in
                 guard !nesting.isSettling else {
@@ -4586,7 +4604,10 @@ nonisolated extension Engine {
 // (`Run.cancel(call:)` calls `runCancelled`), the join holds its run's end (`Run.hold`), takes
 // what to cancel (`takeCancels`) and cancels it (`cancelMembers`); the last of the member runs,
 // the loop and the threads calling handlers to stop counts down to `.releases`: `Run.release`,
-// which ends the run (`end`: its `ensure` steps, then its completion hears of the cancel).
+// which ends the run (`end`: its `ensure` steps, then its completion hears of the cancel). With
+// nothing going (every member an operation alone that waits for its resolver, say),
+// `runCancelled` gives its hold back at once and calls the members' handlers; the canceller's
+// release then ends the run, and the join's own resolver, let go of unresolved, cancels nothing.
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
@@ -5149,9 +5170,10 @@ nonisolated extension Engine {
 // timeout's run, starts); the work waits (`waits`), so the alarm is set (`armed`); the alarm rings
 // (`rang`, on a global queue, or on the thread that advances a manual clock): the timeout moves to
 // `ringing` and cancels the work's run (`Run.cancel(call:)`: the work's pending call's handlers,
-// then `release`, whose last hold ends the run, `end(with: nil)`), whose end calls its completion,
-// the timeout (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on the
-// timeout's run, which waits for it); the timeout's run goes on on that thread (`drive`).
+// then `release`; the last hold's release ends the run, `end(with: nil)`: this one if the work
+// waits, else the driving thread's as it stops), whose end calls its completion, the timeout
+// (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on the timeout's run,
+// which waits for it); the timeout's run goes on on the thread that ended the work (`drive`).
 //
 // (Work whose operation lets its resolver go unresolved is cancelled, and the timeout, hearing of
 // it in `complete`, ends cancelled too: only work that keeps its resolver, or waits for a queue or

@@ -217,13 +217,13 @@ nonisolated extension Engine {
 
         /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
         /// in its turn, as nested calls would: before the next waiter, and with it the waiters of
-        /// every shared promise that settles as it goes on (such as the one whose work it is).
-        /// But not nested: inside a settle, every level of runs resumes, as it returns, what
-        /// waited inside it; and the waiters of a settle inside another wait, for the level of
-        /// runs around it (the run of the work that settled), and then the run each resumes too,
-        /// as past `limit`. So a chain of ten thousand settles two levels deep, as on a 32 KiB
-        /// stack, and a step that settles a shared promise returns after its waiters went on, as
-        /// a step that calls a resolver does.
+        /// every shared promise that settles as it goes on (such as the one whose work it is). But
+        /// not nested: inside a settle, every level of runs resumes, as it returns, what waited
+        /// inside it; and the waiters of a settle inside another wait, for the level of runs around
+        /// it (the run of the work that settled), and then the run each resumes too, as past
+        /// `limit`. So a chain of ten thousand settles two levels deep (a test settles them on a
+        /// 64 KiB stack), and a step that settles a shared promise returns after its waiters went
+        /// on, as a step that calls a resolver does.
         static func settling<Waiter>(_ waiters: [Waiter], _ resume: @escaping (Waiter) -> Void) {
             withCurrent { nesting in
                 guard !nesting.isSettling else {

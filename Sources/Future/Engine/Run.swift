@@ -9,13 +9,14 @@
 // `state` names where it is. Each event is a method below that changes the state in one lock
 // section and returns what to do once the lock is let go of.
 //
-// The file, in order, one `MARK` a part: what a run keeps and its states (`Fields`, `Driver`,
-// `State`, the class); making a run (`make`, `typedWork`, the parts of its tail); who gets its
-// outcome (`Reporter`, `Completion` and its four kinds); starting and driving (`start`, `drive`);
-// calling an operation, and its resolver (`perform`, `operationReturned`, `resolve`, `onCancel`,
-// `callLate`, then `Resolver.settle`); hopping to a queue (`awaitQueue`, `queueArrived`);
-// cancelling and ending (`cancel(call:)`, `hold`, `release`, `end`, `skip`); ties to invalidation
-// tokens (`generation(of:)`).
+// The file, in order, one `MARK` a part: what a run keeps and its states (`RunHandle`, `Fields`,
+// `Driver`, `State`, the class); making a run (`make`, `typedWork`, the parts of its tail); who
+// gets its outcome (`Reporter`, `Completion` and its four kinds); starting and driving (`start`,
+// `drive`); calling an operation, and its resolver (`perform`, `callOrEnter`,
+// `operationReturned`, `resolve`, `onCancel`, `callLate`, then `Resolver.settle` and
+// `Resolver.resolve(_:carriedOnBy:)`, which every resolver reports through); hopping to a queue
+// (`awaitQueue`, `queueArrived`); cancelling and ending (`cancel(call:)`, `hold`, `release`, `end`,
+// `skip`); ties to invalidation tokens (`generation(of:)`).
 //
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
 // (`make`) and starts it (`start(_:_:immediately:member:)`, which places its completion, then
@@ -28,21 +29,41 @@
 // completion gets the outcome (`.complete`, its typed work). Cancelled (`cancel(call:)`),
 // its handlers run (`Nesting.cancelling`), the thread driving it stops it (`release(stopping:)`),
 // and once nothing holds its end (`hold`, `release`) it ends (`end`): it skips the stages ahead,
-// running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`), and
-// its completion hears of it (`.complete(nil)`).
+// running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`, then
+// `callLateHandlers`), and its completion hears of it (`.complete(nil)`): see "A cancel in calls".
 //
 // A call in calls: an operation alone waits in the slot, and the first drive calls it through the
 // typed work `.callOperation` (`typedWork`), which calls `perform` with its types; `perform` calls
-// the user's operation with a new `Resolver`. Resolved at once, `Resolver.callAsFunction`, then
-// `Run.resolve` (`calling` to `driving`, `resolvedHere` set), so `perform` returns `.proceed` and
-// `drive` pops the next step or, with none left, ends the run (`end(with:)`, then the typed work
-// `.complete`, which calls the completion's `complete`: for `run(some:none:)`, `Outcomes`, the
-// user's closures); resolved later, `perform` returns `.called`, `operationReturned` leaves the
-// run `awaitingResolver`, and the resolving thread's `Run.resolve` drives it on (`drive`). A
-// `then` after an operation alone makes a chain of two stages, a `Source` (the operation, whose
-// step calls `perform`) and a `Nest` (the step), the first on top of the plan; the `Nest`'s step
-// calls the user's closure and, if the promise it returns is an operation alone, calls it in place
+// the user's operation with a new `Resolver`. Resolved at once, `Resolver.callAsFunction` (through
+// `Resolver.resolve(_:carriedOnBy:)`, with no queue), then `Run.resolve` (`calling` to `driving`,
+// `resolvedHere` set), so `perform` returns `.proceed` and `drive` pops the next step or, with none
+// left, ends the run (`end(with:)`, then the typed work `.complete`, which calls the completion's
+// `complete`: for `run(some:none:)`, `Outcomes`, the user's closures); resolved later, `perform`
+// returns `.called`, `operationReturned` leaves the run `awaitingResolver`, and the resolving
+// thread's `Run.resolve` drives it on (`drive`). A `then` whose closure returns a promise, after an
+// operation alone, makes a chain of two stages, a `Source` (the operation, whose step calls
+// `perform`) and a `Nest` (the step), the first on top of the plan; the `Nest`'s step calls the
+// user's closure and, if the promise it returns is an operation alone, calls it in place
 // (`callOrEnter`: `perform` again), else enters its chain (`.enter`: `drive` pushes its stages).
+//
+// A cancel in calls: a handle's `cancel()` (or a resolver's) calls `cancel(call:)`, which moves the
+// run to `cancelling` with its holds (the canceller's, and that of the thread that drives it, or of
+// the start to come: see the table), then, through `Nesting.cancelling`, calls the pending call's
+// handlers, then the cancels they queued, then `release`. On a thread with no cancel under way all
+// of it is done at once, before `cancel(call:)` returns; inside a cancel handler it is queued, and
+// done once that handler has returned (see `Nesting.cancelling`). For a run whose call waits for a
+// user's resolver (`awaitingResolver` to `cancelling(-,1,c)`): c's handlers, then `release`, the
+// last hold (`ending`), then `end(with: nil)`, which skips the stages ahead (`skip`: their `ensure`
+// steps run), `callLateHandlers(last: true)` (`cancelled`), the typed work `.complete(nil)`, and
+// the completion's `complete(nil)`: nothing for a terminal's closures, `nil` for an awaiting task,
+// the join hearing of its member's run (`MemberRun`), for a timeout's work `Timeout.complete` (the
+// timeout's failure if its alarm rang, else its cancel, or the release of the run it held). For a
+// run that waits for a combination, a handler takes a hold: the join's `runCancelled` (Join.swift,
+// added by the join's `init`) holds the run, closes the join, gives the hold back at once if
+// nothing of it is going (a member's run, its launch, a handler), and cancels its members (their
+// runs' cancels queue behind this one); the last of what was going to stop releases that hold, and
+// of it and the canceller's `release`, the one that comes last ends the run (`end(with: nil)`): its
+// completion hears `nil`. A timeout's `runCancelled` goes the same way with its work's run.
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -133,6 +154,8 @@ import Dispatch
 #elseif canImport(Bionic)
     import Bionic
 #endif
+
+// MARK: What a run keeps, and its states
 
 /// A run of a promise, returned by every terminal, to cancel it.
 ///
@@ -390,7 +413,8 @@ nonisolated extension Engine.Run {
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
                 typed: typedWork(Completion.self)))
-        // A chain's stages fit the slot as it starts; an operation alone has only its outcome.
+        // A chain's stages fit the slot as it starts; of an operation alone's, only its outcome
+        // may need more than 8-byte alignment.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
@@ -899,13 +923,13 @@ nonisolated extension Resolver {
         resolve(outcome, carriedOnBy: Engine.Nesting.queueHere)
     }
 
-    /// Reports `result` for the library's own resolvers (`settle`'s; a combination's and a shared
-    /// promise's, which pass the queue themselves), whose work that decided it ended in
-    /// `queue`'s block (a run's steps on the queue): if the operation has not returned yet, on
-    /// another thread (still setting the alarm, or launching members), the run goes on on `queue`
-    /// once it returns, in a block of its own, as it would have had the work ended later, not on
-    /// the operation's thread. A user's resolver reports with no queue: its run never hops that
-    /// the user did not ask for.
+    /// Reports `result`, for every resolver. A user's (`callAsFunction`) reports with no queue:
+    /// its run never hops that the user did not ask for. The library's own (`settle`'s; a
+    /// combination's and a shared promise's, which pass the queue themselves) pass the queue
+    /// whose block the work that decided it ended in (a run's steps on the queue): if the
+    /// operation has not returned yet, on another thread (still setting the alarm, or launching
+    /// members), the run goes on on `queue` once it returns, in a block of its own, as it would
+    /// have had the work ended later, not on the operation's thread.
     @inlinable func resolve(
         _ result: sending Swift.Result<Value, Failure>, carriedOnBy queue: DispatchQueue?
     ) {
@@ -1007,20 +1031,7 @@ nonisolated extension Engine.Run {
         if cancelled {
             // Once what the handlers cancelled has ended too, the run ends if it waits: the
             // handlers, then the cancels they queued, then `release`, which ends the run once
-            // nothing else holds it (at once on a thread with no cancel under way; all before this
-            // cancel returns). For a run that waits for its resolver (`awaitingResolver` to
-            // `cancelling(-,1,c)`): c's handlers, then `release`, the last hold (`ending`), then
-            // `end(with: nil)`, `callLateHandlers(last: true)` (`cancelled`), the typed work
-            // `.complete(nil)`, and the completion's `complete(nil)`: nothing for a terminal's
-            // closures, `nil` for an awaiting task, the timeout's failure for a timeout's work
-            // (`Timeout.complete`), the join hearing of its member's run (`MemberRun`). For a run
-            // that waits for a combination: the join's `runCancelled` (Join.swift, added by the
-            // join's `init`) takes a hold, closes the join, gives the hold back at once if nothing
-            // of it is going (a member's run, its launch, a handler), and cancels its members
-            // (their runs' cancels queue behind this one); the last member run to stop releases
-            // that hold, and the `release` here, the last hold, ends the run (`end(with: nil)`):
-            // its completion hears `nil`. A timeout's `runCancelled` goes the same way with its
-            // work's run.
+            // nothing else holds it (see "A cancel in calls" in the file's header).
             Engine.Nesting.cancelling(
                 { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
         }

@@ -30,9 +30,10 @@
 // timeout's run, starts); the work waits (`waits`), so the alarm is set (`armed`); the alarm rings
 // (`rang`, on a global queue, or on the thread that advances a manual clock): the timeout moves to
 // `ringing` and cancels the work's run (`Run.cancel(call:)`: the work's pending call's handlers,
-// then `release`, whose last hold ends the run, `end(with: nil)`), whose end calls its completion,
-// the timeout (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on the
-// timeout's run, which waits for it); the timeout's run goes on on that thread (`drive`).
+// then `release`; the last hold's release ends the run, `end(with: nil)`: this one if the work
+// waits, else the driving thread's as it stops), whose end calls its completion, the timeout
+// (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on the timeout's run,
+// which waits for it); the timeout's run goes on on the thread that ended the work (`drive`).
 //
 // (Work whose operation lets its resolver go unresolved is cancelled, and the timeout, hearing of
 // it in `complete`, ends cancelled too: only work that keeps its resolver, or waits for a queue or
