@@ -1,6 +1,6 @@
 // Cancellation.swift: cancelling runs, one (`RunHandle`), many (`RunBag`), or silencing the
 // steps tied to a token (`InvalidationToken`); and `ignoringCancel()`. `RunHandle` is declared
-// in Engine/Run.swift, with the state it guards.
+// in Engine/Run.swift, with the run it cancels.
 
 nonisolated extension RunHandle {
     /// Whether the run was cancelled before it finished: by ``cancel()``, a bag or token it is

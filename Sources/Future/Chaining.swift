@@ -12,7 +12,7 @@
 // step is never taken for a value. On a chain that cannot fail, the `Failure == Never` extension
 // below gives those two shapes again, taking the step's error type as PromiseKit's
 // `Guarantee.then` does: Swift prefers them there, as the more constrained overload of each pair
-// (the promise shape's both disfavored, the `Result` shape's neither), and they cost a chain that
+// (both promise shapes are disfavored, neither `Result` shape is), and they cost a chain that
 // can fail nothing.
 // Rejecting every other pair of error types at compile time would take more shapes on every chain
 // (measured: a six-closure chain of the corpus went from 120 to 335 ms), so that stays a check as
@@ -41,8 +41,9 @@ nonisolated extension Promise {
     ///
     /// The step's promise fails with the chain's error type, or cannot fail (a ``Guarantee``), or,
     /// on a chain that fails with `any Error`, fails with any error. On a chain that cannot fail,
-    /// it may fail with any error, and the chain takes its type:
-    /// `after(.seconds(1)).then { fetchStatus() }` can fail as `fetchStatus()` does. Any other
+    /// it may fail with any error, and the chain takes its type (the overload of the
+    /// `Failure == Never` extension, below, does it): `after(.seconds(1)).then { fetchStatus() }`
+    /// can fail as `fetchStatus()` does. Any other
     /// error type stops the program as the step is built, with a message that names the fix
     /// (convert the step's error with ``mapError(_:)``, or erase the chain's with
     /// ``eraseToAnyError()``): Swift cannot reject that pair at compile time without slowing every

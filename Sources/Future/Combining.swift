@@ -9,14 +9,15 @@
 // stopped (a member in a step on another thread stops as the step returns; a cancel handler on
 // another thread, as it returns): on that member's queue, if it ended on one (after `on(_:)`, say),
 // else on the thread that stopped last: a call of a member that the combination was making as it
-// was settled (in its launch, or as another member ended) stops as it returns, on the thread that
-// made it, as after any resolver. A member made from an operation alone ends where its resolver is
-// called, at once, even before its operation returned: the combination decides there, and cancels
-// the other members (their handlers and `ensure` steps) and starts those that ignore cancel on that
-// thread; resolved from another thread during its call, it leaves the steps after to the thread
-// that called it, once its operation returns (unless a member it cancelled stops later, on another
-// thread: then there). A member that ends by cancellation ends a `when` or `any` as cancelled, and
-// drops out of a race or of a `when(resolved:concurrently:until:)`, which a signal stops.
+// decided (in its launch, or as another member ended) stops as it returns, on the thread that made
+// it. A member made from an operation alone ends where its resolver is called, at once, even before
+// its operation returned: the combination decides there, and cancels the other members (their
+// handlers and `ensure` steps) and starts those that ignore cancel on that thread; resolved from
+// another thread during its call, it leaves the steps after to whichever stops last: the thread
+// that called it, as its operation returns, or the resolving thread, once the cancels it set off
+// are done, or a member it cancelled that stops later elsewhere. A member that ends by cancellation
+// ends a `when` or `any` as cancelled, and drops out of a race or of a
+// `when(resolved:concurrently:until:)`, which a signal stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///

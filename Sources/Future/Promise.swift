@@ -35,11 +35,11 @@
 /// chain steps with ``map(_:)-k0ui`` and `then` (see <doc:ChoosingAStep>), handle errors with
 /// `recover` or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
 nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
-    /// The work: an operation alone, or a chain of steps (see Internals; `Engine.Body` and
-    /// `Engine.Operation`, the operation's closure, are in Engine/Chain.swift). A promise made
-    /// from an operation keeps the operation alone, which costs nothing more: a run, a
-    /// combination or a step that returns the promise calls it directly. Adding a step makes it
-    /// the first stage of a chain, whose last stage knows the one before it.
+    /// The work: an operation alone, or a chain of steps (`Engine.Body` and `Engine.Operation`,
+    /// the operation's closure, are in Engine/Chain.swift). A promise made from an operation
+    /// keeps the operation alone, which costs nothing more: a run, a combination or a step that
+    /// returns the promise calls it directly. Adding a step makes it the first stage of a chain,
+    /// whose last stage knows the one before it.
     @usableFromInline let body: Engine.Body
 
     @inlinable init(last: Engine.Stage) { body = .chain(last: last) }

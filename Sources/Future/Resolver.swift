@@ -11,9 +11,9 @@
 /// it: the resolving one if the operation had returned, else the operation's own once it returns
 /// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`). A
 /// combination's member made from an operation alone is no run of its own: the combination hears
-/// of its outcome at once, on the resolving thread, even before the operation returns; the steps
-/// after the combination still go on on the thread that called the member, once its operation
-/// returns (see <doc:CombiningPromises>).
+/// of its outcome at once, on the resolving thread, even before the operation returns; if that
+/// outcome decides the combination, the steps after it go on on whichever thread stops last (see
+/// <doc:CombiningPromises>).
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
@@ -94,8 +94,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        // A user's resolver: its run goes on where it is. (`resolve(_:carriedOnBy:)`, the one
-        // report every resolver makes, is in Engine/Run.swift.)
+        // A user's resolver: its run goes on where it is. (`resolve(_:carriedOnBy:)`, the one way
+        // every resolver's outcome goes, is in Engine/Run.swift.)
         resolve(result, carriedOnBy: nil)
     }
 
@@ -134,8 +134,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     ///
     /// The handler is called at most once, on the thread that cancels (at once if the run already
     /// is; if the run's end is under way, before its next `ensure` step, or as it ends, on the
-    /// thread that ends it); use it to cancel the request, timer or task the operation started. It gets the
-    /// resolver: one that captured its own resolver would keep its run alive forever.
+    /// thread that ends it); use it to cancel the request, timer or task the operation started. It
+    /// gets the resolver: one that captured its own resolver would keep its run alive forever.
     ///
     /// ```swift
     /// Promise<Data, any Error> { resolver in

@@ -1529,8 +1529,9 @@ final class MCModel {
                     // once: resolved from another thread in its call, the combination decides
                     // there, and all it sets off runs there (cancelling the others, starting those
                     // that ignore cancel); its own end goes on on the thread that called the
-                    // member, once the call returned (`operating`, below; Resolver, the header of
-                    // Combining.swift, CombiningPromises.md).
+                    // member, once the call returned (`operating`, below): the harness's operation
+                    // waits for its resolving thread, so the caller stops last (Resolver, the
+                    // header of Combining.swift, CombiningPromises.md).
                     let was = self.place
                     if members[index].elsewhere { self.place = MC.elsewhere }
                     defer { self.place = was }

@@ -56,11 +56,11 @@ import Dispatch
 /// chain steps with ``map(_:)-k0ui`` and `then` (see <doc:ChoosingAStep>), handle errors with
 /// `recover` or ``catch(_:)``, and run it with ``run(some:none:)`` or by awaiting ``value-7wpyp``.
 nonisolated public struct Promise<Value, Failure: Swift.Error>: Sendable {
-    /// The work: an operation alone, or a chain of steps (see Internals; `Engine.Body` and
-    /// `Engine.Operation`, the operation's closure, are in Engine/Chain.swift). A promise made
-    /// from an operation keeps the operation alone, which costs nothing more: a run, a
-    /// combination or a step that returns the promise calls it directly. Adding a step makes it
-    /// the first stage of a chain, whose last stage knows the one before it.
+    /// The work: an operation alone, or a chain of steps (`Engine.Body` and `Engine.Operation`,
+    /// the operation's closure, are in Engine/Chain.swift). A promise made from an operation
+    /// keeps the operation alone, which costs nothing more: a run, a combination or a step that
+    /// returns the promise calls it directly. Adding a step makes it the first stage of a chain,
+    /// whose last stage knows the one before it.
     @usableFromInline let body: Engine.Body
 
     @inlinable init(last: Engine.Stage) { body = .chain(last: last) }
@@ -146,9 +146,9 @@ nonisolated public enum PromiseError: Swift.Error, Equatable, Sendable {
 /// it: the resolving one if the operation had returned, else the operation's own once it returns
 /// (so to go on on a given queue, use ``Promise/on(_:)``, not `queue.async { resolver… }`). A
 /// combination's member made from an operation alone is no run of its own: the combination hears
-/// of its outcome at once, on the resolving thread, even before the operation returns; the steps
-/// after the combination still go on on the thread that called the member, once its operation
-/// returns (see <doc:CombiningPromises>).
+/// of its outcome at once, on the resolving thread, even before the operation returns; if that
+/// outcome decides the combination, the steps after it go on on whichever thread stops last (see
+/// <doc:CombiningPromises>).
 ///
 /// ```swift
 /// Promise<Data, any Error> { resolver in
@@ -229,8 +229,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// first outcome counts and later ones are ignored, so two callbacks racing to resolve are
     /// safe.
     @inlinable public func callAsFunction(_ result: sending Swift.Result<Value, Failure>) {
-        // A user's resolver: its run goes on where it is. (`resolve(_:carriedOnBy:)`, the one
-        // report every resolver makes, is in Engine/Run.swift.)
+        // A user's resolver: its run goes on where it is. (`resolve(_:carriedOnBy:)`, the one way
+        // every resolver's outcome goes, is in Engine/Run.swift.)
         resolve(result, carriedOnBy: nil)
     }
 
@@ -269,8 +269,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     ///
     /// The handler is called at most once, on the thread that cancels (at once if the run already
     /// is; if the run's end is under way, before its next `ensure` step, or as it ends, on the
-    /// thread that ends it); use it to cancel the request, timer or task the operation started. It gets the
-    /// resolver: one that captured its own resolver would keep its run alive forever.
+    /// thread that ends it); use it to cancel the request, timer or task the operation started. It
+    /// gets the resolver: one that captured its own resolver would keep its run alive forever.
     ///
     /// ```swift
     /// Promise<Data, any Error> { resolver in
@@ -644,7 +644,7 @@ nonisolated extension Promise where Failure == Never {
 // step is never taken for a value. On a chain that cannot fail, the `Failure == Never` extension
 // below gives those two shapes again, taking the step's error type as PromiseKit's
 // `Guarantee.then` does: Swift prefers them there, as the more constrained overload of each pair
-// (the promise shape's both disfavored, the `Result` shape's neither), and they cost a chain that
+// (both promise shapes are disfavored, neither `Result` shape is), and they cost a chain that
 // can fail nothing.
 // Rejecting every other pair of error types at compile time would take more shapes on every chain
 // (measured: a six-closure chain of the corpus went from 120 to 335 ms), so that stays a check as
@@ -673,8 +673,9 @@ nonisolated extension Promise {
     ///
     /// The step's promise fails with the chain's error type, or cannot fail (a ``Guarantee``), or,
     /// on a chain that fails with `any Error`, fails with any error. On a chain that cannot fail,
-    /// it may fail with any error, and the chain takes its type:
-    /// `after(.seconds(1)).then { fetchStatus() }` can fail as `fetchStatus()` does. Any other
+    /// it may fail with any error, and the chain takes its type (the overload of the
+    /// `Failure == Never` extension, below, does it): `after(.seconds(1)).then { fetchStatus() }`
+    /// can fail as `fetchStatus()` does. Any other
     /// error type stops the program as the step is built, with a message that names the fix
     /// (convert the step's error with ``mapError(_:)``, or erase the chain's with
     /// ``eraseToAnyError()``): Swift cannot reject that pair at compile time without slowing every
@@ -1148,14 +1149,15 @@ nonisolated extension Promise {
 // stopped (a member in a step on another thread stops as the step returns; a cancel handler on
 // another thread, as it returns): on that member's queue, if it ended on one (after `on(_:)`, say),
 // else on the thread that stopped last: a call of a member that the combination was making as it
-// was settled (in its launch, or as another member ended) stops as it returns, on the thread that
-// made it, as after any resolver. A member made from an operation alone ends where its resolver is
-// called, at once, even before its operation returned: the combination decides there, and cancels
-// the other members (their handlers and `ensure` steps) and starts those that ignore cancel on that
-// thread; resolved from another thread during its call, it leaves the steps after to the thread
-// that called it, once its operation returns (unless a member it cancelled stops later, on another
-// thread: then there). A member that ends by cancellation ends a `when` or `any` as cancelled, and
-// drops out of a race or of a `when(resolved:concurrently:until:)`, which a signal stops.
+// decided (in its launch, or as another member ended) stops as it returns, on the thread that made
+// it. A member made from an operation alone ends where its resolver is called, at once, even before
+// its operation returned: the combination decides there, and cancels the other members (their
+// handlers and `ensure` steps) and starts those that ignore cancel on that thread; resolved from
+// another thread during its call, it leaves the steps after to whichever stops last: the thread
+// that called it, as its operation returns, or the resolving thread, once the cancels it set off
+// are done, or a member it cancelled that stops later elsewhere. A member that ends by cancellation
+// ends a `when` or `any` as cancelled, and drops out of a race or of a
+// `when(resolved:concurrently:until:)`, which a signal stops.
 
 /// Succeeds with every value, in the order given, or fails with the first error to arrive.
 ///
@@ -2001,7 +2003,7 @@ nonisolated extension Promise where Value: Sendable {
 
 // Cancellation.swift: cancelling runs, one (`RunHandle`), many (`RunBag`), or silencing the
 // steps tied to a token (`InvalidationToken`); and `ignoringCancel()`. `RunHandle` is declared
-// in Engine/Run.swift, with the state it guards.
+// in Engine/Run.swift, with the run it cancels.
 
 nonisolated extension RunHandle {
     /// Whether the run was cancelled before it finished: by ``cancel()``, a bag or token it is
@@ -2399,13 +2401,13 @@ nonisolated public enum PromiseDiagnostics {
 //   run at its next check (`Next.stop`, then `release(stopping:)`); `skip`, what a stopped run
 //   does with each stage still ahead (an `ensure` step runs all the same); `end`, a run's last
 //   transition, with an outcome or cancelled (its completion hears of it once).
-// - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it, the
-//   canceller, until its handlers have returned, a handler added late, until it returns (once the
-//   end is under way, before the next `ensure` step: `Run.callLate`, then `callLateHandlers`), and
-//   each combination or timeout the run runs (`Run.hold()`), until what it counts has stopped: a
-//   combination's member runs, its launch loop and the threads that call its members' cancel
-//   handlers (`Join`, which a stopping combination's verdict waits for too); a timeout's work's
-//   run.
+// - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it; the
+//   canceller, until its handlers have returned; a handler added late, until it returns
+//   (`Run.callLate`; one added once the end is under way takes no hold: `callLateHandlers` calls it
+//   before the next `ensure` step); and each combination or timeout the run runs (`Run.hold()`),
+//   until what it counts has stopped: a combination's member runs, its launch loop and the threads
+//   that call its members' cancel handlers (`Join`, which a stopping combination's verdict waits
+//   for too); a timeout's work's run.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -2924,16 +2926,16 @@ nonisolated extension Promise {
 //
 //   header: Fields (lock, state, ties, outer) | tail: Driver | completion | slot | stages…
 //
-// (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`.) Its
-// `state` names where it is. Each event is a method below that changes the state in one lock
-// section and returns what to do once the lock is let go of.
+// (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`, in
+// Chain.swift.) Its `state` names where it is. Each event is a method below that changes the state
+// in one lock section and returns what to do once the lock is let go of.
 //
 // The file, in order, one `MARK` a part: what a run keeps and its states (`RunHandle`, `Fields`,
 // `Driver`, `State`, the class); making a run (`make`, `typedWork`, the parts of its tail); who
 // gets its outcome (`Reporter`, `Completion` and its four kinds); starting and driving (`start`,
 // `drive`); calling an operation, and its resolver (`perform`, `callOrEnter`,
 // `operationReturned`, `resolve`, `onCancel`, `callLate`, then `Resolver.settle` and
-// `Resolver.resolve(_:carriedOnBy:)`, which every resolver reports through); hopping to a queue
+// `Resolver.resolve(_:carriedOnBy:)`, which every outcome goes through); hopping to a queue
 // (`awaitQueue`, `queueArrived`); cancelling and ending (`cancel(call:)`, `hold`, `release`, `end`,
 // `skip`); ties to invalidation tokens (`generation(of:)`).
 //
@@ -2968,21 +2970,24 @@ nonisolated extension Promise {
 // A cancel in calls: a handle's `cancel()` (or a resolver's) calls `cancel(call:)`, which moves the
 // run to `cancelling` with its holds (the canceller's, and that of the thread that drives it, or of
 // the start to come: see the table), then, through `Nesting.cancelling`, calls the pending call's
-// handlers, then the cancels they queued, then `release`. On a thread with no cancel under way all
-// of it is done at once, before `cancel(call:)` returns; inside a cancel handler it is queued, and
-// done once that handler has returned (see `Nesting.cancelling`). For a run whose call waits for a
+// handlers, then the cancels they queued, then `release`. The move is made at once, under the lock.
+// Unless the cancel comes inside a cancel handler, the handlers, the cancels they queued and
+// `release` are done before `cancel(call:)` returns too; inside a handler they are queued, and done
+// once that handler has returned (see `Nesting.cancelling`). For a run whose call waits for a
 // user's resolver (`awaitingResolver` to `cancelling(-,1,c)`): c's handlers, then `release`, the
 // last hold (`ending`), then `end(with: nil)`, which skips the stages ahead (`skip`: their `ensure`
 // steps run), `callLateHandlers(last: true)` (`cancelled`), the typed work `.complete(nil)`, and
 // the completion's `complete(nil)`: nothing for a terminal's closures, `nil` for an awaiting task,
-// the join hearing of its member's run (`MemberRun`), for a timeout's work `Timeout.complete` (the
-// timeout's failure if its alarm rang, else its cancel, or the release of the run it held). For a
-// run that waits for a combination, a handler takes a hold: the join's `runCancelled` (Join.swift,
-// added by the join's `init`) holds the run, closes the join, gives the hold back at once if
-// nothing of it is going (a member's run, its launch, a handler), and cancels its members (their
-// runs' cancels queue behind this one); the last of what was going to stop releases that hold, and
-// of it and the canceller's `release`, the one that comes last ends the run (`end(with: nil)`): its
-// completion hears `nil`. A timeout's `runCancelled` goes the same way with its work's run.
+// the join hearing of its member's run (`MemberRun`), Future's own closure (`Callback`: a shared
+// promise's work settles its waiters cancelled, an `ignoringCancel()` promise's work cancels its
+// resolver), for a timeout's work `Timeout.complete` (the timeout's failure if its alarm rang, else
+// its cancel, or the release of the run it held). For a run that waits for a combination, a handler
+// takes a hold: the join's `runCancelled` (Join.swift, added by the join's `init`) holds the run,
+// closes the join, gives the hold back at once if nothing of it is going (a member's run, its
+// launch, a handler), and cancels its members (their runs' cancels queue behind this one); the last
+// of what was going to stop releases that hold, and of it and the canceller's `release`, the one
+// that comes last ends the run (`end(with: nil)`): its completion hears `nil`. A timeout's
+// `runCancelled` goes the same way with its work's run.
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -3320,8 +3325,8 @@ nonisolated extension Engine.Run {
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
                 typed: typedWork(Completion.self)))
-        // A chain's stages fit the slot as it starts; of an operation alone's, only its outcome
-        // may need more than 8-byte alignment.
+        // A chain's stages fit the slot as it starts; for an operation alone, only its outcome
+        // (not its `Operation`) may need more than 8-byte alignment.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
@@ -3611,6 +3616,7 @@ nonisolated extension Engine.Run {
             case .called, .wait: return
             case .proceed, .stop, .hop: break
             }
+            // With no stage left (an operation alone has none), the run ends below.
             guard case .proceed = next, let stage = plan.pop() else { break }
             next = stage.borrowed { $0.step($0, slot, self) }
         }
@@ -3676,7 +3682,7 @@ nonisolated extension Engine.Run {
         // Let go of here as the operation returns: if the operation let go of it unresolved, its
         // deinit cancels the call, still pending (see the table).
         let resolver = Resolver<Value, Failure>(reporter: self, call: call, of: operation)
-        operation(resolver)
+        operation(resolver)  // the user's closure (`Operation.callAsFunction`, Chain.swift)
         guard driver.pointee.resolvedHere else { return .called }
         driver.pointee.resolvedHere = false
         return .proceed
@@ -4606,8 +4612,10 @@ nonisolated extension Engine {
 // the loop and the threads calling handlers to stop counts down to `.releases`: `Run.release`,
 // which ends the run (`end`: its `ensure` steps, then its completion hears of the cancel). With
 // nothing going (every member an operation alone that waits for its resolver, say),
-// `runCancelled` gives its hold back at once and calls the members' handlers; the canceller's
-// release then ends the run, and the join's own resolver, let go of unresolved, cancels nothing.
+// `runCancelled` gives its hold back at once and queues the members' handlers, called as it
+// returns; the canceller's release (or, if the combination's operation has not returned, the
+// driving thread's stop) then ends the run, and the join's own resolver, let go of unresolved,
+// cancels nothing.
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
@@ -5169,11 +5177,13 @@ nonisolated extension Engine {
 // (`Engine.timeout`), which makes the `Timeout` (`init`: the work's run, made inside the
 // timeout's run, starts); the work waits (`waits`), so the alarm is set (`armed`); the alarm rings
 // (`rang`, on a global queue, or on the thread that advances a manual clock): the timeout moves to
-// `ringing` and cancels the work's run (`Run.cancel(call:)`: the work's pending call's handlers,
-// then `release`; the last hold's release ends the run, `end(with: nil)`: this one if the work
-// waits, else the driving thread's as it stops), whose end calls its completion, the timeout
-// (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on the timeout's run,
-// which waits for it); the timeout's run goes on on the thread that ended the work (`drive`).
+// `ringing` and cancels the work's run (`Run.cancel(call:)`: its pending call's handlers, if any,
+// then the canceller's `release`). The last hold's release ends that run (`end(with: nil)`): the
+// canceller's if the work waits for its resolver or a queue, else the driving thread's as it
+// stops, or that of a combination or timeout the work waits for. The work's run's end calls its
+// completion, the timeout (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on
+// the timeout's run, which waits for it); the timeout's run goes on on the thread that ended the
+// work (`drive`).
 //
 // (Work whose operation lets its resolver go unresolved is cancelled, and the timeout, hearing of
 // it in `complete`, ends cancelled too: only work that keeps its resolver, or waits for a queue or

@@ -32,13 +32,13 @@
 //   run at its next check (`Next.stop`, then `release(stopping:)`); `skip`, what a stopped run
 //   does with each stage still ahead (an `ensure` step runs all the same); `end`, a run's last
 //   transition, with an outcome or cancelled (its completion hears of it once).
-// - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it, the
-//   canceller, until its handlers have returned, a handler added late, until it returns (once the
-//   end is under way, before the next `ensure` step: `Run.callLate`, then `callLateHandlers`), and
-//   each combination or timeout the run runs (`Run.hold()`), until what it counts has stopped: a
-//   combination's member runs, its launch loop and the threads that call its members' cancel
-//   handlers (`Join`, which a stopping combination's verdict waits for too); a timeout's work's
-//   run.
+// - hold: what a cancelled run's end waits for: the thread that drives it, until it stops it; the
+//   canceller, until its handlers have returned; a handler added late, until it returns
+//   (`Run.callLate`; one added once the end is under way takes no hold: `callLateHandlers` calls it
+//   before the next `ensure` step); and each combination or timeout the run runs (`Run.hold()`),
+//   until what it counts has stopped: a combination's member runs, its launch loop and the threads
+//   that call its members' cancel handlers (`Join`, which a stopping combination's verdict waits
+//   for too); a timeout's work's run.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.

@@ -67,8 +67,10 @@
 // the loop and the threads calling handlers to stop counts down to `.releases`: `Run.release`,
 // which ends the run (`end`: its `ensure` steps, then its completion hears of the cancel). With
 // nothing going (every member an operation alone that waits for its resolver, say),
-// `runCancelled` gives its hold back at once and calls the members' handlers; the canceller's
-// release then ends the run, and the join's own resolver, let go of unresolved, cancels nothing.
+// `runCancelled` gives its hold back at once and queues the members' handlers, called as it
+// returns; the canceller's release (or, if the combination's operation has not returned, the
+// driving thread's stop) then ends the run, and the join's own resolver, let go of unresolved,
+// cancels nothing.
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that

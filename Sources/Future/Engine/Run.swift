@@ -5,16 +5,16 @@
 //
 //   header: Fields (lock, state, ties, outer) | tail: Driver | completion | slot | stages…
 //
-// (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`.) Its
-// `state` names where it is. Each event is a method below that changes the state in one lock
-// section and returns what to do once the lock is let go of.
+// (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`, in
+// Chain.swift.) Its `state` names where it is. Each event is a method below that changes the state
+// in one lock section and returns what to do once the lock is let go of.
 //
 // The file, in order, one `MARK` a part: what a run keeps and its states (`RunHandle`, `Fields`,
 // `Driver`, `State`, the class); making a run (`make`, `typedWork`, the parts of its tail); who
 // gets its outcome (`Reporter`, `Completion` and its four kinds); starting and driving (`start`,
 // `drive`); calling an operation, and its resolver (`perform`, `callOrEnter`,
 // `operationReturned`, `resolve`, `onCancel`, `callLate`, then `Resolver.settle` and
-// `Resolver.resolve(_:carriedOnBy:)`, which every resolver reports through); hopping to a queue
+// `Resolver.resolve(_:carriedOnBy:)`, which every outcome goes through); hopping to a queue
 // (`awaitQueue`, `queueArrived`); cancelling and ending (`cancel(call:)`, `hold`, `release`, `end`,
 // `skip`); ties to invalidation tokens (`generation(of:)`).
 //
@@ -49,21 +49,24 @@
 // A cancel in calls: a handle's `cancel()` (or a resolver's) calls `cancel(call:)`, which moves the
 // run to `cancelling` with its holds (the canceller's, and that of the thread that drives it, or of
 // the start to come: see the table), then, through `Nesting.cancelling`, calls the pending call's
-// handlers, then the cancels they queued, then `release`. On a thread with no cancel under way all
-// of it is done at once, before `cancel(call:)` returns; inside a cancel handler it is queued, and
-// done once that handler has returned (see `Nesting.cancelling`). For a run whose call waits for a
+// handlers, then the cancels they queued, then `release`. The move is made at once, under the lock.
+// Unless the cancel comes inside a cancel handler, the handlers, the cancels they queued and
+// `release` are done before `cancel(call:)` returns too; inside a handler they are queued, and done
+// once that handler has returned (see `Nesting.cancelling`). For a run whose call waits for a
 // user's resolver (`awaitingResolver` to `cancelling(-,1,c)`): c's handlers, then `release`, the
 // last hold (`ending`), then `end(with: nil)`, which skips the stages ahead (`skip`: their `ensure`
 // steps run), `callLateHandlers(last: true)` (`cancelled`), the typed work `.complete(nil)`, and
 // the completion's `complete(nil)`: nothing for a terminal's closures, `nil` for an awaiting task,
-// the join hearing of its member's run (`MemberRun`), for a timeout's work `Timeout.complete` (the
-// timeout's failure if its alarm rang, else its cancel, or the release of the run it held). For a
-// run that waits for a combination, a handler takes a hold: the join's `runCancelled` (Join.swift,
-// added by the join's `init`) holds the run, closes the join, gives the hold back at once if
-// nothing of it is going (a member's run, its launch, a handler), and cancels its members (their
-// runs' cancels queue behind this one); the last of what was going to stop releases that hold, and
-// of it and the canceller's `release`, the one that comes last ends the run (`end(with: nil)`): its
-// completion hears `nil`. A timeout's `runCancelled` goes the same way with its work's run.
+// the join hearing of its member's run (`MemberRun`), Future's own closure (`Callback`: a shared
+// promise's work settles its waiters cancelled, an `ignoringCancel()` promise's work cancels its
+// resolver), for a timeout's work `Timeout.complete` (the timeout's failure if its alarm rang, else
+// its cancel, or the release of the run it held). For a run that waits for a combination, a handler
+// takes a hold: the join's `runCancelled` (Join.swift, added by the join's `init`) holds the run,
+// closes the join, gives the hold back at once if nothing of it is going (a member's run, its
+// launch, a handler), and cancels its members (their runs' cancels queue behind this one); the last
+// of what was going to stop releases that hold, and of it and the canceller's `release`, the one
+// that comes last ends the run (`end(with: nil)`): its completion hears `nil`. A timeout's
+// `runCancelled` goes the same way with its work's run.
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -413,8 +416,8 @@ nonisolated extension Engine.Run {
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
                 typed: typedWork(Completion.self)))
-        // A chain's stages fit the slot as it starts; of an operation alone's, only its outcome
-        // may need more than 8-byte alignment.
+        // A chain's stages fit the slot as it starts; for an operation alone, only its outcome
+        // (not its `Operation`) may need more than 8-byte alignment.
         let alignment = MemoryLayout<Outcome>.alignment
         if chain == nil, alignment > 8 { run.fitSlot(size: slot, alignment: alignment) }
         return run
@@ -704,6 +707,7 @@ nonisolated extension Engine.Run {
             case .called, .wait: return
             case .proceed, .stop, .hop: break
             }
+            // With no stage left (an operation alone has none), the run ends below.
             guard case .proceed = next, let stage = plan.pop() else { break }
             next = stage.borrowed { $0.step($0, slot, self) }
         }
@@ -769,7 +773,7 @@ nonisolated extension Engine.Run {
         // Let go of here as the operation returns: if the operation let go of it unresolved, its
         // deinit cancels the call, still pending (see the table).
         let resolver = Resolver<Value, Failure>(reporter: self, call: call, of: operation)
-        operation(resolver)
+        operation(resolver)  // the user's closure (`Operation.callAsFunction`, Chain.swift)
         guard driver.pointee.resolvedHere else { return .called }
         driver.pointee.resolvedHere = false
         return .proceed

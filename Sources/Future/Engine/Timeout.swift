@@ -29,11 +29,13 @@
 // (`Engine.timeout`), which makes the `Timeout` (`init`: the work's run, made inside the
 // timeout's run, starts); the work waits (`waits`), so the alarm is set (`armed`); the alarm rings
 // (`rang`, on a global queue, or on the thread that advances a manual clock): the timeout moves to
-// `ringing` and cancels the work's run (`Run.cancel(call:)`: the work's pending call's handlers,
-// then `release`; the last hold's release ends the run, `end(with: nil)`: this one if the work
-// waits, else the driving thread's as it stops), whose end calls its completion, the timeout
-// (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on the timeout's run,
-// which waits for it); the timeout's run goes on on the thread that ended the work (`drive`).
+// `ringing` and cancels the work's run (`Run.cancel(call:)`: its pending call's handlers, if any,
+// then the canceller's `release`). The last hold's release ends that run (`end(with: nil)`): the
+// canceller's if the work waits for its resolver or a queue, else the driving thread's as it
+// stops, or that of a combination or timeout the work waits for. The work's run's end calls its
+// completion, the timeout (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on
+// the timeout's run, which waits for it); the timeout's run goes on on the thread that ended the
+// work (`drive`).
 //
 // (Work whose operation lets its resolver go unresolved is cancelled, and the timeout, hearing of
 // it in `complete`, ends cancelled too: only work that keeps its resolver, or waits for a queue or
