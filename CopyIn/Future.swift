@@ -535,8 +535,8 @@ nonisolated public func firstly<Value, Failure>(
 // MARK: - Running
 
 // Running.swift: the terminals that start a run, `run(_:)` and `run(some:none:)`, and for a
-// guarantee `run()`. Builds on `Run.start` (Engine/Run.swift), a run that keeps the terminal's
-// closure.
+// guarantee `run()`. Builds on `Run.make` and `Run.start` (Engine/Run.swift, whose header tells a
+// run's calls from there), a run that keeps the terminal's closure (`Engine.Outcomes`).
 
 nonisolated extension Promise {
     /// Starts a new run of the work and calls `completion` with its outcome.
@@ -544,7 +544,9 @@ nonisolated extension Promise {
     /// `completion` is called at most once, on the thread where the last step finished, and never
     /// after the run is cancelled. Choose it to pass the whole `Result` on, say to a completion
     /// handler of your own; ``run(some:none:)`` splits it in two closures. The handle it returns
-    /// cancels the run, and can be ignored: `lookUp(id: id).run { result in show(result) }`.
+    /// cancels the run, and can be ignored: `lookUp(id: id).run { result in show(result) }`. A
+    /// trailing closure alone means this terminal on a guarantee too, and gets the `Result`: for
+    /// the value, use `run(some:)`.
     ///
     /// The run keeps the chain's steps, and what they captured, until it ends, and lets go of them
     /// on the thread that ends it: after ``on(_:)``, on that queue (so a view a step captured goes
@@ -673,8 +675,8 @@ nonisolated extension Promise {
     ///
     /// The step's promise fails with the chain's error type, or cannot fail (a ``Guarantee``), or,
     /// on a chain that fails with `any Error`, fails with any error. On a chain that cannot fail,
-    /// it may fail with any error, and the chain takes its type (the overload of the
-    /// `Failure == Never` extension, below, does it): `after(.seconds(1)).then { fetchStatus() }`
+    /// it may fail with any error, and the chain takes its type (there Swift picks the overload of
+    /// the `Failure == Never` extension, below, which does it): `after(.seconds(1)).then { fetchStatus() }`
     /// can fail as `fetchStatus()` does. Any other
     /// error type stops the program as the step is built, with a message that names the fix
     /// (convert the step's error with ``mapError(_:)``, or erase the chain's with
@@ -2933,11 +2935,12 @@ nonisolated extension Promise {
 // The file, in order, one `MARK` a part: what a run keeps and its states (`RunHandle`, `Fields`,
 // `Driver`, `State`, the class); making a run (`make`, `typedWork`, the parts of its tail); who
 // gets its outcome (`Reporter`, `Completion` and its four kinds); starting and driving (`start`,
-// `drive`); calling an operation, and its resolver (`perform`, `callOrEnter`,
-// `operationReturned`, `resolve`, `onCancel`, `callLate`, then `Resolver.settle` and
-// `Resolver.resolve(_:carriedOnBy:)`, which every outcome goes through); hopping to a queue
-// (`awaitQueue`, `queueArrived`); cancelling and ending (`cancel(call:)`, `hold`, `release`, `end`,
-// `skip`); ties to invalidation tokens (`generation(of:)`).
+// `drive`); calling an operation, and its resolver (`perform`, `callOrEnter`, `operationReturned`,
+// `resolve`, `onCancel`, `callLate`, then `Resolver.settle`, which calls the next for the work of a
+// timeout or an `ignoringCancel()` promise, and `Resolver.resolve(_:carriedOnBy:)`, which every
+// outcome goes through); hopping to a queue (`awaitQueue`, `queueArrived`); cancelling and ending
+// (`cancel(call:)`, `hold`, `release`, `end`, `skip`); ties to invalidation tokens
+// (`generation(of:)`).
 //
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
 // (`make`) and starts it (`start(_:_:immediately:member:)`, which places its completion, then
@@ -5287,7 +5290,8 @@ nonisolated extension Engine {
             case .going(let resolver, let alarm)?:
                 alarm?()
                 resolver.settle(with: outcome)
-            case .ringing(let fail)?: fail()  // the resolver fails, as `rang` set
+            // The resolver fails as `rang` set (`resolver(.failure(error()))`), with no queue.
+            case .ringing(let fail)?: fail()
             case .holding(let run)?: run.release()
             case .ended?, nil: break
             }

@@ -1,6 +1,6 @@
 // Running.swift: the terminals that start a run, `run(_:)` and `run(some:none:)`, and for a
-// guarantee `run()`. Builds on `Run.start` (Engine/Run.swift), a run that keeps the terminal's
-// closure.
+// guarantee `run()`. Builds on `Run.make` and `Run.start` (Engine/Run.swift, whose header tells a
+// run's calls from there), a run that keeps the terminal's closure (`Engine.Outcomes`).
 
 nonisolated extension Promise {
     /// Starts a new run of the work and calls `completion` with its outcome.
@@ -8,7 +8,9 @@ nonisolated extension Promise {
     /// `completion` is called at most once, on the thread where the last step finished, and never
     /// after the run is cancelled. Choose it to pass the whole `Result` on, say to a completion
     /// handler of your own; ``run(some:none:)`` splits it in two closures. The handle it returns
-    /// cancels the run, and can be ignored: `lookUp(id: id).run { result in show(result) }`.
+    /// cancels the run, and can be ignored: `lookUp(id: id).run { result in show(result) }`. A
+    /// trailing closure alone means this terminal on a guarantee too, and gets the `Result`: for
+    /// the value, use `run(some:)`.
     ///
     /// The run keeps the chain's steps, and what they captured, until it ends, and lets go of them
     /// on the thread that ends it: after ``on(_:)``, on that queue (so a view a step captured goes

@@ -12,11 +12,12 @@
 // The file, in order, one `MARK` a part: what a run keeps and its states (`RunHandle`, `Fields`,
 // `Driver`, `State`, the class); making a run (`make`, `typedWork`, the parts of its tail); who
 // gets its outcome (`Reporter`, `Completion` and its four kinds); starting and driving (`start`,
-// `drive`); calling an operation, and its resolver (`perform`, `callOrEnter`,
-// `operationReturned`, `resolve`, `onCancel`, `callLate`, then `Resolver.settle` and
-// `Resolver.resolve(_:carriedOnBy:)`, which every outcome goes through); hopping to a queue
-// (`awaitQueue`, `queueArrived`); cancelling and ending (`cancel(call:)`, `hold`, `release`, `end`,
-// `skip`); ties to invalidation tokens (`generation(of:)`).
+// `drive`); calling an operation, and its resolver (`perform`, `callOrEnter`, `operationReturned`,
+// `resolve`, `onCancel`, `callLate`, then `Resolver.settle`, which calls the next for the work of a
+// timeout or an `ignoringCancel()` promise, and `Resolver.resolve(_:carriedOnBy:)`, which every
+// outcome goes through); hopping to a queue (`awaitQueue`, `queueArrived`); cancelling and ending
+// (`cancel(call:)`, `hold`, `release`, `end`, `skip`); ties to invalidation tokens
+// (`generation(of:)`).
 //
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
 // (`make`) and starts it (`start(_:_:immediately:member:)`, which places its completion, then

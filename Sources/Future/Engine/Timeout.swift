@@ -139,7 +139,8 @@ nonisolated extension Engine {
             case .going(let resolver, let alarm)?:
                 alarm?()
                 resolver.settle(with: outcome)
-            case .ringing(let fail)?: fail()  // the resolver fails, as `rang` set
+            // The resolver fails as `rang` set (`resolver(.failure(error()))`), with no queue.
+            case .ringing(let fail)?: fail()
             case .holding(let run)?: run.release()
             case .ended?, nil: break
             }
