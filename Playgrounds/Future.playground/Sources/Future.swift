@@ -676,8 +676,8 @@ nonisolated extension Promise {
     /// The step's promise fails with the chain's error type, or cannot fail (a ``Guarantee``), or,
     /// on a chain that fails with `any Error`, fails with any error. On a chain that cannot fail,
     /// it may fail with any error, and the chain takes its type (there Swift picks the overload of
-    /// the `Failure == Never` extension, below, which does it): `after(.seconds(1)).then { fetchStatus() }`
-    /// can fail as `fetchStatus()` does. Any other
+    /// the `Failure == Never` extension, below, which does it):
+    /// `after(.seconds(1)).then { fetchStatus() }` can fail as `fetchStatus()` does. Any other
     /// error type stops the program as the step is built, with a message that names the fix
     /// (convert the step's error with ``mapError(_:)``, or erase the chain's with
     /// ``eraseToAnyError()``): Swift cannot reject that pair at compile time without slowing every
