@@ -563,7 +563,8 @@ nonisolated extension Promise {
         (consume self).start(Engine.Outcomes(completion))
     }
 
-    /// Starts a run whose outcome goes to `completion`.
+    /// Starts a run whose outcome goes to `completion`. What the run does next, step by step:
+    /// "A call in calls", in Engine/Run.swift's header.
     @inlinable consuming func start<Completion: Engine.Completion>(
         _ completion: Completion
     ) -> RunHandle where Completion.Value == Value, Completion.Failure == Failure {
@@ -1500,8 +1501,9 @@ nonisolated extension Promise where Value: Sequence & SendableMetatype, Failure 
 
 // Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
 // Builds on the hop (`Next.hop`) for `after` and `delay`, on `Engine.timeout` (the work raced
-// against an alarm, Engine/Timeout.swift) for `timeout`, both waiting in Engine/Deadlines.swift or
-// on your clock (Engine/Timeline.swift); and on `recover` for `retry`.
+// against an alarm: Engine/Timeout.swift, whose header tells a timeout that fires step by step)
+// for `timeout`, both waiting in Engine/Deadlines.swift or on your clock (Engine/Timeline.swift);
+// and on `recover` for `retry`.
 
 // `Duration` needs macOS 13, iOS 16, tvOS 16 and watchOS 9, the package's minimums. An app with a
 // lower deployment target can copy the file in: these declarations alone are then unavailable.
@@ -2956,41 +2958,60 @@ nonisolated extension Promise {
 // running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`, then
 // `callLateHandlers`), and its completion hears of it (`.complete(nil)`): see "A cancel in calls".
 //
-// A call in calls: an operation alone waits in the slot, and the first drive calls it through the
-// typed work `.callOperation` (`typedWork`), which calls `perform` with its types; `perform` calls
-// the user's operation with a new `Resolver`. Resolved at once, `Resolver.callAsFunction` (through
-// `Resolver.resolve(_:carriedOnBy:)`, with no queue), then `Run.resolve` (`calling` to `driving`,
-// `resolvedHere` set), so `perform` returns `.proceed` and `drive` pops the next step or, with none
-// left, ends the run (`end(with:)`, then the typed work `.complete`, which calls the completion's
-// `complete`: for `run(some:none:)`, `Outcomes`, the user's closures); resolved later, `perform`
-// returns `.called`, `operationReturned` leaves the run `awaitingResolver`, and the resolving
-// thread's `Run.resolve` drives it on (`drive`). A `then` whose closure returns a promise, after an
-// operation alone, makes a chain of two stages, a `Source` (the operation, whose step calls
-// `perform`) and a `Nest` (the step), the first on top of the plan; the `Nest`'s step calls the
-// user's closure and, if the promise it returns is an operation alone, calls it in place
-// (`callOrEnter`: `perform` again), else enters its chain (`.enter`: `drive` pushes its stages).
+// A call in calls, `Promise { resolver in resolver.fulfill(1) }.run { result in … }` step by step
+// (functions of this file, but where a file is named; t: the driving thread):
+//  1. `Promise.start` (Running.swift): `make`, then `start(_:_:immediately:member:)`, which places
+//     the completion (`Outcomes`, the user's closure) in the tail.
+//  2. `start(_:immediately:member:)`: `idle` to `driving(t)`; the operation alone goes in the slot,
+//     and `Driver.resumesAt` is `.operation`; then `drive`.
+//  3. `drive`: a level on this thread's stack (`Nesting.enterRun`, which says no only past
+//     `Nesting.limit` levels); `resumesAt` says `.operation`, so it calls the typed work
+//     `.callOperation` (`typedWork`), which takes the `Operation` out of the slot and calls
+//     `perform` with the run's types.
+//  4. `perform`: `driving(t)` to `calling(t,1,-)`; a new `Resolver` for call 1; the user's closure
+//     (`Operation.callAsFunction`, Chain.swift).
+//  5. `resolver.fulfill(1)` (Resolver.swift): `callAsFunction`, then `resolve(_:carriedOnBy:)`
+//     with no queue (this file, the end of its part on calling), then `Run.resolve`: the outcome
+//     into the slot, `calling(t,1,-)` to `driving(t)`, and, as this is t, `resolvedHere` set.
+//  6. The closure returns; `perform` reads `resolvedHere` (no lock) and returns `.proceed`.
+//  7. `drive`'s loop pops no stage (an operation alone has none): `driving(t)` to `ended`, then
+//     `end(with: slot)`, which calls the typed work `.complete`: the completion, moved out of the
+//     tail, gets the outcome (`Outcomes.complete`: the user's closure, with the `Result`).
+// Resolved later (the closure keeps its resolver and returns): at 6, `perform` returns `.called`;
+// `operationReturned` moves `calling` to `awaitingResolver`, and the drive returns. The thread
+// that resolves finds `awaitingResolver` in `Run.resolve`, moves it to `driving` (its own thread),
+// and drives on (`drive`) to 7.
+// A `then` whose closure returns a promise, after an operation alone, makes a chain of two stages:
+// a `Source` (the operation, whose step calls `perform`) and a `Nest` (the step), the first on top
+// of the plan. The `Nest`'s step calls the user's closure and, if the promise it returns is an
+// operation alone, calls it in place (`callOrEnter`: `perform` again), else enters its chain
+// (`.enter`: `drive` pushes its stages).
 //
-// A cancel in calls: a handle's `cancel()` (or a resolver's) calls `cancel(call:)`, which moves the
-// run to `cancelling` with its holds (the canceller's, and that of the thread that drives it, or of
-// the start to come: see the table), then, through `Nesting.cancelling`, calls the pending call's
-// handlers, then the cancels they queued, then `release`. The move is made at once, under the lock.
-// Unless the cancel comes inside a cancel handler, the handlers, the cancels they queued and
-// `release` are done before `cancel(call:)` returns too; inside a handler they are queued, and done
-// once that handler has returned (see `Nesting.cancelling`). For a run whose call waits for a
-// user's resolver (`awaitingResolver` to `cancelling(-,1,c)`): c's handlers, then `release`, the
-// last hold (`ending`), then `end(with: nil)`, which skips the stages ahead (`skip`: their `ensure`
-// steps run), `callLateHandlers(last: true)` (`cancelled`), the typed work `.complete(nil)`, and
-// the completion's `complete(nil)`: nothing for a terminal's closures, `nil` for an awaiting task,
-// the join hearing of its member's run (`MemberRun`), Future's own closure (`Callback`: a shared
-// promise's work settles its waiters cancelled, an `ignoringCancel()` promise's work cancels its
-// resolver), for a timeout's work `Timeout.complete` (the timeout's failure if its alarm rang, else
-// its cancel, or the release of the run it held). For a run that waits for a combination, a handler
-// takes a hold: the join's `runCancelled` (Join.swift, added by the join's `init`) holds the run,
-// closes the join, gives the hold back at once if nothing of it is going (a member's run, its
-// launch, a handler), and cancels its members (their runs' cancels queue behind this one); the last
-// of what was going to stop releases that hold, and of it and the canceller's `release`, the one
-// that comes last ends the run (`end(with: nil)`): its completion hears `nil`. A timeout's
-// `runCancelled` goes the same way with its work's run.
+// A cancel in calls, a handle's `cancel()` of a run whose call c waits for the user's resolver
+// (`awaitingResolver(c,hs)`), step by step:
+//  1. `RunHandle.cancel()` (Cancellation.swift) calls `cancel(call: nil)` (a resolver's cancel
+//     passes its call's number): under the lock, `awaitingResolver(c,hs)` to `cancelling(-,1,c)`,
+//     the canceller's hold alone (a run being driven has its driving thread's too: the table).
+//  2. `Nesting.cancelling`: c's handlers hs, then the cancels they queued, then `release`, all
+//     before `cancel(call:)` returns; but for a cancel inside a cancel handler, queued, and done
+//     once that handler has returned.
+//  3. `release`: the last hold, so `cancelling(-,1,c)` to `ending(c,-)`, then `end(with: nil)`.
+//  4. `end(with: nil)`: skips the stages ahead (`skip`: their `ensure` steps run, each after the
+//     handlers added late: `callLateHandlers`), then `callLateHandlers(last: true)` (`ending` to
+//     `cancelled(c)`), then the typed work `.complete(nil)`, the completion's `complete(nil)`.
+//     For a terminal's closures, nothing; for an awaiting task, `nil`; for a join, its member's
+//     run ended (`MemberRun`); for Future's own closure (`Callback`), a shared promise's work
+//     settles its waiters cancelled, an `ignoringCancel()` promise's work cancels its resolver;
+//     for a timeout's work, `Timeout.complete`: the timeout's failure if its alarm rang, else its
+//     cancel, or the release of the run it held.
+// A run that waits for a combination: at 2, the join's handler `runCancelled` (Join.swift, added
+// by the join's `init`) holds the run (`hold`), closes the join, gives the hold back at once if
+// nothing of it is going (a member's run, its launch, a handler), and cancels its members (their
+// runs' cancels queue behind this one). The last of what was going to stop releases that hold; of
+// it and the canceller's `release` (3), the one that comes last ends the run (4). A timeout's
+// `runCancelled` goes the same way with its work's run. The canceller's thread, if it drives no
+// run (a handle's, an alarm's), does nothing more; a step that cancels a run it is part of also
+// stops its own (the end of `cancel(call:)`).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -3956,6 +3977,7 @@ nonisolated extension Engine.Run {
         // another thread's cancel that came first (a timeout's alarm) may still be on its way
         // down to it, or has reached it as another thread's, and a cancel under way on this
         // thread (the step runs inside a cancel handler) queues this one (`Nesting.cancelling`).
+        // On a thread that drives no run (a handle's, an alarm's), or drives this one, nothing.
         if call == nil, let driven = Engine.Nesting.drivenRun,
             driven !== self, driven.isReached(byCancelOf: self)
         {
@@ -4600,25 +4622,46 @@ nonisolated extension Engine {
 // block queued there if the thread that stops last is not in it (see `Settle`), and after the
 // combination's operation, if it has not returned (`Resolver.resolve(_:carriedOnBy:)`).
 //
-// The life of a `when` of operations that resolve at once, in calls: the combination's run calls
-// its operation (`Engine.join`'s), which makes the `Join` (`init`: `open`, the launch loop claimed,
-// the run's cancel handler `runCancelled` registered) and runs `launch`, which claims each member
-// under the lock and calls it (an operation alone, whose resolver reports here: `resolve`, then
-// `reported`, then `memberEnded`) or starts it in a run of its own (`MemberRun.complete`, then
-// `memberEnded`). `memberEnded` asks the policy (`decide`): `wait`, until the last member's
-// verdict, which finds the loop still going, so the join is `stopping` (this thread counted up
-// and down around `cancelMembers`, which has nothing to cancel); the loop, as it next asks, is
-// the last to count down (`countDown`: `.settles`) and settles the run's resolver (`counted`,
-// `Verdict.end`) inside the operation, so the run goes on as the operation returns. Cancelled
-// (`Run.cancel(call:)` calls `runCancelled`), the join holds its run's end (`Run.hold`), takes
-// what to cancel (`takeCancels`) and cancels it (`cancelMembers`); the last of the member runs,
-// the loop and the threads calling handlers to stop counts down to `.releases`: `Run.release`,
-// which ends the run (`end`: its `ensure` steps, then its completion hears of the cancel). With
-// nothing going (every member an operation alone that waits for its resolver, say),
-// `runCancelled` gives its hold back at once and queues the members' handlers, called as it
-// returns; the canceller's release (or, if the combination's operation has not returned, the
-// driving thread's stop) then ends the run, and the join's own resolver, let go of unresolved,
-// cancels nothing.
+// The life of a `when` of three operations that resolve at once, step by step (functions of this
+// file, but where a file is named; l: `launching`, h: `handling`):
+//  1. The combination's run calls its operation (`Engine.join`'s, through its `Source` step and
+//     `Run.perform`), which makes the `Join` (`init`: `open(p)`, l true, h 0, the run's cancel
+//     handler `runCancelled` registered) and calls `launch`.
+//  2. `launch` claims member 0 under the lock (`running[0]` becomes `.called([])`) and calls its
+//     operation with a resolver that reports to the join. (A member that is not an operation alone
+//     starts in a run of its own, whose completion, `MemberRun.complete`, calls `memberEnded`.)
+//  3. Its `fulfill`: `Resolver.resolve(_:carriedOnBy:)` (Run.swift), the join's `resolve`, the
+//     stored `reported` (`Slot.value`, Chain.swift), then `memberEnded`: `running[0]` becomes
+//     `nil`, the tally counts it, and the policy (`decide`) says `wait`; l is true: nothing more.
+//  4. Member 1 goes as member 0 did.
+//  5. Member 2: the policy settles. `takeCancels` finds nothing to cancel, but the loop is going
+//     (l), so the join cannot settle yet: this thread counts itself (`countUp`: h 1), and the
+//     state becomes `stopping(going: 2, settles: v)` (the loop, this thread). After the lock,
+//     `cancelMembers` has nothing to do and calls `handlersReturned`: h 0, and `countDown` leaves
+//     `stopping(going: 1, settles: v)`.
+//  6. Back in `launch`, the loop's next ask finds the join not open: l false, and `countDown`
+//     closes it (`closed`), giving `.settles`. After the lock, `counted` calls `Verdict.end`,
+//     which calls the run's resolver with the values, inside the operation: the run goes on as
+//     the operation returns (Run.swift, "A call in calls", from 6).
+// Members that end later, once the launch returned, find l false: the last settles at once
+// (`closed`) if nothing is going; a member whose policy says `wait` runs the loop (`.waits`).
+//
+// Cancelled, a `when` whose three members wait for their resolvers, having registered no cancel
+// handlers (the run `awaitingResolver`, the join `open`, every member `.called([])`, l false, h 0):
+//  1. The run's cancel (`Run.cancel(call:)`, Run.swift) calls `runCancelled`, which holds the run
+//     (`Run.hold`: 2 holds, the canceller's and this) and takes what to cancel (`takeCancels`:
+//     each member's `running` entry becomes `.cancelled`, its handlers taken). Nothing is going
+//     (no member run, no loop, h 0): the join is `closed`, and the hold is given back at once
+//     (`Run.release`: 1).
+//  2. `cancelMembers`: the member runs' cancels (none here), then the members' handlers, which,
+//     inside the run's cancel, are queued (`Nesting.cancelling`) and called once `runCancelled`
+//     returns. The join's own resolver, let go of unresolved with the join's progress, cancels a
+//     call already cancelled: nothing.
+//  3. The canceller's `release` (or, if the combination's operation has not returned, the driving
+//     thread's stop) ends the run (Run.swift, "A cancel in calls", 3 and 4).
+// With something going (a member's run, the loop, or h > 0), the join is `stopping(going: n,
+// settles: nil)`: the last of them to stop counts down to `.releases`, `Run.release`, and of that
+// release and the canceller's, the later ends the run.
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
@@ -5176,17 +5219,29 @@ nonisolated extension Engine {
 //   ended           the run is cancelled, its end held     unchanged      release the hold
 //   any other       any other event                        unchanged      -
 //
-// The life of a timeout that fires, in calls: the timeout's run calls its operation
-// (`Engine.timeout`), which makes the `Timeout` (`init`: the work's run, made inside the
-// timeout's run, starts); the work waits (`waits`), so the alarm is set (`armed`); the alarm rings
-// (`rang`, on a global queue, or on the thread that advances a manual clock): the timeout moves to
-// `ringing` and cancels the work's run (`Run.cancel(call:)`: its pending call's handlers, if any,
-// then the canceller's `release`). The last hold's release ends that run (`end(with: nil)`): the
-// canceller's if the work waits for its resolver or a queue, else the driving thread's as it
-// stops, or that of a combination or timeout the work waits for. The work's run's end calls its
-// completion, the timeout (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on
-// the timeout's run, which waits for it); the timeout's run goes on on the thread that ended the
-// work (`drive`).
+// The life of a timeout that fires, step by step: on Dispatch's clock, its work an operation that
+// keeps its resolver (functions of this file, but where a file is named; r: the timeout's
+// resolver, in the timeout's run; the work's run: the run of the work, inside it):
+//  1. The timeout's run calls its operation (`Engine.timeout`'s, through its `Source` step and
+//     `Run.perform`), which reads the deadline and makes the `Timeout` (`init`): `going(r, nil)`;
+//     the work's run, made inside the timeout's run (`Run.make`'s `cancelledWith`); `runCancelled`
+//     registered on the timeout's call; then the work's run starts (`Run.start`), and its
+//     operation returns unresolved: it waits for its resolver (`awaitingResolver`, Run.swift).
+//  2. The work waits (`waits`), so the operation sets the alarm (`Engine.setAlarm(at:_:)`,
+//     Deadlines.swift, which arms a `Deadline`) and keeps what cancels it (`armed`: `going(r,
+//     a)`). The operation returns: the timeout's run waits for r.
+//  3. The deadline passes: the timer source fires (`Deadlines.fire`), which queues the deadline's
+//     closure on a global queue, where the alarm rings (`rang`; on a manual clock, on the thread
+//     that advances the clock): `going` to `ringing(f)`, then the work's run is cancelled
+//     (`Run.cancel(call:)`).
+//  4. The work's run goes as Run.swift's "A cancel in calls" tells: its call's handlers, then the
+//     canceller's `release`, the last hold, then `end(with: nil)`, whose completion is the
+//     timeout: `complete(nil)`. (Work that does not wait for its resolver ends at another hold's
+//     release: the driving thread's as it stops, or that of a combination or timeout it waits
+//     for.)
+//  5. `complete`: `ringing(f)` to `ended`, then f, `r(.failure(error()))`: `Run.resolve`
+//     (Run.swift) on the timeout's run, which waits for it, so the run goes on (`drive`) on this
+//     thread, the alarm's.
 //
 // (Work whose operation lets its resolver go unresolved is cancelled, and the timeout, hearing of
 // it in `complete`, ends cancelled too: only work that keeps its resolver, or waits for a queue or

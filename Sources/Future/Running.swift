@@ -27,7 +27,8 @@ nonisolated extension Promise {
         (consume self).start(Engine.Outcomes(completion))
     }
 
-    /// Starts a run whose outcome goes to `completion`.
+    /// Starts a run whose outcome goes to `completion`. What the run does next, step by step:
+    /// "A call in calls", in Engine/Run.swift's header.
     @inlinable consuming func start<Completion: Engine.Completion>(
         _ completion: Completion
     ) -> RunHandle where Completion.Value == Value, Completion.Failure == Failure {

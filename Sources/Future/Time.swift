@@ -1,7 +1,8 @@
 // Time.swift: `after`, `delay`, `timeout` and `retry`, on Dispatch's clock or on a clock you pass.
 // Builds on the hop (`Next.hop`) for `after` and `delay`, on `Engine.timeout` (the work raced
-// against an alarm, Engine/Timeout.swift) for `timeout`, both waiting in Engine/Deadlines.swift or
-// on your clock (Engine/Timeline.swift); and on `recover` for `retry`.
+// against an alarm: Engine/Timeout.swift, whose header tells a timeout that fires step by step)
+// for `timeout`, both waiting in Engine/Deadlines.swift or on your clock (Engine/Timeline.swift);
+// and on `recover` for `retry`.
 
 import Dispatch
 

@@ -52,25 +52,46 @@
 // block queued there if the thread that stops last is not in it (see `Settle`), and after the
 // combination's operation, if it has not returned (`Resolver.resolve(_:carriedOnBy:)`).
 //
-// The life of a `when` of operations that resolve at once, in calls: the combination's run calls
-// its operation (`Engine.join`'s), which makes the `Join` (`init`: `open`, the launch loop claimed,
-// the run's cancel handler `runCancelled` registered) and runs `launch`, which claims each member
-// under the lock and calls it (an operation alone, whose resolver reports here: `resolve`, then
-// `reported`, then `memberEnded`) or starts it in a run of its own (`MemberRun.complete`, then
-// `memberEnded`). `memberEnded` asks the policy (`decide`): `wait`, until the last member's
-// verdict, which finds the loop still going, so the join is `stopping` (this thread counted up
-// and down around `cancelMembers`, which has nothing to cancel); the loop, as it next asks, is
-// the last to count down (`countDown`: `.settles`) and settles the run's resolver (`counted`,
-// `Verdict.end`) inside the operation, so the run goes on as the operation returns. Cancelled
-// (`Run.cancel(call:)` calls `runCancelled`), the join holds its run's end (`Run.hold`), takes
-// what to cancel (`takeCancels`) and cancels it (`cancelMembers`); the last of the member runs,
-// the loop and the threads calling handlers to stop counts down to `.releases`: `Run.release`,
-// which ends the run (`end`: its `ensure` steps, then its completion hears of the cancel). With
-// nothing going (every member an operation alone that waits for its resolver, say),
-// `runCancelled` gives its hold back at once and queues the members' handlers, called as it
-// returns; the canceller's release (or, if the combination's operation has not returned, the
-// driving thread's stop) then ends the run, and the join's own resolver, let go of unresolved,
-// cancels nothing.
+// The life of a `when` of three operations that resolve at once, step by step (functions of this
+// file, but where a file is named; l: `launching`, h: `handling`):
+//  1. The combination's run calls its operation (`Engine.join`'s, through its `Source` step and
+//     `Run.perform`), which makes the `Join` (`init`: `open(p)`, l true, h 0, the run's cancel
+//     handler `runCancelled` registered) and calls `launch`.
+//  2. `launch` claims member 0 under the lock (`running[0]` becomes `.called([])`) and calls its
+//     operation with a resolver that reports to the join. (A member that is not an operation alone
+//     starts in a run of its own, whose completion, `MemberRun.complete`, calls `memberEnded`.)
+//  3. Its `fulfill`: `Resolver.resolve(_:carriedOnBy:)` (Run.swift), the join's `resolve`, the
+//     stored `reported` (`Slot.value`, Chain.swift), then `memberEnded`: `running[0]` becomes
+//     `nil`, the tally counts it, and the policy (`decide`) says `wait`; l is true: nothing more.
+//  4. Member 1 goes as member 0 did.
+//  5. Member 2: the policy settles. `takeCancels` finds nothing to cancel, but the loop is going
+//     (l), so the join cannot settle yet: this thread counts itself (`countUp`: h 1), and the
+//     state becomes `stopping(going: 2, settles: v)` (the loop, this thread). After the lock,
+//     `cancelMembers` has nothing to do and calls `handlersReturned`: h 0, and `countDown` leaves
+//     `stopping(going: 1, settles: v)`.
+//  6. Back in `launch`, the loop's next ask finds the join not open: l false, and `countDown`
+//     closes it (`closed`), giving `.settles`. After the lock, `counted` calls `Verdict.end`,
+//     which calls the run's resolver with the values, inside the operation: the run goes on as
+//     the operation returns (Run.swift, "A call in calls", from 6).
+// Members that end later, once the launch returned, find l false: the last settles at once
+// (`closed`) if nothing is going; a member whose policy says `wait` runs the loop (`.waits`).
+//
+// Cancelled, a `when` whose three members wait for their resolvers, having registered no cancel
+// handlers (the run `awaitingResolver`, the join `open`, every member `.called([])`, l false, h 0):
+//  1. The run's cancel (`Run.cancel(call:)`, Run.swift) calls `runCancelled`, which holds the run
+//     (`Run.hold`: 2 holds, the canceller's and this) and takes what to cancel (`takeCancels`:
+//     each member's `running` entry becomes `.cancelled`, its handlers taken). Nothing is going
+//     (no member run, no loop, h 0): the join is `closed`, and the hold is given back at once
+//     (`Run.release`: 1).
+//  2. `cancelMembers`: the member runs' cancels (none here), then the members' handlers, which,
+//     inside the run's cancel, are queued (`Nesting.cancelling`) and called once `runCancelled`
+//     returns. The join's own resolver, let go of unresolved with the join's progress, cancels a
+//     call already cancelled: nothing.
+//  3. The canceller's `release` (or, if the combination's operation has not returned, the driving
+//     thread's stop) ends the run (Run.swift, "A cancel in calls", 3 and 4).
+// With something going (a member's run, the loop, or h > 0), the join is `stopping(going: n,
+// settles: nil)`: the last of them to stop counts down to `.releases`, `Run.release`, and of that
+// release and the canceller's, the later ends the run.
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that

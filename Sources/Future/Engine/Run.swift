@@ -33,41 +33,60 @@
 // running their `ensure` steps, each after the cancel handlers added meanwhile (`callLate`, then
 // `callLateHandlers`), and its completion hears of it (`.complete(nil)`): see "A cancel in calls".
 //
-// A call in calls: an operation alone waits in the slot, and the first drive calls it through the
-// typed work `.callOperation` (`typedWork`), which calls `perform` with its types; `perform` calls
-// the user's operation with a new `Resolver`. Resolved at once, `Resolver.callAsFunction` (through
-// `Resolver.resolve(_:carriedOnBy:)`, with no queue), then `Run.resolve` (`calling` to `driving`,
-// `resolvedHere` set), so `perform` returns `.proceed` and `drive` pops the next step or, with none
-// left, ends the run (`end(with:)`, then the typed work `.complete`, which calls the completion's
-// `complete`: for `run(some:none:)`, `Outcomes`, the user's closures); resolved later, `perform`
-// returns `.called`, `operationReturned` leaves the run `awaitingResolver`, and the resolving
-// thread's `Run.resolve` drives it on (`drive`). A `then` whose closure returns a promise, after an
-// operation alone, makes a chain of two stages, a `Source` (the operation, whose step calls
-// `perform`) and a `Nest` (the step), the first on top of the plan; the `Nest`'s step calls the
-// user's closure and, if the promise it returns is an operation alone, calls it in place
-// (`callOrEnter`: `perform` again), else enters its chain (`.enter`: `drive` pushes its stages).
+// A call in calls, `Promise { resolver in resolver.fulfill(1) }.run { result in … }` step by step
+// (functions of this file, but where a file is named; t: the driving thread):
+//  1. `Promise.start` (Running.swift): `make`, then `start(_:_:immediately:member:)`, which places
+//     the completion (`Outcomes`, the user's closure) in the tail.
+//  2. `start(_:immediately:member:)`: `idle` to `driving(t)`; the operation alone goes in the slot,
+//     and `Driver.resumesAt` is `.operation`; then `drive`.
+//  3. `drive`: a level on this thread's stack (`Nesting.enterRun`, which says no only past
+//     `Nesting.limit` levels); `resumesAt` says `.operation`, so it calls the typed work
+//     `.callOperation` (`typedWork`), which takes the `Operation` out of the slot and calls
+//     `perform` with the run's types.
+//  4. `perform`: `driving(t)` to `calling(t,1,-)`; a new `Resolver` for call 1; the user's closure
+//     (`Operation.callAsFunction`, Chain.swift).
+//  5. `resolver.fulfill(1)` (Resolver.swift): `callAsFunction`, then `resolve(_:carriedOnBy:)`
+//     with no queue (this file, the end of its part on calling), then `Run.resolve`: the outcome
+//     into the slot, `calling(t,1,-)` to `driving(t)`, and, as this is t, `resolvedHere` set.
+//  6. The closure returns; `perform` reads `resolvedHere` (no lock) and returns `.proceed`.
+//  7. `drive`'s loop pops no stage (an operation alone has none): `driving(t)` to `ended`, then
+//     `end(with: slot)`, which calls the typed work `.complete`: the completion, moved out of the
+//     tail, gets the outcome (`Outcomes.complete`: the user's closure, with the `Result`).
+// Resolved later (the closure keeps its resolver and returns): at 6, `perform` returns `.called`;
+// `operationReturned` moves `calling` to `awaitingResolver`, and the drive returns. The thread
+// that resolves finds `awaitingResolver` in `Run.resolve`, moves it to `driving` (its own thread),
+// and drives on (`drive`) to 7.
+// A `then` whose closure returns a promise, after an operation alone, makes a chain of two stages:
+// a `Source` (the operation, whose step calls `perform`) and a `Nest` (the step), the first on top
+// of the plan. The `Nest`'s step calls the user's closure and, if the promise it returns is an
+// operation alone, calls it in place (`callOrEnter`: `perform` again), else enters its chain
+// (`.enter`: `drive` pushes its stages).
 //
-// A cancel in calls: a handle's `cancel()` (or a resolver's) calls `cancel(call:)`, which moves the
-// run to `cancelling` with its holds (the canceller's, and that of the thread that drives it, or of
-// the start to come: see the table), then, through `Nesting.cancelling`, calls the pending call's
-// handlers, then the cancels they queued, then `release`. The move is made at once, under the lock.
-// Unless the cancel comes inside a cancel handler, the handlers, the cancels they queued and
-// `release` are done before `cancel(call:)` returns too; inside a handler they are queued, and done
-// once that handler has returned (see `Nesting.cancelling`). For a run whose call waits for a
-// user's resolver (`awaitingResolver` to `cancelling(-,1,c)`): c's handlers, then `release`, the
-// last hold (`ending`), then `end(with: nil)`, which skips the stages ahead (`skip`: their `ensure`
-// steps run), `callLateHandlers(last: true)` (`cancelled`), the typed work `.complete(nil)`, and
-// the completion's `complete(nil)`: nothing for a terminal's closures, `nil` for an awaiting task,
-// the join hearing of its member's run (`MemberRun`), Future's own closure (`Callback`: a shared
-// promise's work settles its waiters cancelled, an `ignoringCancel()` promise's work cancels its
-// resolver), for a timeout's work `Timeout.complete` (the timeout's failure if its alarm rang, else
-// its cancel, or the release of the run it held). For a run that waits for a combination, a handler
-// takes a hold: the join's `runCancelled` (Join.swift, added by the join's `init`) holds the run,
-// closes the join, gives the hold back at once if nothing of it is going (a member's run, its
-// launch, a handler), and cancels its members (their runs' cancels queue behind this one); the last
-// of what was going to stop releases that hold, and of it and the canceller's `release`, the one
-// that comes last ends the run (`end(with: nil)`): its completion hears `nil`. A timeout's
-// `runCancelled` goes the same way with its work's run.
+// A cancel in calls, a handle's `cancel()` of a run whose call c waits for the user's resolver
+// (`awaitingResolver(c,hs)`), step by step:
+//  1. `RunHandle.cancel()` (Cancellation.swift) calls `cancel(call: nil)` (a resolver's cancel
+//     passes its call's number): under the lock, `awaitingResolver(c,hs)` to `cancelling(-,1,c)`,
+//     the canceller's hold alone (a run being driven has its driving thread's too: the table).
+//  2. `Nesting.cancelling`: c's handlers hs, then the cancels they queued, then `release`, all
+//     before `cancel(call:)` returns; but for a cancel inside a cancel handler, queued, and done
+//     once that handler has returned.
+//  3. `release`: the last hold, so `cancelling(-,1,c)` to `ending(c,-)`, then `end(with: nil)`.
+//  4. `end(with: nil)`: skips the stages ahead (`skip`: their `ensure` steps run, each after the
+//     handlers added late: `callLateHandlers`), then `callLateHandlers(last: true)` (`ending` to
+//     `cancelled(c)`), then the typed work `.complete(nil)`, the completion's `complete(nil)`.
+//     For a terminal's closures, nothing; for an awaiting task, `nil`; for a join, its member's
+//     run ended (`MemberRun`); for Future's own closure (`Callback`), a shared promise's work
+//     settles its waiters cancelled, an `ignoringCancel()` promise's work cancels its resolver;
+//     for a timeout's work, `Timeout.complete`: the timeout's failure if its alarm rang, else its
+//     cancel, or the release of the run it held.
+// A run that waits for a combination: at 2, the join's handler `runCancelled` (Join.swift, added
+// by the join's `init`) holds the run (`hold`), closes the join, gives the hold back at once if
+// nothing of it is going (a member's run, its launch, a handler), and cancels its members (their
+// runs' cancels queue behind this one). The last of what was going to stop releases that hold; of
+// it and the canceller's `release` (3), the one that comes last ends the run (4). A timeout's
+// `runCancelled` goes the same way with its work's run. The canceller's thread, if it drives no
+// run (a handle's, an alarm's), does nothing more; a step that cancels a run it is part of also
+// stops its own (the end of `cancel(call:)`).
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -1045,6 +1064,7 @@ nonisolated extension Engine.Run {
         // another thread's cancel that came first (a timeout's alarm) may still be on its way
         // down to it, or has reached it as another thread's, and a cancel under way on this
         // thread (the step runs inside a cancel handler) queues this one (`Nesting.cancelling`).
+        // On a thread that drives no run (a handle's, an alarm's), or drives this one, nothing.
         if call == nil, let driven = Engine.Nesting.drivenRun,
             driven !== self, driven.isReached(byCancelOf: self)
         {

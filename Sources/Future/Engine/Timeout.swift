@@ -25,17 +25,29 @@
 //   ended           the run is cancelled, its end held     unchanged      release the hold
 //   any other       any other event                        unchanged      -
 //
-// The life of a timeout that fires, in calls: the timeout's run calls its operation
-// (`Engine.timeout`), which makes the `Timeout` (`init`: the work's run, made inside the
-// timeout's run, starts); the work waits (`waits`), so the alarm is set (`armed`); the alarm rings
-// (`rang`, on a global queue, or on the thread that advances a manual clock): the timeout moves to
-// `ringing` and cancels the work's run (`Run.cancel(call:)`: its pending call's handlers, if any,
-// then the canceller's `release`). The last hold's release ends that run (`end(with: nil)`): the
-// canceller's if the work waits for its resolver or a queue, else the driving thread's as it
-// stops, or that of a combination or timeout the work waits for. The work's run's end calls its
-// completion, the timeout (`complete`), which fails the timeout's resolver (`f`: `Run.resolve` on
-// the timeout's run, which waits for it); the timeout's run goes on on the thread that ended the
-// work (`drive`).
+// The life of a timeout that fires, step by step: on Dispatch's clock, its work an operation that
+// keeps its resolver (functions of this file, but where a file is named; r: the timeout's
+// resolver, in the timeout's run; the work's run: the run of the work, inside it):
+//  1. The timeout's run calls its operation (`Engine.timeout`'s, through its `Source` step and
+//     `Run.perform`), which reads the deadline and makes the `Timeout` (`init`): `going(r, nil)`;
+//     the work's run, made inside the timeout's run (`Run.make`'s `cancelledWith`); `runCancelled`
+//     registered on the timeout's call; then the work's run starts (`Run.start`), and its
+//     operation returns unresolved: it waits for its resolver (`awaitingResolver`, Run.swift).
+//  2. The work waits (`waits`), so the operation sets the alarm (`Engine.setAlarm(at:_:)`,
+//     Deadlines.swift, which arms a `Deadline`) and keeps what cancels it (`armed`: `going(r,
+//     a)`). The operation returns: the timeout's run waits for r.
+//  3. The deadline passes: the timer source fires (`Deadlines.fire`), which queues the deadline's
+//     closure on a global queue, where the alarm rings (`rang`; on a manual clock, on the thread
+//     that advances the clock): `going` to `ringing(f)`, then the work's run is cancelled
+//     (`Run.cancel(call:)`).
+//  4. The work's run goes as Run.swift's "A cancel in calls" tells: its call's handlers, then the
+//     canceller's `release`, the last hold, then `end(with: nil)`, whose completion is the
+//     timeout: `complete(nil)`. (Work that does not wait for its resolver ends at another hold's
+//     release: the driving thread's as it stops, or that of a combination or timeout it waits
+//     for.)
+//  5. `complete`: `ringing(f)` to `ended`, then f, `r(.failure(error()))`: `Run.resolve`
+//     (Run.swift) on the timeout's run, which waits for it, so the run goes on (`drive`) on this
+//     thread, the alarm's.
 //
 // (Work whose operation lets its resolver go unresolved is cancelled, and the timeout, hearing of
 // it in `complete`, ends cancelled too: only work that keeps its resolver, or waits for a queue or
