@@ -1142,7 +1142,8 @@ nonisolated extension Promise {
 // MARK: - Combining
 
 // Combining.swift: `when`, `any` and `race`, each a policy for `Engine.join`
-// (Engine/Join.swift), which runs the members and asks the policy as each ends.
+// (Engine/Join.swift), which runs the members and asks the policy as each ends: its header tells
+// a `when` and its cancel step by step.
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
@@ -2024,6 +2025,7 @@ nonisolated extension RunHandle {
     /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call cancels, and
     /// none after the run ended; a later call from a step of the run still stops it before its
     /// next step (see ``RunHandle``).
+    // What the run does, step by step: "A cancel in calls", in Engine/Run.swift's header.
     public func cancel() { _ = run.cancel(call: nil) }
 
     /// Puts the run in `bag`, to be cancelled with it.
