@@ -73,8 +73,9 @@
 //     closes it (`closed`), giving `.settles`. After the lock, `counted` calls `Verdict.end`,
 //     which calls the run's resolver with the values, inside the operation: the run goes on as
 //     the operation returns (Run.swift, "A call in calls", from 6).
-// Members that end later, once the launch returned, find l false: the last settles at once
-// (`closed`) if nothing is going; a member whose policy says `wait` runs the loop (`.waits`).
+// Members that end once the launch returned find l false: one whose policy says `wait` runs the
+// loop (`.waits`); the one that decides settles at once (`closed`) if nothing is going, no handler
+// is to be called and every member started, else it stops the join as in 5.
 //
 // Cancelled, a `when` whose three members wait for their resolvers, having registered no cancel
 // handlers (the run `awaitingResolver`, the join `open`, every member `.called([])`, l false, h 0):
