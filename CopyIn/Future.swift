@@ -634,7 +634,8 @@ nonisolated extension Promise where Failure == Never {
 // MARK: - Chaining
 
 // Chaining.swift: steps that transform the value, `map` and its kin, and the three shapes of
-// `then`, whose promise shape (and `flatMap`, its other name) is the step that enters a promise.
+// `then`, whose promise shape (and `flatMap`, its other name) is the step that enters a promise
+// (or calls in place one of an operation alone).
 // Builds on `appending`, `mapOutcome` and `nesting` (Engine/Chain.swift).
 
 // The builders are `@inlinable`, so that a chain built in your module is compiled for your types:
@@ -2566,7 +2567,8 @@ nonisolated extension Engine {
         }
     }
 
-    /// A step that enters the promise its closure makes (`flatMap`, `then`, `recover`). The
+    /// A step that enters the promise its closure makes, or calls it in place if it is an
+    /// operation alone (`Run.callOrEnter`; `flatMap`, `then`, `recover`). The
     /// closure may keep the promise before it, whose closure keeps the one before, as in a
     /// fallback list built in a loop: so it is released as a level of releases (see `Nesting`),
     /// and kept as it came (a `Node` keeps a closure behind a reabstraction thunk: one more
@@ -2930,7 +2932,7 @@ nonisolated extension Promise {
 // allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
 // driving thread owns, its completion, its slot and the stack of the stages it has still to take:
 //
-//   header: Fields (lock, state, ties, outer) | tail: Driver | completion | slot | stages…
+//   header: Fields (lock, state, started, ties, outer) | tail: Driver | completion | slot | stages
 //
 // (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`, in
 // Chain.swift.) Its `state` names where it is. Each event is a method below that changes the state
@@ -2984,10 +2986,12 @@ nonisolated extension Promise {
 // that resolves finds `awaitingResolver` in `Run.resolve`, moves it to `driving` (its own thread),
 // and drives on (`drive`) to 7.
 // A `then` whose closure returns a promise, after an operation alone, makes a chain of two stages:
-// a `Source` (the operation, whose step calls `perform`) and a `Nest` (the step), the first on top
-// of the plan. The `Nest`'s step calls the user's closure and, if the promise it returns is an
-// operation alone, calls it in place (`callOrEnter`: `perform` again), else enters its chain
-// (`.enter`: `drive` pushes its stages).
+// a `Source` (the operation, whose step calls `perform`; `Promise.last` makes it) and a `Nest` (the
+// step): `then` (Chaining.swift; on a guarantee, its `Failure == Never` overload) calls `nesting`
+// (Chain.swift). The run's start loads them (`Plan.load`), the first on top of the plan. The
+// `Nest`'s step calls the user's closure and, if the promise it returns is an operation alone,
+// calls it in place (`callOrEnter`: `perform` again), else enters its chain (`.enter`: `drive`
+// pushes its stages).
 //
 // A cancel in calls, a handle's `cancel()` of a run whose call c waits for the user's resolver
 // (`awaitingResolver(c,hs)`), step by step:
@@ -4628,13 +4632,14 @@ nonisolated extension Engine {
 // file, but where a file is named; l: `launching`, h: `handling`):
 //  1. The combination's run calls its operation (`Engine.join`'s, through its `Source` step and
 //     `Run.perform`), which makes the `Join` (`init`: `open(p)`, l true, h 0, the run's cancel
-//     handler `runCancelled` registered) and calls `launch`.
+//     handler `runCancelled` registered, `Run.onCancel`) and calls `launch`.
 //  2. `launch` claims member 0 under the lock (`running[0]` becomes `.called([])`) and calls its
 //     operation with a resolver that reports to the join. (A member that is not an operation alone
 //     starts in a run of its own, whose completion, `MemberRun.complete`, calls `memberEnded`.)
 //  3. Its `fulfill`: `Resolver.resolve(_:carriedOnBy:)` (Run.swift), the join's `resolve`, the
-//     stored `reported` (`Slot.value`, Chain.swift), then `memberEnded`: `running[0]` becomes
-//     `nil`, the tally counts it, and the policy (`decide`) says `wait`; l is true: nothing more.
+//     stored `reported` (`Slot.value`, Chain.swift: a slot on the stack for the outcome), then
+//     `memberEnded`: `running[0]` becomes `nil`, the tally counts it, and the policy (`decide`)
+//     says `wait`; l is true: nothing more.
 //  4. Member 1 goes as member 0 did.
 //  5. Member 2: the policy settles. `takeCancels` finds nothing to cancel, but the loop is going
 //     (l), so the join cannot settle yet: this thread counts itself (`countUp`: h 1), and the
@@ -4645,8 +4650,9 @@ nonisolated extension Engine {
 //     closes it (`closed`), giving `.settles`. After the lock, `counted` calls `Verdict.end`,
 //     which calls the run's resolver with the values, inside the operation: the run goes on as
 //     the operation returns (Run.swift, "A call in calls", from 6).
-// Members that end later, once the launch returned, find l false: the last settles at once
-// (`closed`) if nothing is going; a member whose policy says `wait` runs the loop (`.waits`).
+// Members that end once the launch returned find l false: one whose policy says `wait` runs the
+// loop (`.waits`); the one that decides settles at once (`closed`) if nothing is going, no handler
+// is to be called and every member started, else it stops the join as in 5.
 //
 // Cancelled, a `when` whose three members wait for their resolvers, having registered no cancel
 // handlers (the run `awaitingResolver`, the join `open`, every member `.called([])`, l false, h 0):
@@ -4655,10 +4661,11 @@ nonisolated extension Engine {
 //     each member's `running` entry becomes `.cancelled`, its handlers taken). Nothing is going
 //     (no member run, no loop, h 0): the join is `closed`, and the hold is given back at once
 //     (`Run.release`: 1).
-//  2. `cancelMembers`: the member runs' cancels (none here), then the members' handlers, which,
-//     inside the run's cancel, are queued (`Nesting.cancelling`) and called once `runCancelled`
-//     returns. The join's own resolver, let go of unresolved with the join's progress, cancels a
-//     call already cancelled: nothing.
+//  2. `cancelMembers`: the member runs' cancels, then the members' handlers, which, inside the
+//     run's cancel, are queued (`Nesting.cancelling`) and called once `runCancelled` returns; here
+//     there are neither, nor members never started, so it returns at once. The join's own
+//     resolver, let go of unresolved with the join's progress, cancels a call already cancelled:
+//     nothing (and, its run cancelled, debug builds do not report it: `isCancelledOrInsideOne`).
 //  3. The canceller's `release` (or, if the combination's operation has not returned, the driving
 //     thread's stop) ends the run (Run.swift, "A cancel in calls", 3 and 4).
 // With something going (a member's run, the loop, or h > 0), the join is `stopping(going: n,
@@ -5228,7 +5235,8 @@ nonisolated extension Engine {
 //     `Run.perform`), which reads the deadline and makes the `Timeout` (`init`): `going(r, nil)`;
 //     the work's run, made inside the timeout's run (`Run.make`'s `cancelledWith`); `runCancelled`
 //     registered on the timeout's call; then the work's run starts (`Run.start`), and its
-//     operation returns unresolved: it waits for its resolver (`awaitingResolver`, Run.swift).
+//     operation returns unresolved: it waits for its resolver (`operationReturned`: `calling` to
+//     `awaitingResolver`, as in Run.swift's "A call in calls", resolved later).
 //  2. The work waits (`waits`), so the operation sets the alarm (`Engine.setAlarm(at:_:)`,
 //     Deadlines.swift, which arms a `Deadline`) and keeps what cancels it (`armed`: `going(r,
 //     a)`). The operation returns: the timeout's run waits for r.

@@ -1,5 +1,6 @@
 // Chaining.swift: steps that transform the value, `map` and its kin, and the three shapes of
-// `then`, whose promise shape (and `flatMap`, its other name) is the step that enters a promise.
+// `then`, whose promise shape (and `flatMap`, its other name) is the step that enters a promise
+// (or calls in place one of an operation alone).
 // Builds on `appending`, `mapOutcome` and `nesting` (Engine/Chain.swift).
 
 // The builders are `@inlinable`, so that a chain built in your module is compiled for your types:

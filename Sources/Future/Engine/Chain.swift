@@ -193,7 +193,8 @@ nonisolated extension Engine {
         }
     }
 
-    /// A step that enters the promise its closure makes (`flatMap`, `then`, `recover`). The
+    /// A step that enters the promise its closure makes, or calls it in place if it is an
+    /// operation alone (`Run.callOrEnter`; `flatMap`, `then`, `recover`). The
     /// closure may keep the promise before it, whose closure keeps the one before, as in a
     /// fallback list built in a loop: so it is released as a level of releases (see `Nesting`),
     /// and kept as it came (a `Node` keeps a closure behind a reabstraction thunk: one more

@@ -56,13 +56,14 @@
 // file, but where a file is named; l: `launching`, h: `handling`):
 //  1. The combination's run calls its operation (`Engine.join`'s, through its `Source` step and
 //     `Run.perform`), which makes the `Join` (`init`: `open(p)`, l true, h 0, the run's cancel
-//     handler `runCancelled` registered) and calls `launch`.
+//     handler `runCancelled` registered, `Run.onCancel`) and calls `launch`.
 //  2. `launch` claims member 0 under the lock (`running[0]` becomes `.called([])`) and calls its
 //     operation with a resolver that reports to the join. (A member that is not an operation alone
 //     starts in a run of its own, whose completion, `MemberRun.complete`, calls `memberEnded`.)
 //  3. Its `fulfill`: `Resolver.resolve(_:carriedOnBy:)` (Run.swift), the join's `resolve`, the
-//     stored `reported` (`Slot.value`, Chain.swift), then `memberEnded`: `running[0]` becomes
-//     `nil`, the tally counts it, and the policy (`decide`) says `wait`; l is true: nothing more.
+//     stored `reported` (`Slot.value`, Chain.swift: a slot on the stack for the outcome), then
+//     `memberEnded`: `running[0]` becomes `nil`, the tally counts it, and the policy (`decide`)
+//     says `wait`; l is true: nothing more.
 //  4. Member 1 goes as member 0 did.
 //  5. Member 2: the policy settles. `takeCancels` finds nothing to cancel, but the loop is going
 //     (l), so the join cannot settle yet: this thread counts itself (`countUp`: h 1), and the
@@ -84,10 +85,11 @@
 //     each member's `running` entry becomes `.cancelled`, its handlers taken). Nothing is going
 //     (no member run, no loop, h 0): the join is `closed`, and the hold is given back at once
 //     (`Run.release`: 1).
-//  2. `cancelMembers`: the member runs' cancels (none here), then the members' handlers, which,
-//     inside the run's cancel, are queued (`Nesting.cancelling`) and called once `runCancelled`
-//     returns. The join's own resolver, let go of unresolved with the join's progress, cancels a
-//     call already cancelled: nothing.
+//  2. `cancelMembers`: the member runs' cancels, then the members' handlers, which, inside the
+//     run's cancel, are queued (`Nesting.cancelling`) and called once `runCancelled` returns; here
+//     there are neither, nor members never started, so it returns at once. The join's own
+//     resolver, let go of unresolved with the join's progress, cancels a call already cancelled:
+//     nothing (and, its run cancelled, debug builds do not report it: `isCancelledOrInsideOne`).
 //  3. The canceller's `release` (or, if the combination's operation has not returned, the driving
 //     thread's stop) ends the run (Run.swift, "A cancel in calls", 3 and 4).
 // With something going (a member's run, the loop, or h > 0), the join is `stopping(going: n,

@@ -3,7 +3,7 @@
 // allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
 // driving thread owns, its completion, its slot and the stack of the stages it has still to take:
 //
-//   header: Fields (lock, state, ties, outer) | tail: Driver | completion | slot | stages…
+//   header: Fields (lock, state, started, ties, outer) | tail: Driver | completion | slot | stages
 //
 // (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`, in
 // Chain.swift.) Its `state` names where it is. Each event is a method below that changes the state
@@ -57,10 +57,12 @@
 // that resolves finds `awaitingResolver` in `Run.resolve`, moves it to `driving` (its own thread),
 // and drives on (`drive`) to 7.
 // A `then` whose closure returns a promise, after an operation alone, makes a chain of two stages:
-// a `Source` (the operation, whose step calls `perform`) and a `Nest` (the step), the first on top
-// of the plan. The `Nest`'s step calls the user's closure and, if the promise it returns is an
-// operation alone, calls it in place (`callOrEnter`: `perform` again), else enters its chain
-// (`.enter`: `drive` pushes its stages).
+// a `Source` (the operation, whose step calls `perform`; `Promise.last` makes it) and a `Nest` (the
+// step): `then` (Chaining.swift; on a guarantee, its `Failure == Never` overload) calls `nesting`
+// (Chain.swift). The run's start loads them (`Plan.load`), the first on top of the plan. The
+// `Nest`'s step calls the user's closure and, if the promise it returns is an operation alone,
+// calls it in place (`callOrEnter`: `perform` again), else enters its chain (`.enter`: `drive`
+// pushes its stages).
 //
 // A cancel in calls, a handle's `cancel()` of a run whose call c waits for the user's resolver
 // (`awaitingResolver(c,hs)`), step by step:

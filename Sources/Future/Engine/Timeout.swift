@@ -32,7 +32,8 @@
 //     `Run.perform`), which reads the deadline and makes the `Timeout` (`init`): `going(r, nil)`;
 //     the work's run, made inside the timeout's run (`Run.make`'s `cancelledWith`); `runCancelled`
 //     registered on the timeout's call; then the work's run starts (`Run.start`), and its
-//     operation returns unresolved: it waits for its resolver (`awaitingResolver`, Run.swift).
+//     operation returns unresolved: it waits for its resolver (`operationReturned`: `calling` to
+//     `awaitingResolver`, as in Run.swift's "A call in calls", resolved later).
 //  2. The work waits (`waits`), so the operation sets the alarm (`Engine.setAlarm(at:_:)`,
 //     Deadlines.swift, which arms a `Deadline`) and keeps what cancels it (`armed`: `going(r,
 //     a)`). The operation returns: the timeout's run waits for r.
