@@ -1,6 +1,6 @@
 // Combining.swift: `when`, `any` and `race`, each a policy for `Engine.join`
-// (Engine/Join.swift), which runs the members and asks the policy as each ends: its header tells
-// a `when` and its cancel step by step.
+// (Engine/Join.swift), which runs the members and asks the policy as each ends. Join.swift's
+// header tells a `when`, and a cancel of one, step by step.
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that

@@ -1143,8 +1143,8 @@ nonisolated extension Promise {
 // MARK: - Combining
 
 // Combining.swift: `when`, `any` and `race`, each a policy for `Engine.join`
-// (Engine/Join.swift), which runs the members and asks the policy as each ends: its header tells
-// a `when` and its cancel step by step.
+// (Engine/Join.swift), which runs the members and asks the policy as each ends. Join.swift's
+// header tells a `when`, and a cancel of one, step by step.
 
 // Every combinator runs its promises anew on each of its runs, all at once unless a limit says
 // otherwise, cancels those it no longer needs (and starts none after it ended, but those that
@@ -2026,7 +2026,7 @@ nonisolated extension RunHandle {
     /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call cancels, and
     /// none after the run ended; a later call from a step of the run still stops it before its
     /// next step (see ``RunHandle``).
-    // What the run does, step by step: "A cancel in calls", in Engine/Run.swift's header.
+    // What a cancel does, step by step: "A cancel in calls", in Engine/Run.swift's header.
     public func cancel() { _ = run.cancel(call: nil) }
 
     /// Puts the run in `bag`, to be cancelled with it.
@@ -2963,7 +2963,8 @@ nonisolated extension Promise {
 // `callLateHandlers`), and its completion hears of it (`.complete(nil)`): see "A cancel in calls".
 //
 // A call in calls, `Promise { resolver in resolver.fulfill(1) }.run { result in … }` step by step
-// (functions of this file, but where a file is named; t: the driving thread):
+// (a bare name is this file's, `Type.name` that type's, unless a file is named; t: the driving
+// thread):
 //  1. `Promise.start` (Running.swift): `make`, then `start(_:_:immediately:member:)`, which places
 //     the completion (`Outcomes`, the user's closure) in the tail.
 //  2. `start(_:immediately:member:)`: `idle` to `driving(t)`; the operation alone goes in the slot,
@@ -3011,13 +3012,15 @@ nonisolated extension Promise {
 //     for a timeout's work, `Timeout.complete`: the timeout's failure if its alarm rang, else its
 //     cancel, or the release of the run it held.
 // A run that waits for a combination: at 2, the join's handler `runCancelled` (Join.swift, added
-// by the join's `init`) holds the run (`hold`), closes the join, gives the hold back at once if
-// nothing of it is going (a member's run, its launch, a handler), and cancels its members (their
-// runs' cancels queue behind this one). The last of what was going to stop releases that hold; of
-// it and the canceller's `release` (3), the one that comes last ends the run (4). A timeout's
-// `runCancelled` goes the same way with its work's run. The canceller's thread, if it drives no
-// run (a handle's, an alarm's), does nothing more; a step that cancels a run it is part of also
-// stops its own (the end of `cancel(call:)`).
+// by the join's `init`) holds the run (`hold`), stops the join (`stopping`; `closed`, the hold
+// given back at once, if nothing of it is going: a member's run, its launch, a handler), and
+// cancels its members (their runs' cancels queue behind this one). The last of what was going to
+// stop releases that hold; of it and the canceller's `release` (3), the one that comes last ends
+// the run (4). A timeout's `runCancelled` goes the same way with its work's run.
+// Last, `cancel(call:)` checks the thread it was called on: a cancel with no call from a step of
+// a run that the cancelled run reaches (a step that cancels a run it is part of) cancels that run
+// too, which its thread stops before its next step; anywhere else (a handle's cancel from outside
+// any run, an alarm on Dispatch's clock), the check does nothing.
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -3983,7 +3986,8 @@ nonisolated extension Engine.Run {
         // another thread's cancel that came first (a timeout's alarm) may still be on its way
         // down to it, or has reached it as another thread's, and a cancel under way on this
         // thread (the step runs inside a cancel handler) queues this one (`Nesting.cancelling`).
-        // On a thread that drives no run (a handle's, an alarm's), or drives this one, nothing.
+        // Nothing more if this thread drives no run, one this cancel does not reach, or this one
+        // (marked `cancelledHere` above).
         if call == nil, let driven = Engine.Nesting.drivenRun,
             driven !== self, driven.isReached(byCancelOf: self)
         {
@@ -4628,8 +4632,10 @@ nonisolated extension Engine {
 // block queued there if the thread that stops last is not in it (see `Settle`), and after the
 // combination's operation, if it has not returned (`Resolver.resolve(_:carriedOnBy:)`).
 //
-// The life of a `when` of three operations that resolve at once, step by step (functions of this
-// file, but where a file is named; l: `launching`, h: `handling`):
+// The life of `when(fulfilled: [a, b, c])`, three operations alone that resolve at once, step by
+// step (a bare name is this file's, `Type.name` that type's, unless a file is named; l:
+// `launching`, h: `handling`; the variadic `when(fulfilled: a, b, c)` maps each member, so its
+// members start in runs of their own, as in 2):
 //  1. The combination's run calls its operation (`Engine.join`'s, through its `Source` step and
 //     `Run.perform`), which makes the `Join` (`init`: `open(p)`, l true, h 0, the run's cancel
 //     handler `runCancelled` registered, `Run.onCancel`) and calls `launch`.
@@ -4637,9 +4643,9 @@ nonisolated extension Engine {
 //     operation with a resolver that reports to the join. (A member that is not an operation alone
 //     starts in a run of its own, whose completion, `MemberRun.complete`, calls `memberEnded`.)
 //  3. Its `fulfill`: `Resolver.resolve(_:carriedOnBy:)` (Run.swift), the join's `resolve`, the
-//     stored `reported` (`Slot.value`, Chain.swift: a slot on the stack for the outcome), then
-//     `memberEnded`: `running[0]` becomes `nil`, the tally counts it, and the policy (`decide`)
-//     says `wait`; l is true: nothing more.
+//     stored `reported` (`Slot.value`, Chain.swift: a slot for the outcome, on the stack if it
+//     fits), then `memberEnded`: `running[0]` becomes `nil`, the tally counts it, and the policy
+//     (`decide`) says `wait`; l is true: nothing more.
 //  4. Member 1 goes as member 0 did.
 //  5. Member 2: the policy settles. `takeCancels` finds nothing to cancel, but the loop is going
 //     (l), so the join cannot settle yet: this thread counts itself (`countUp`: h 1), and the
@@ -4650,12 +4656,14 @@ nonisolated extension Engine {
 //     closes it (`closed`), giving `.settles`. After the lock, `counted` calls `Verdict.end`,
 //     which calls the run's resolver with the values, inside the operation: the run goes on as
 //     the operation returns (Run.swift, "A call in calls", from 6).
-// Members that end once the launch returned find l false: one whose policy says `wait` runs the
-// loop (`.waits`); the one that decides settles at once (`closed`) if nothing is going, no handler
-// is to be called and every member started, else it stops the join as in 5.
+// A member that ends while no thread runs the loop (l false: the launch returned, say) and whose
+// policy says `wait` runs it (`.waits`); the one that decides settles at once (`closed`) if
+// nothing is going, no handler is to be called and every member started, else it stops the join
+// as in 5.
 //
-// Cancelled, a `when` whose three members wait for their resolvers, having registered no cancel
-// handlers (the run `awaitingResolver`, the join `open`, every member `.called([])`, l false, h 0):
+// Cancelled, `when(fulfilled: [a, b, c])` whose three operations wait for their resolvers, having
+// registered no cancel handlers (the run `awaitingResolver`, the join `open`, every member
+// `.called([])`, l false, h 0):
 //  1. The run's cancel (`Run.cancel(call:)`, Run.swift) calls `runCancelled`, which holds the run
 //     (`Run.hold`: 2 holds, the canceller's and this) and takes what to cancel (`takeCancels`:
 //     each member's `running` entry becomes `.cancelled`, its handlers taken). Nothing is going
@@ -4666,11 +4674,11 @@ nonisolated extension Engine {
 //     there are neither, nor members never started, so it returns at once. The join's own
 //     resolver, let go of unresolved with the join's progress, cancels a call already cancelled:
 //     nothing (and, its run cancelled, debug builds do not report it: `isCancelledOrInsideOne`).
-//  3. The canceller's `release` (or, if the combination's operation has not returned, the driving
-//     thread's stop) ends the run (Run.swift, "A cancel in calls", 3 and 4).
-// With something going (a member's run, the loop, or h > 0), the join is `stopping(going: n,
-// settles: nil)`: the last of them to stop counts down to `.releases`, `Run.release`, and of that
-// release and the canceller's, the later ends the run.
+//  3. The canceller's `release` ends the run (Run.swift, "A cancel in calls", 3 and 4).
+// Cancelled as the combination's operation runs (`calling`), the run has its driving thread's
+// hold too, released as that thread stops. With something going (a member's run, the loop, or
+// h > 0), the join is `stopping(going: n, settles: nil)` and keeps its hold: the last of what is
+// going to stop counts down to `.releases`, `Run.release`. The last hold released ends the run.
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
@@ -5228,27 +5236,29 @@ nonisolated extension Engine {
 //   ended           the run is cancelled, its end held     unchanged      release the hold
 //   any other       any other event                        unchanged      -
 //
-// The life of a timeout that fires, step by step: on Dispatch's clock, its work an operation that
-// keeps its resolver (functions of this file, but where a file is named; r: the timeout's
-// resolver, in the timeout's run; the work's run: the run of the work, inside it):
+// The life of a timeout that fires, step by step: on Dispatch's clock, with a deadline still
+// ahead, its work an operation that keeps its resolver (a bare name is this file's, `Type.name`
+// that type's, unless a file is named; r: the timeout's resolver, in the timeout's run; the work's
+// run: the run of the work, inside it):
 //  1. The timeout's run calls its operation (`Engine.timeout`'s, through its `Source` step and
 //     `Run.perform`), which reads the deadline and makes the `Timeout` (`init`): `going(r, nil)`;
 //     the work's run, made inside the timeout's run (`Run.make`'s `cancelledWith`); `runCancelled`
 //     registered on the timeout's call; then the work's run starts (`Run.start`), and its
-//     operation returns unresolved: it waits for its resolver (`operationReturned`: `calling` to
-//     `awaitingResolver`, as in Run.swift's "A call in calls", resolved later).
+//     operation returns unresolved: it waits for its resolver (`Run.operationReturned`:
+//     `calling` to `awaitingResolver`, as in Run.swift's "A call in calls", resolved later).
 //  2. The work waits (`waits`), so the operation sets the alarm (`Engine.setAlarm(at:_:)`,
-//     Deadlines.swift, which arms a `Deadline`) and keeps what cancels it (`armed`: `going(r,
-//     a)`). The operation returns: the timeout's run waits for r.
+//     Deadlines.swift, which arms a `Deadline`; a deadline already past rings at once, on this
+//     thread: `Nesting.afterWaiting`) and keeps what cancels it (`armed`: `going(r, a)`). The
+//     operation returns: the timeout's run waits for r.
 //  3. The deadline passes: the timer source fires (`Deadlines.fire`), which queues the deadline's
 //     closure on a global queue, where the alarm rings (`rang`; on a manual clock, on the thread
 //     that advances the clock): `going` to `ringing(f)`, then the work's run is cancelled
 //     (`Run.cancel(call:)`).
 //  4. The work's run goes as Run.swift's "A cancel in calls" tells: its call's handlers, then the
 //     canceller's `release`, the last hold, then `end(with: nil)`, whose completion is the
-//     timeout: `complete(nil)`. (Work that does not wait for its resolver ends at another hold's
-//     release: the driving thread's as it stops, or that of a combination or timeout it waits
-//     for.)
+//     timeout: `complete(nil)`. (Work that waits for a queue ends at the canceller's `release`
+//     too; work in a step, as its driving thread stops; work that waits for a combination or a
+//     timeout, at that one's release: whichever of it and the canceller's comes last.)
 //  5. `complete`: `ringing(f)` to `ended`, then f, `r(.failure(error()))`: `Run.resolve`
 //     (Run.swift) on the timeout's run, which waits for it, so the run goes on (`drive`) on this
 //     thread, the alarm's.

@@ -52,8 +52,10 @@
 // block queued there if the thread that stops last is not in it (see `Settle`), and after the
 // combination's operation, if it has not returned (`Resolver.resolve(_:carriedOnBy:)`).
 //
-// The life of a `when` of three operations that resolve at once, step by step (functions of this
-// file, but where a file is named; l: `launching`, h: `handling`):
+// The life of `when(fulfilled: [a, b, c])`, three operations alone that resolve at once, step by
+// step (a bare name is this file's, `Type.name` that type's, unless a file is named; l:
+// `launching`, h: `handling`; the variadic `when(fulfilled: a, b, c)` maps each member, so its
+// members start in runs of their own, as in 2):
 //  1. The combination's run calls its operation (`Engine.join`'s, through its `Source` step and
 //     `Run.perform`), which makes the `Join` (`init`: `open(p)`, l true, h 0, the run's cancel
 //     handler `runCancelled` registered, `Run.onCancel`) and calls `launch`.
@@ -61,9 +63,9 @@
 //     operation with a resolver that reports to the join. (A member that is not an operation alone
 //     starts in a run of its own, whose completion, `MemberRun.complete`, calls `memberEnded`.)
 //  3. Its `fulfill`: `Resolver.resolve(_:carriedOnBy:)` (Run.swift), the join's `resolve`, the
-//     stored `reported` (`Slot.value`, Chain.swift: a slot on the stack for the outcome), then
-//     `memberEnded`: `running[0]` becomes `nil`, the tally counts it, and the policy (`decide`)
-//     says `wait`; l is true: nothing more.
+//     stored `reported` (`Slot.value`, Chain.swift: a slot for the outcome, on the stack if it
+//     fits), then `memberEnded`: `running[0]` becomes `nil`, the tally counts it, and the policy
+//     (`decide`) says `wait`; l is true: nothing more.
 //  4. Member 1 goes as member 0 did.
 //  5. Member 2: the policy settles. `takeCancels` finds nothing to cancel, but the loop is going
 //     (l), so the join cannot settle yet: this thread counts itself (`countUp`: h 1), and the
@@ -74,12 +76,14 @@
 //     closes it (`closed`), giving `.settles`. After the lock, `counted` calls `Verdict.end`,
 //     which calls the run's resolver with the values, inside the operation: the run goes on as
 //     the operation returns (Run.swift, "A call in calls", from 6).
-// Members that end once the launch returned find l false: one whose policy says `wait` runs the
-// loop (`.waits`); the one that decides settles at once (`closed`) if nothing is going, no handler
-// is to be called and every member started, else it stops the join as in 5.
+// A member that ends while no thread runs the loop (l false: the launch returned, say) and whose
+// policy says `wait` runs it (`.waits`); the one that decides settles at once (`closed`) if
+// nothing is going, no handler is to be called and every member started, else it stops the join
+// as in 5.
 //
-// Cancelled, a `when` whose three members wait for their resolvers, having registered no cancel
-// handlers (the run `awaitingResolver`, the join `open`, every member `.called([])`, l false, h 0):
+// Cancelled, `when(fulfilled: [a, b, c])` whose three operations wait for their resolvers, having
+// registered no cancel handlers (the run `awaitingResolver`, the join `open`, every member
+// `.called([])`, l false, h 0):
 //  1. The run's cancel (`Run.cancel(call:)`, Run.swift) calls `runCancelled`, which holds the run
 //     (`Run.hold`: 2 holds, the canceller's and this) and takes what to cancel (`takeCancels`:
 //     each member's `running` entry becomes `.cancelled`, its handlers taken). Nothing is going
@@ -90,11 +94,11 @@
 //     there are neither, nor members never started, so it returns at once. The join's own
 //     resolver, let go of unresolved with the join's progress, cancels a call already cancelled:
 //     nothing (and, its run cancelled, debug builds do not report it: `isCancelledOrInsideOne`).
-//  3. The canceller's `release` (or, if the combination's operation has not returned, the driving
-//     thread's stop) ends the run (Run.swift, "A cancel in calls", 3 and 4).
-// With something going (a member's run, the loop, or h > 0), the join is `stopping(going: n,
-// settles: nil)`: the last of them to stop counts down to `.releases`, `Run.release`, and of that
-// release and the canceller's, the later ends the run.
+//  3. The canceller's `release` ends the run (Run.swift, "A cancel in calls", 3 and 4).
+// Cancelled as the combination's operation runs (`calling`), the run has its driving thread's
+// hold too, released as that thread stops. With something going (a member's run, the loop, or
+// h > 0), the join is `stopping(going: n, settles: nil)` and keeps its hold: the last of what is
+// going to stop counts down to `.releases`, `Run.release`. The last hold released ends the run.
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that

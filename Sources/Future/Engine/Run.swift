@@ -34,7 +34,8 @@
 // `callLateHandlers`), and its completion hears of it (`.complete(nil)`): see "A cancel in calls".
 //
 // A call in calls, `Promise { resolver in resolver.fulfill(1) }.run { result in … }` step by step
-// (functions of this file, but where a file is named; t: the driving thread):
+// (a bare name is this file's, `Type.name` that type's, unless a file is named; t: the driving
+// thread):
 //  1. `Promise.start` (Running.swift): `make`, then `start(_:_:immediately:member:)`, which places
 //     the completion (`Outcomes`, the user's closure) in the tail.
 //  2. `start(_:immediately:member:)`: `idle` to `driving(t)`; the operation alone goes in the slot,
@@ -82,13 +83,15 @@
 //     for a timeout's work, `Timeout.complete`: the timeout's failure if its alarm rang, else its
 //     cancel, or the release of the run it held.
 // A run that waits for a combination: at 2, the join's handler `runCancelled` (Join.swift, added
-// by the join's `init`) holds the run (`hold`), closes the join, gives the hold back at once if
-// nothing of it is going (a member's run, its launch, a handler), and cancels its members (their
-// runs' cancels queue behind this one). The last of what was going to stop releases that hold; of
-// it and the canceller's `release` (3), the one that comes last ends the run (4). A timeout's
-// `runCancelled` goes the same way with its work's run. The canceller's thread, if it drives no
-// run (a handle's, an alarm's), does nothing more; a step that cancels a run it is part of also
-// stops its own (the end of `cancel(call:)`).
+// by the join's `init`) holds the run (`hold`), stops the join (`stopping`; `closed`, the hold
+// given back at once, if nothing of it is going: a member's run, its launch, a handler), and
+// cancels its members (their runs' cancels queue behind this one). The last of what was going to
+// stop releases that hold; of it and the canceller's `release` (3), the one that comes last ends
+// the run (4). A timeout's `runCancelled` goes the same way with its work's run.
+// Last, `cancel(call:)` checks the thread it was called on: a cancel with no call from a step of
+// a run that the cancelled run reaches (a step that cancels a run it is part of) cancels that run
+// too, which its thread stops before its next step; anywhere else (a handle's cancel from outside
+// any run, an alarm on Dispatch's clock), the check does nothing.
 //
 // Which thread goes on after a call: an operation that resolves on the driving thread before it
 // returns sets `Driver.resolvedHere`, which `perform` reads with no lock; one resolved from another
@@ -1066,7 +1069,8 @@ nonisolated extension Engine.Run {
         // another thread's cancel that came first (a timeout's alarm) may still be on its way
         // down to it, or has reached it as another thread's, and a cancel under way on this
         // thread (the step runs inside a cancel handler) queues this one (`Nesting.cancelling`).
-        // On a thread that drives no run (a handle's, an alarm's), or drives this one, nothing.
+        // Nothing more if this thread drives no run, one this cancel does not reach, or this one
+        // (marked `cancelledHere` above).
         if call == nil, let driven = Engine.Nesting.drivenRun,
             driven !== self, driven.isReached(byCancelOf: self)
         {

@@ -25,27 +25,29 @@
 //   ended           the run is cancelled, its end held     unchanged      release the hold
 //   any other       any other event                        unchanged      -
 //
-// The life of a timeout that fires, step by step: on Dispatch's clock, its work an operation that
-// keeps its resolver (functions of this file, but where a file is named; r: the timeout's
-// resolver, in the timeout's run; the work's run: the run of the work, inside it):
+// The life of a timeout that fires, step by step: on Dispatch's clock, with a deadline still
+// ahead, its work an operation that keeps its resolver (a bare name is this file's, `Type.name`
+// that type's, unless a file is named; r: the timeout's resolver, in the timeout's run; the work's
+// run: the run of the work, inside it):
 //  1. The timeout's run calls its operation (`Engine.timeout`'s, through its `Source` step and
 //     `Run.perform`), which reads the deadline and makes the `Timeout` (`init`): `going(r, nil)`;
 //     the work's run, made inside the timeout's run (`Run.make`'s `cancelledWith`); `runCancelled`
 //     registered on the timeout's call; then the work's run starts (`Run.start`), and its
-//     operation returns unresolved: it waits for its resolver (`operationReturned`: `calling` to
-//     `awaitingResolver`, as in Run.swift's "A call in calls", resolved later).
+//     operation returns unresolved: it waits for its resolver (`Run.operationReturned`:
+//     `calling` to `awaitingResolver`, as in Run.swift's "A call in calls", resolved later).
 //  2. The work waits (`waits`), so the operation sets the alarm (`Engine.setAlarm(at:_:)`,
-//     Deadlines.swift, which arms a `Deadline`) and keeps what cancels it (`armed`: `going(r,
-//     a)`). The operation returns: the timeout's run waits for r.
+//     Deadlines.swift, which arms a `Deadline`; a deadline already past rings at once, on this
+//     thread: `Nesting.afterWaiting`) and keeps what cancels it (`armed`: `going(r, a)`). The
+//     operation returns: the timeout's run waits for r.
 //  3. The deadline passes: the timer source fires (`Deadlines.fire`), which queues the deadline's
 //     closure on a global queue, where the alarm rings (`rang`; on a manual clock, on the thread
 //     that advances the clock): `going` to `ringing(f)`, then the work's run is cancelled
 //     (`Run.cancel(call:)`).
 //  4. The work's run goes as Run.swift's "A cancel in calls" tells: its call's handlers, then the
 //     canceller's `release`, the last hold, then `end(with: nil)`, whose completion is the
-//     timeout: `complete(nil)`. (Work that does not wait for its resolver ends at another hold's
-//     release: the driving thread's as it stops, or that of a combination or timeout it waits
-//     for.)
+//     timeout: `complete(nil)`. (Work that waits for a queue ends at the canceller's `release`
+//     too; work in a step, as its driving thread stops; work that waits for a combination or a
+//     timeout, at that one's release: whichever of it and the canceller's comes last.)
 //  5. `complete`: `ringing(f)` to `ended`, then f, `r(.failure(error()))`: `Run.resolve`
 //     (Run.swift) on the timeout's run, which waits for it, so the run goes on (`drive`) on this
 //     thread, the alarm's.
