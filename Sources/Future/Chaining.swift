@@ -1,7 +1,7 @@
 // Chaining.swift: steps that transform the value, `map` and its kin, and the three shapes of
 // `then`, whose promise shape (and `flatMap`, its other name) is the step that enters a promise
 // (or calls in place one of an operation alone).
-// Builds on `appending`, `mapOutcome` and `nesting` (Engine/Chain.swift).
+// Builds on `appending`, `mapOutcome` and `entering` (Engine/Chain.swift).
 
 // The builders are `@inlinable`, so that a chain built in your module is compiled for your types:
 // each step costs one allocation to build, and no dynamic cast to run.
@@ -61,16 +61,16 @@ nonisolated extension Promise {
             // One error type (no conversion: `StepFailure` is `Failure`, checked above, so the
             // stages are retyped as they are): the step enters the promise `next` makes (see
             // `Run.callOrEnter`), or passes a failure on.
-            typealias Nest = Engine.Nest<Value, NewValue, StepFailure>
-            let entering: Promise<NewValue, StepFailure> = nesting(next) { stage, slot, run in
+            typealias Entry = Engine.Entry<Value, NewValue, StepFailure>
+            let chained: Promise<NewValue, StepFailure> = entering(next) { stage, slot, run in
                 switch slot.take(Swift.Result<Value, StepFailure>.self) {
-                case .success(let value): return run.callOrEnter(Nest.next(of: stage)(value))
+                case .success(let value): return run.callOrEnter(Entry.next(of: stage)(value))
                 case .failure(let error):
                     slot.put(Swift.Result<NewValue, StepFailure>.failure(error))
                     return .proceed
                 }
             }
-            return Promise<NewValue, Failure>(last: entering.last)
+            return Promise<NewValue, Failure>(last: chained.last)
         }
         return flatMap { next($0).mapError(convert) }
     }
@@ -293,9 +293,9 @@ nonisolated extension Promise where Failure == Never {
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        typealias Nest = Engine.Nest<Value, NewValue, NewFailure>
-        return nesting(next) { stage, slot, run in
-            run.callOrEnter(Nest.next(of: stage)(slot.take(Outcome.self).get()))
+        typealias Entry = Engine.Entry<Value, NewValue, NewFailure>
+        return entering(next) { stage, slot, run in
+            run.callOrEnter(Entry.next(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 

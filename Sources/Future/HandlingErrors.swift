@@ -46,13 +46,13 @@ nonisolated extension Promise {
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
-        typealias Nest = Engine.Nest<Failure, Value, NewFailure>
-        return nesting(next) { stage, slot, run in
+        typealias Entry = Engine.Entry<Failure, Value, NewFailure>
+        return entering(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return run.callOrEnter(Nest.next(of: stage)(error))
+            case .failure(let error): return run.callOrEnter(Entry.next(of: stage)(error))
             }
         }
     }

@@ -4,14 +4,16 @@
 //   the engine calls it in `Run.perform`, Engine/Run.swift, or a combination's member in
 //   `Join.launch`, Engine/Join.swift);
 // - appending a stage, a step that reads the slot and writes it (`appending`,
-//   Engine/Chain.swift; the idiom is explained where Making.swift first uses it);
-// - mapping an outcome, a step from the whole `Result` to the next (`mapOutcome`, beside it);
+//   Engine/Chain.swift; the idiom is explained where Making.swift first uses it), and, built on
+//   it, `mapOutcome`, a step from the whole `Result` to the next;
+// - entering, a step that runs the promise its closure makes in the same run (`entering`, beside
+//   it), or calls it in place if it is an operation alone;
 // - joining, running many promises and deciding as each ends (`Engine.join`,
 //   Engine/Join.swift);
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
 // A step that returns a promise enters it (`then`, Chaining.swift): its stages run in the
-// same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
+// same run, with no nested run; a promise of an operation alone is called in place. A `timeout`
 // races its work against an alarm (Time.swift, Engine/Timeout.swift).
 
 /// A description of asynchronous work that produces a `Value` or fails with a `Failure`.

@@ -25,14 +25,16 @@ import Dispatch
 //   the engine calls it in `Run.perform`, Engine/Run.swift, or a combination's member in
 //   `Join.launch`, Engine/Join.swift);
 // - appending a stage, a step that reads the slot and writes it (`appending`,
-//   Engine/Chain.swift; the idiom is explained where Making.swift first uses it);
-// - mapping an outcome, a step from the whole `Result` to the next (`mapOutcome`, beside it);
+//   Engine/Chain.swift; the idiom is explained where Making.swift first uses it), and, built on
+//   it, `mapOutcome`, a step from the whole `Result` to the next;
+// - entering, a step that runs the promise its closure makes in the same run (`entering`, beside
+//   it), or calls it in place if it is an operation alone;
 // - joining, running many promises and deciding as each ends (`Engine.join`,
 //   Engine/Join.swift);
 // - hopping, a step that has the run go on on a queue, maybe at a deadline (`Next.hop`, used by
 //   `on(_:)` in Queues.swift and `delay(_:)` in Time.swift).
 // A step that returns a promise enters it (`then`, Chaining.swift): its stages run in the
-// same run, with no nesting; a promise of an operation alone is called in place. A `timeout`
+// same run, with no nested run; a promise of an operation alone is called in place. A `timeout`
 // races its work against an alarm (Time.swift, Engine/Timeout.swift).
 
 /// A description of asynchronous work that produces a `Value` or fails with a `Failure`.
@@ -636,7 +638,7 @@ nonisolated extension Promise where Failure == Never {
 // Chaining.swift: steps that transform the value, `map` and its kin, and the three shapes of
 // `then`, whose promise shape (and `flatMap`, its other name) is the step that enters a promise
 // (or calls in place one of an operation alone).
-// Builds on `appending`, `mapOutcome` and `nesting` (Engine/Chain.swift).
+// Builds on `appending`, `mapOutcome` and `entering` (Engine/Chain.swift).
 
 // The builders are `@inlinable`, so that a chain built in your module is compiled for your types:
 // each step costs one allocation to build, and no dynamic cast to run.
@@ -696,16 +698,16 @@ nonisolated extension Promise {
             // One error type (no conversion: `StepFailure` is `Failure`, checked above, so the
             // stages are retyped as they are): the step enters the promise `next` makes (see
             // `Run.callOrEnter`), or passes a failure on.
-            typealias Nest = Engine.Nest<Value, NewValue, StepFailure>
-            let entering: Promise<NewValue, StepFailure> = nesting(next) { stage, slot, run in
+            typealias Entry = Engine.Entry<Value, NewValue, StepFailure>
+            let chained: Promise<NewValue, StepFailure> = entering(next) { stage, slot, run in
                 switch slot.take(Swift.Result<Value, StepFailure>.self) {
-                case .success(let value): return run.callOrEnter(Nest.next(of: stage)(value))
+                case .success(let value): return run.callOrEnter(Entry.next(of: stage)(value))
                 case .failure(let error):
                     slot.put(Swift.Result<NewValue, StepFailure>.failure(error))
                     return .proceed
                 }
             }
-            return Promise<NewValue, Failure>(last: entering.last)
+            return Promise<NewValue, Failure>(last: chained.last)
         }
         return flatMap { next($0).mapError(convert) }
     }
@@ -928,9 +930,9 @@ nonisolated extension Promise where Failure == Never {
     @inlinable @_disfavoredOverload public func then<NewValue, NewFailure>(
         _ next: @escaping @Sendable (Value) -> Promise<NewValue, NewFailure>
     ) -> Promise<NewValue, NewFailure> {
-        typealias Nest = Engine.Nest<Value, NewValue, NewFailure>
-        return nesting(next) { stage, slot, run in
-            run.callOrEnter(Nest.next(of: stage)(slot.take(Outcome.self).get()))
+        typealias Entry = Engine.Entry<Value, NewValue, NewFailure>
+        return entering(next) { stage, slot, run in
+            run.callOrEnter(Entry.next(of: stage)(slot.take(Outcome.self).get()))
         }
     }
 
@@ -1015,13 +1017,13 @@ nonisolated extension Promise {
     @inlinable public func recover<NewFailure>(
         _ next: @escaping @Sendable (Failure) -> Promise<Value, NewFailure>
     ) -> Promise<Value, NewFailure> {
-        typealias Nest = Engine.Nest<Failure, Value, NewFailure>
-        return nesting(next) { stage, slot, run in
+        typealias Entry = Engine.Entry<Failure, Value, NewFailure>
+        return entering(next) { stage, slot, run in
             switch slot.take(Outcome.self) {
             case .success(let value):
                 slot.put(Swift.Result<Value, NewFailure>.success(value))
                 return .proceed
-            case .failure(let error): return run.callOrEnter(Nest.next(of: stage)(error))
+            case .failure(let error): return run.callOrEnter(Entry.next(of: stage)(error))
             }
         }
     }
@@ -2384,7 +2386,7 @@ nonisolated public enum PromiseDiagnostics {
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
 //   the same one share it.
 // - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure,
-//   a `Nest` the closure of a step that enters the promise it makes, a `Source` an operation.
+//   an `Entry` the closure of a step that enters the promise it makes, a `Source` an operation.
 // - step: what a stage does when a run reaches it (`Stage.Step`): it takes its input from the
 //   slot, leaves its output there, and says what comes `Next`.
 // - operation: the closure a promise is made from, called with a resolver. A promise of an
@@ -2433,7 +2435,7 @@ nonisolated public enum PromiseDiagnostics {
 //   lock. No user closure is kept in one without being `@Sendable`.
 // - `@exclusivity(unchecked)`: one group an object, of fields its lock guards (or a deinit alone
 //   writes): the lock orders every access, so the checks would only cost. (`Stage.parent` and
-//   `Nest.next` are `@usableFromInline`, for the inlinable inits that set them, so Swift keeps
+//   `Entry.next` are `@usableFromInline`, for the inlinable inits that set them, so Swift keeps
 //   their checks: measured, a built chain's run then takes 1.7× the instructions, a promise
 //   step 1.13×.)
 // - `Unmanaged` and `borrowed(_:)`: the plan walks a chain's stages without reference counting;
@@ -2573,7 +2575,7 @@ nonisolated extension Engine {
     /// fallback list built in a loop: so it is released as a level of releases (see `Nesting`),
     /// and kept as it came (a `Node` keeps a closure behind a reabstraction thunk: one more
     /// allocation, and one more object for each level to release).
-    @usableFromInline final class Nest<Input, Value, Failure: Swift.Error>: Stage {
+    @usableFromInline final class Entry<Input, Value, Failure: Swift.Error>: Stage {
         @usableFromInline typealias Next = @Sendable (Input) -> Promise<Value, Failure>
         /// A `var` only for `deinit`, the one write, once nothing else refers to the stage: so
         /// it skips exclusivity checks, which cost 13 % of a promise step.
@@ -2585,7 +2587,7 @@ nonisolated extension Engine {
         }
 
         @inlinable static func next(of stage: Stage) -> Next {
-            stage.downcast(to: Nest.self).next!
+            stage.downcast(to: Entry.self).next!
         }
 
         deinit { Nesting.release({ next as Any }, by: { next = nil }) }
@@ -2896,10 +2898,10 @@ nonisolated extension Promise {
             last: Node(payload, after: last, output: Output.self, isEnsure: isEnsure, step))
     }
 
-    /// Adds a step that enters the promise `next` makes, as `step` decides (`Nest`).
-    @inlinable func nesting<Input, V, F>(
-        _ next: @escaping Engine.Nest<Input, V, F>.Next, _ step: @escaping Engine.Stage.Step
-    ) -> Promise<V, F> { Promise<V, F>(last: Engine.Nest(next, after: last, step)) }
+    /// Adds a step that enters the promise `next` makes, as `step` decides (`Entry`).
+    @inlinable func entering<Input, V, F>(
+        _ next: @escaping Engine.Entry<Input, V, F>.Next, _ step: @escaping Engine.Stage.Step
+    ) -> Promise<V, F> { Promise<V, F>(last: Engine.Entry(next, after: last, step)) }
 
     /// How a step's errors join the chain, decided once, as the step is built, so that a run pays
     /// no test: `nil` when they are the chain's own; else a conversion, for a step that cannot fail
@@ -2978,7 +2980,10 @@ nonisolated extension Promise {
 //  5. `resolver.fulfill(1)` (Resolver.swift): `callAsFunction`, then `resolve(_:carriedOnBy:)`
 //     with no queue (this file, the end of its part on calling), then `Run.resolve`: the outcome
 //     into the slot, `calling(t,1,-)` to `driving(t)`, and, as this is t, `resolvedHere` set.
-//  6. The closure returns; `perform` reads `resolvedHere` (no lock) and returns `.proceed`.
+//  6. The closure returns; `perform` lets go of the resolver, which reports nothing as it goes, as
+//     its outcome counted (`resolve(_:carriedOnBy:)` cleared its `reportsRelease`; let go of
+//     unresolved, it would cancel the call: `Resolver.deinit`), reads `resolvedHere` (no lock)
+//     and returns `.proceed`.
 //  7. `drive`'s loop pops no stage (an operation alone has none): `driving(t)` to `ended`, then
 //     `end(with: slot)`, which calls the typed work `.complete`: the completion, moved out of the
 //     tail, gets the outcome (`Outcomes.complete`: the user's closure, with the `Result`).
@@ -2987,12 +2992,12 @@ nonisolated extension Promise {
 // that resolves finds `awaitingResolver` in `Run.resolve`, moves it to `driving` (its own thread),
 // and drives on (`drive`) to 7.
 // A `then` whose closure returns a promise, after an operation alone, makes a chain of two stages:
-// a `Source` (the operation, whose step calls `perform`; `Promise.last` makes it) and a `Nest` (the
-// step): `then` (Chaining.swift; on a guarantee, its `Failure == Never` overload) calls `nesting`
-// (Chain.swift). The run's start loads them (`Plan.load`), the first on top of the plan. The
-// `Nest`'s step calls the user's closure and, if the promise it returns is an operation alone,
-// calls it in place (`callOrEnter`: `perform` again), else enters its chain (`.enter`: `drive`
-// pushes its stages).
+// a `Source` (the operation, whose step calls `perform`; `Promise.last` makes it) and an `Entry`
+// (the step): `then` (Chaining.swift; on a guarantee, its `Failure == Never` overload) calls
+// `entering` (Chain.swift). The run's start loads them (`Plan.load`), the first on top of the
+// plan. The `Entry`'s step calls the user's closure and, if the promise it returns is an operation
+// alone, calls it in place (`callOrEnter`: `perform` again), else enters its chain (`.enter`:
+// `drive` pushes its stages).
 //
 // A cancel in calls, a handle's `cancel()` of a run whose call c waits for the user's resolver
 // (`awaitingResolver(c,hs)`), step by step:
@@ -3633,7 +3638,7 @@ nonisolated extension Engine.Run {
                 // waited for room on the stack (`Nesting.enterRun`): no step starts. The slot
                 // holds the next step's input, its parent's output: the step that ran last is the
                 // next one's parent, or the last of a chain entered by that parent, whose output
-                // is the same (`Nest`); before the first step, which has no parent, it is empty.
+                // is the same (`Entry`); before the first step, which has no parent, it is empty.
                 // With no step left, it holds the run's outcome, which the drive drops as it ends.
                 if let top = plan.top {
                     top.parent?.output.discard(from: slot)
@@ -4632,6 +4637,11 @@ nonisolated extension Engine {
 // block queued there if the thread that stops last is not in it (see `Settle`), and after the
 // combination's operation, if it has not returned (`Resolver.resolve(_:carriedOnBy:)`).
 //
+// The counting helpers do only what the table says: `countUp` adds a thread calling handlers
+// (h, and n if stopping), `countDown` takes one of n away and says what the last leaves to do,
+// `handlersReturned` takes h and n down, and `counted` does it after the lock (`.settles`:
+// `Verdict.end`; `.releases`: `Run.release`).
+//
 // The life of `when(fulfilled: [a, b, c])`, three operations alone that resolve at once, step by
 // step (a bare name is this file's, `Type.name` that type's, unless a file is named; l:
 // `launching`, h: `handling`; the variadic `when(fulfilled: a, b, c)` maps each member, so its
@@ -5254,11 +5264,13 @@ nonisolated extension Engine {
 //     closure on a global queue, where the alarm rings (`rang`; on a manual clock, on the thread
 //     that advances the clock): `going` to `ringing(f)`, then the work's run is cancelled
 //     (`Run.cancel(call:)`).
-//  4. The work's run goes as Run.swift's "A cancel in calls" tells: its call's handlers, then the
-//     canceller's `release`, the last hold, then `end(with: nil)`, whose completion is the
-//     timeout: `complete(nil)`. (Work that waits for a queue ends at the canceller's `release`
-//     too; work in a step, as its driving thread stops; work that waits for a combination or a
-//     timeout, at that one's release: whichever of it and the canceller's comes last.)
+//  4. The work's run goes as Run.swift's "A cancel in calls" tells: `awaitingResolver(1,-)` to
+//     `cancelling(-,1,1)`; `Nesting.cancelling` calls its call's handlers (none here), then the
+//     canceller's `release`, the last hold (`ending`), then `end(with: nil)` (`cancelled(1)`),
+//     whose completion is the timeout: `complete(nil)`. (Work that waits for a queue ends at the
+//     canceller's `release` too; work in a step, as its driving thread stops; work that waits for
+//     a combination or a timeout, at that one's release: whichever of it and the canceller's
+//     comes last.)
 //  5. `complete`: `ringing(f)` to `ended`, then f, `r(.failure(error()))`: `Run.resolve`
 //     (Run.swift) on the timeout's run, which waits for it, so the run goes on (`drive`) on this
 //     thread, the alarm's.

@@ -8,7 +8,7 @@
 // - chain: the stages of a promise, linked from its last to its first, so that promises built on
 //   the same one share it.
 // - stage: a step as stored (`Stage`); a `Node` adds what the step keeps, usually your closure,
-//   a `Nest` the closure of a step that enters the promise it makes, a `Source` an operation.
+//   an `Entry` the closure of a step that enters the promise it makes, a `Source` an operation.
 // - step: what a stage does when a run reaches it (`Stage.Step`): it takes its input from the
 //   slot, leaves its output there, and says what comes `Next`.
 // - operation: the closure a promise is made from, called with a resolver. A promise of an
@@ -57,7 +57,7 @@
 //   lock. No user closure is kept in one without being `@Sendable`.
 // - `@exclusivity(unchecked)`: one group an object, of fields its lock guards (or a deinit alone
 //   writes): the lock orders every access, so the checks would only cost. (`Stage.parent` and
-//   `Nest.next` are `@usableFromInline`, for the inlinable inits that set them, so Swift keeps
+//   `Entry.next` are `@usableFromInline`, for the inlinable inits that set them, so Swift keeps
 //   their checks: measured, a built chain's run then takes 1.7× the instructions, a promise
 //   step 1.13×.)
 // - `Unmanaged` and `borrowed(_:)`: the plan walks a chain's stages without reference counting;
@@ -199,7 +199,7 @@ nonisolated extension Engine {
     /// fallback list built in a loop: so it is released as a level of releases (see `Nesting`),
     /// and kept as it came (a `Node` keeps a closure behind a reabstraction thunk: one more
     /// allocation, and one more object for each level to release).
-    @usableFromInline final class Nest<Input, Value, Failure: Swift.Error>: Stage {
+    @usableFromInline final class Entry<Input, Value, Failure: Swift.Error>: Stage {
         @usableFromInline typealias Next = @Sendable (Input) -> Promise<Value, Failure>
         /// A `var` only for `deinit`, the one write, once nothing else refers to the stage: so
         /// it skips exclusivity checks, which cost 13 % of a promise step.
@@ -211,7 +211,7 @@ nonisolated extension Engine {
         }
 
         @inlinable static func next(of stage: Stage) -> Next {
-            stage.downcast(to: Nest.self).next!
+            stage.downcast(to: Entry.self).next!
         }
 
         deinit { Nesting.release({ next as Any }, by: { next = nil }) }
@@ -522,10 +522,10 @@ nonisolated extension Promise {
             last: Node(payload, after: last, output: Output.self, isEnsure: isEnsure, step))
     }
 
-    /// Adds a step that enters the promise `next` makes, as `step` decides (`Nest`).
-    @inlinable func nesting<Input, V, F>(
-        _ next: @escaping Engine.Nest<Input, V, F>.Next, _ step: @escaping Engine.Stage.Step
-    ) -> Promise<V, F> { Promise<V, F>(last: Engine.Nest(next, after: last, step)) }
+    /// Adds a step that enters the promise `next` makes, as `step` decides (`Entry`).
+    @inlinable func entering<Input, V, F>(
+        _ next: @escaping Engine.Entry<Input, V, F>.Next, _ step: @escaping Engine.Stage.Step
+    ) -> Promise<V, F> { Promise<V, F>(last: Engine.Entry(next, after: last, step)) }
 
     /// How a step's errors join the chain, decided once, as the step is built, so that a run pays
     /// no test: `nil` when they are the chain's own; else a conversion, for a step that cannot fail

@@ -49,7 +49,10 @@
 //  5. `resolver.fulfill(1)` (Resolver.swift): `callAsFunction`, then `resolve(_:carriedOnBy:)`
 //     with no queue (this file, the end of its part on calling), then `Run.resolve`: the outcome
 //     into the slot, `calling(t,1,-)` to `driving(t)`, and, as this is t, `resolvedHere` set.
-//  6. The closure returns; `perform` reads `resolvedHere` (no lock) and returns `.proceed`.
+//  6. The closure returns; `perform` lets go of the resolver, which reports nothing as it goes, as
+//     its outcome counted (`resolve(_:carriedOnBy:)` cleared its `reportsRelease`; let go of
+//     unresolved, it would cancel the call: `Resolver.deinit`), reads `resolvedHere` (no lock)
+//     and returns `.proceed`.
 //  7. `drive`'s loop pops no stage (an operation alone has none): `driving(t)` to `ended`, then
 //     `end(with: slot)`, which calls the typed work `.complete`: the completion, moved out of the
 //     tail, gets the outcome (`Outcomes.complete`: the user's closure, with the `Result`).
@@ -58,12 +61,12 @@
 // that resolves finds `awaitingResolver` in `Run.resolve`, moves it to `driving` (its own thread),
 // and drives on (`drive`) to 7.
 // A `then` whose closure returns a promise, after an operation alone, makes a chain of two stages:
-// a `Source` (the operation, whose step calls `perform`; `Promise.last` makes it) and a `Nest` (the
-// step): `then` (Chaining.swift; on a guarantee, its `Failure == Never` overload) calls `nesting`
-// (Chain.swift). The run's start loads them (`Plan.load`), the first on top of the plan. The
-// `Nest`'s step calls the user's closure and, if the promise it returns is an operation alone,
-// calls it in place (`callOrEnter`: `perform` again), else enters its chain (`.enter`: `drive`
-// pushes its stages).
+// a `Source` (the operation, whose step calls `perform`; `Promise.last` makes it) and an `Entry`
+// (the step): `then` (Chaining.swift; on a guarantee, its `Failure == Never` overload) calls
+// `entering` (Chain.swift). The run's start loads them (`Plan.load`), the first on top of the
+// plan. The `Entry`'s step calls the user's closure and, if the promise it returns is an operation
+// alone, calls it in place (`callOrEnter`: `perform` again), else enters its chain (`.enter`:
+// `drive` pushes its stages).
 //
 // A cancel in calls, a handle's `cancel()` of a run whose call c waits for the user's resolver
 // (`awaitingResolver(c,hs)`), step by step:
@@ -716,7 +719,7 @@ nonisolated extension Engine.Run {
                 // waited for room on the stack (`Nesting.enterRun`): no step starts. The slot
                 // holds the next step's input, its parent's output: the step that ran last is the
                 // next one's parent, or the last of a chain entered by that parent, whose output
-                // is the same (`Nest`); before the first step, which has no parent, it is empty.
+                // is the same (`Entry`); before the first step, which has no parent, it is empty.
                 // With no step left, it holds the run's outcome, which the drive drops as it ends.
                 if let top = plan.top {
                     top.parent?.output.discard(from: slot)

@@ -43,11 +43,13 @@
 //     closure on a global queue, where the alarm rings (`rang`; on a manual clock, on the thread
 //     that advances the clock): `going` to `ringing(f)`, then the work's run is cancelled
 //     (`Run.cancel(call:)`).
-//  4. The work's run goes as Run.swift's "A cancel in calls" tells: its call's handlers, then the
-//     canceller's `release`, the last hold, then `end(with: nil)`, whose completion is the
-//     timeout: `complete(nil)`. (Work that waits for a queue ends at the canceller's `release`
-//     too; work in a step, as its driving thread stops; work that waits for a combination or a
-//     timeout, at that one's release: whichever of it and the canceller's comes last.)
+//  4. The work's run goes as Run.swift's "A cancel in calls" tells: `awaitingResolver(1,-)` to
+//     `cancelling(-,1,1)`; `Nesting.cancelling` calls its call's handlers (none here), then the
+//     canceller's `release`, the last hold (`ending`), then `end(with: nil)` (`cancelled(1)`),
+//     whose completion is the timeout: `complete(nil)`. (Work that waits for a queue ends at the
+//     canceller's `release` too; work in a step, as its driving thread stops; work that waits for
+//     a combination or a timeout, at that one's release: whichever of it and the canceller's
+//     comes last.)
 //  5. `complete`: `ringing(f)` to `ended`, then f, `r(.failure(error()))`: `Run.resolve`
 //     (Run.swift) on the timeout's run, which waits for it, so the run goes on (`drive`) on this
 //     thread, the alarm's.
