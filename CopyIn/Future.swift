@@ -2422,10 +2422,11 @@ nonisolated public enum PromiseDiagnostics {
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
 // - member: one of the promises a combination runs.
 // - share: the one run of a shared promise's work, that many runs wait for.
-// - tie: a run's record of a token's generation, as of the first step tied to the token (one
-//   the token no longer has, if it was invalidated since the run started).
-// - user's run: the run a terminal started, whose ties every run Future starts inside it shares
-//   (`Run.user`): a member's, a timeout's work's, a shared or ignoring-cancel promise's work's.
+// - tie: what a step tied to a token checks before it calls its closure, that the token was not
+//   invalidated since the user's run started (`Run.isValid`).
+// - user's run: the run a terminal started, whose start every run Future starts inside it shares
+//   for its ties (`Run.user`): a member's, a timeout's work's, a shared or ignoring-cancel
+//   promise's work's.
 
 // The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
 // - `@unchecked Sendable`: a promise's `Body`, as the stages of its chain are immutable once
@@ -2934,7 +2935,7 @@ nonisolated extension Promise {
 // allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
 // driving thread owns, its completion, its slot and the stack of the stages it has still to take:
 //
-//   header: Fields (lock, state, started, ties, outer) | tail: Driver | completion | slot | stages
+//   header: Fields (lock, state, started, user, outer) | tail: Driver | completion | slot | stages
 //
 // (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`, in
 // Chain.swift.) Its `state` names where it is. Each event is a method below that changes the state
@@ -2948,7 +2949,7 @@ nonisolated extension Promise {
 // timeout or an `ignoringCancel()` promise, and `Resolver.resolve(_:carriedOnBy:)`, which every
 // outcome goes through); hopping to a queue (`awaitQueue`, `queueArrived`); cancelling and ending
 // (`cancel(call:)`, `hold`, `release`, `end`, `skip`); ties to invalidation tokens
-// (`generation(of:)`).
+// (`isValid(_:)`).
 //
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
 // (`make`) and starts it (`start(_:_:immediately:member:)`, which places its completion, then
@@ -3101,9 +3102,10 @@ nonisolated extension Promise {
 //
 // (A combination's member's handler added late goes as c's does: `callLate`.)
 //
-// Beside the state, under the lock, what means the same in every state: the ties to tokens (or,
-// for a run made apart from another, its user's run), and the run whose cancel reaches this one
-// (`outer`). The count of calls is the driving thread's (`Driver.calls`): it begins every call.
+// Beside the state, under the lock, what means the same in every state: for a user's run, the
+// count of invalidations as it started, for its ties to tokens (for a run made apart from another,
+// its user's run instead), and the run whose cancel reaches this one (`outer`). The count of calls
+// is the driving thread's (`Driver.calls`): it begins every call.
 
 // MARK: What a run keeps, and its states
 
@@ -3150,10 +3152,13 @@ nonisolated extension Engine {
         @usableFromInline var mutex = pthread_mutex_t()
         @usableFromInline var state = State.idle
         /// For a user's run, the count of invalidations as it started (`Engine.invalidations`),
-        /// up to `UInt32.max`: after the state, in room its alignment leaves.
+        /// which its tied steps compare their token with (`isValid(_:)`), up to `UInt32.max`:
+        /// after the state, in room its alignment leaves, so that a pending run fits 320 bytes.
         @usableFromInline var started: UInt32 = 0
-        /// The ties of a user's run; for a run made apart from another, that run's user's run.
-        @usableFromInline var ties = Ties.own([])
+        /// For a run made apart from another (`make`'s `apartFrom`: a shared promise's work, an
+        /// `ignoringCancel()` promise's), which that run's cancel does not reach, that run's
+        /// user's run, where `Run.user`'s walk stops.
+        @usableFromInline var user: Engine.Run?
         /// The run whose cancel reaches this one, through the cancel handler that a combination,
         /// timeout or share adds: for a member or a timeout's work, the run it is made inside
         /// (`make`'s `cancelledWith`); for a shared promise's work, the one run that waits for
@@ -3161,17 +3166,6 @@ nonisolated extension Engine {
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
-    }
-
-    /// A run's ties to tokens (`own`: for a user's run, the generation of each token its steps
-    /// tied to, as of the first tie; empty in a run made inside another, whose steps tie in its
-    /// user's run, see `generation(of:)`), or, for a run made apart from another (`make`'s
-    /// `apartFrom`: a shared promise's work, an `ignoringCancel()` promise's), which that run's
-    /// cancel does not reach, that run's user's run, where `Run.user`'s walk stops. One field, as
-    /// a run needs one or the other: a pending run's memory fits in 320 bytes.
-    @usableFromInline enum Ties {
-        case own([Tie])
-        case user(Engine.Run)
     }
 
     /// What the thread that drives a run owns (and hands over under the lock), at the start of
@@ -3229,17 +3223,11 @@ nonisolated extension Engine {
         }
     }
 
-    @usableFromInline struct Tie {
-        weak var token: InvalidationToken?
-        let identity: ObjectIdentifier
-        let generation: Int
-    }
-
     /// The `invalidate()` calls so far, of every token: a user's run keeps the count as it starts
     /// (`Fields.started`), and a token takes it as its generation as it is invalidated, so that a
-    /// run's first tie to a token, which may come long after the run started (in a member that a
-    /// limit starts late, or a promise a step made), knows whether the token was invalidated
-    /// since. Process-wide, as a run does not know its tokens as it starts.
+    /// tied step, which may run long after the run started (in a member that a limit starts late,
+    /// or a promise a step made), knows whether its token was invalidated since. Process-wide, as
+    /// a run does not know its tokens as it starts.
     nonisolated(unsafe) private static var invalidationCount = 0
     nonisolated(unsafe) private static let invalidationsLock = Lock()
 
@@ -3341,7 +3329,7 @@ nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
     /// completion of type `Completion`. A run Future makes inside another sets one link to it:
     /// `cancelledWith` (`Fields.outer`), for a combination's member or a timeout's work, which
-    /// that run's cancel reaches; `apartFrom` (`Fields.ties`: that run's user's), for a shared
+    /// that run's cancel reaches; `apartFrom` (`Fields.user`: that run's user's), for a shared
     /// promise's work or an `ignoringCancel()` promise's, which it does not.
     @inlinable static func make<Completion: Engine.Completion>(
         for chain: Stage?, completing _: Completion.Type, cancelledWith outer: Run? = nil,
@@ -3358,7 +3346,7 @@ nonisolated extension Engine.Run {
         let run = unsafeDowncast(made, to: Run.self)
         pthread_mutex_init(&run.fields.pointee.mutex, nil)
         if let outer { run.fields.pointee.outer = outer }
-        if let starter { run.fields.pointee.ties = .user(starter.user ?? starter) }
+        if let starter { run.fields.pointee.user = starter.user ?? starter }
         run.driver.initialize(
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
@@ -3428,14 +3416,14 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it: a shared or ignoring run keeps
-    /// it (`Fields.ties`), where the walk stops (a shared work's `outer` is the run that waits for
+    /// it (`Fields.user`), where the walk stops (a shared work's `outer` is the run that waits for
     /// it now, not the one that started it); a member or a timeout's work finds it through the
     /// runs whose cancel reaches it (`outer`).
     @usableFromInline final var user: Run? {
         var top = self
         while true {
-            let (ties, outer) = top.locked { ($0.ties, $0.outer) }
-            if case .user(let user) = ties { return user }
+            let (user, outer) = top.locked { ($0.user, $0.outer) }
+            if let user { return user }
             guard let outer else { return top === self ? nil : top }
             top = outer
         }
@@ -3567,8 +3555,8 @@ nonisolated extension Engine.Run {
                 preconditionFailure("a run started \(fields.state)")
             }
             // A user's run notes the invalidations so far, for the tokens its steps tie to
-            // (`generation(of:)`): nothing else reads them.
-            if case .own = fields.ties, fields.outer == nil {
+            // (`isValid(_:)`): nothing else reads them.
+            if fields.user == nil, fields.outer == nil {
                 fields.started = UInt32(clamping: Engine.invalidations())
             }
             return fields.state.isCancelled
@@ -4143,29 +4131,15 @@ nonisolated extension Engine.Run {
 // MARK: Ties to invalidation tokens
 
 nonisolated extension Engine.Run {
-    /// The generation of `token` for the user's run, which ties to a token once, however often
-    /// its retries run a tied step: the token's generation then, or, if the token was
-    /// invalidated since the run started, one it no longer has.
-    final func generation(of token: InvalidationToken) -> Int {
-        let user = user ?? self
-        let identity = ObjectIdentifier(token)
+    /// Whether `token` was not invalidated since the user's run started, however often its
+    /// retries run a tied step: a token's generation, the count of invalidations as it was last
+    /// invalidated, is past every count before it, so past the run's once it was invalidated
+    /// since. (Past `UInt32.max` invalidations in one process, a run's count is not known, and
+    /// no token silences its tied steps.)
+    final func isValid(_ token: InvalidationToken) -> Bool {
         let current = token.current  // the token's lock, not taken inside the run's
-        // One lock, so that steps tying at once on two threads agree on the first generation. A
-        // tie's weak reference is read only when its identity is `token`'s, which the caller
-        // holds: so it is never a token's last reference, let go of inside the lock.
-        return user.locked { fields in
-            guard case .own(var ties) = fields.ties else { preconditionFailure("not a user's run") }
-            let tied = ties.first { $0.identity == identity && $0.token === token }
-            if let tied { return tied.generation }
-            // A generation is the count of invalidations as the token was last invalidated (the
-            // run's count is not known past `UInt32.max`).
-            let since = fields.started < .max && current > fields.started
-            let generation = since ? current - 1 : current
-            fields.ties = .own([])  // for a moment, so that the list is not copied
-            ties.append(Engine.Tie(token: token, identity: identity, generation: generation))
-            fields.ties = .own(ties)
-            return generation
-        }
+        let started = (user ?? self).locked { $0.started }
+        return started == .max || current <= Int(started)
     }
 }
 
@@ -5712,10 +5686,10 @@ nonisolated extension Promise where Value: Sendable {
     /// This promise with a hop to the main queue (the main actor's executor, so the steps after it
     /// may assume the main actor), then a step that makes its outcome with `next` there, or, if
     /// `next` returns `nil`, cancels its run. `next` is told whether `token` (if any) was not
-    /// invalidated since the run started: the step ties the run to it as it runs, so that a
-    /// promise kept and run again after an `invalidate()` is tied anew, but a retry inside the
-    /// run is not (see `Run.generation(of:)`). A step of the chain, not a wrapper around it: a
-    /// run that stops before it still reaches the chain's `ensure` steps.
+    /// invalidated since the user's run started (`Run.isValid(_:)`), so that a promise kept and
+    /// run again after an `invalidate()` is heard, but a retry inside the run is not. A step of
+    /// the chain, not a wrapper around it: a run that stops before it still reaches the chain's
+    /// `ensure` steps.
     func onMain<NewValue, NewFailure>(
         tiedTo token: InvalidationToken?,
         _ next: @escaping @Sendable (Outcome, _ valid: Bool) -> Swift.Result<NewValue, NewFailure>?
@@ -5725,7 +5699,7 @@ nonisolated extension Promise where Value: Sendable {
         // invalidating itself, with what owns it.
         return on(.main).appending(next) { [weak token, tied = token != nil] stage, slot, run in
             let outcome = slot.take(Outcome.self)
-            let valid = !tied || token.map { run.generation(of: $0) == $0.current } ?? false
+            let valid = !tied || token.map { run.isValid($0) } ?? false
             guard let made = Node<Next>.payload(of: stage)(outcome, valid) else {
                 _ = run.cancel(call: nil)  // as a step that cancels its own run: it stops here
                 return .stop

@@ -44,10 +44,11 @@
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
 // - member: one of the promises a combination runs.
 // - share: the one run of a shared promise's work, that many runs wait for.
-// - tie: a run's record of a token's generation, as of the first step tied to the token (one
-//   the token no longer has, if it was invalidated since the run started).
-// - user's run: the run a terminal started, whose ties every run Future starts inside it shares
-//   (`Run.user`): a member's, a timeout's work's, a shared or ignoring-cancel promise's work's.
+// - tie: what a step tied to a token checks before it calls its closure, that the token was not
+//   invalidated since the user's run started (`Run.isValid`).
+// - user's run: the run a terminal started, whose start every run Future starts inside it shares
+//   for its ties (`Run.user`): a member's, a timeout's work's, a shared or ignoring-cancel
+//   promise's work's.
 
 // The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
 // - `@unchecked Sendable`: a promise's `Body`, as the stages of its chain are immutable once

@@ -8,10 +8,10 @@ nonisolated extension Promise where Value: Sendable {
     /// This promise with a hop to the main queue (the main actor's executor, so the steps after it
     /// may assume the main actor), then a step that makes its outcome with `next` there, or, if
     /// `next` returns `nil`, cancels its run. `next` is told whether `token` (if any) was not
-    /// invalidated since the run started: the step ties the run to it as it runs, so that a
-    /// promise kept and run again after an `invalidate()` is tied anew, but a retry inside the
-    /// run is not (see `Run.generation(of:)`). A step of the chain, not a wrapper around it: a
-    /// run that stops before it still reaches the chain's `ensure` steps.
+    /// invalidated since the user's run started (`Run.isValid(_:)`), so that a promise kept and
+    /// run again after an `invalidate()` is heard, but a retry inside the run is not. A step of
+    /// the chain, not a wrapper around it: a run that stops before it still reaches the chain's
+    /// `ensure` steps.
     func onMain<NewValue, NewFailure>(
         tiedTo token: InvalidationToken?,
         _ next: @escaping @Sendable (Outcome, _ valid: Bool) -> Swift.Result<NewValue, NewFailure>?
@@ -21,7 +21,7 @@ nonisolated extension Promise where Value: Sendable {
         // invalidating itself, with what owns it.
         return on(.main).appending(next) { [weak token, tied = token != nil] stage, slot, run in
             let outcome = slot.take(Outcome.self)
-            let valid = !tied || token.map { run.generation(of: $0) == $0.current } ?? false
+            let valid = !tied || token.map { run.isValid($0) } ?? false
             guard let made = Node<Next>.payload(of: stage)(outcome, valid) else {
                 _ = run.cancel(call: nil)  // as a step that cancels its own run: it stops here
                 return .stop

@@ -3,7 +3,7 @@
 // allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
 // driving thread owns, its completion, its slot and the stack of the stages it has still to take:
 //
-//   header: Fields (lock, state, started, ties, outer) | tail: Driver | completion | slot | stages
+//   header: Fields (lock, state, started, user, outer) | tail: Driver | completion | slot | stages
 //
 // (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`, in
 // Chain.swift.) Its `state` names where it is. Each event is a method below that changes the state
@@ -17,7 +17,7 @@
 // timeout or an `ignoringCancel()` promise, and `Resolver.resolve(_:carriedOnBy:)`, which every
 // outcome goes through); hopping to a queue (`awaitQueue`, `queueArrived`); cancelling and ending
 // (`cancel(call:)`, `hold`, `release`, `end`, `skip`); ties to invalidation tokens
-// (`generation(of:)`).
+// (`isValid(_:)`).
 //
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
 // (`make`) and starts it (`start(_:_:immediately:member:)`, which places its completion, then
@@ -170,9 +170,10 @@
 //
 // (A combination's member's handler added late goes as c's does: `callLate`.)
 //
-// Beside the state, under the lock, what means the same in every state: the ties to tokens (or,
-// for a run made apart from another, its user's run), and the run whose cancel reaches this one
-// (`outer`). The count of calls is the driving thread's (`Driver.calls`): it begins every call.
+// Beside the state, under the lock, what means the same in every state: for a user's run, the
+// count of invalidations as it started, for its ties to tokens (for a run made apart from another,
+// its user's run instead), and the run whose cancel reaches this one (`outer`). The count of calls
+// is the driving thread's (`Driver.calls`): it begins every call.
 
 import Dispatch
 
@@ -231,10 +232,13 @@ nonisolated extension Engine {
         @usableFromInline var mutex = pthread_mutex_t()
         @usableFromInline var state = State.idle
         /// For a user's run, the count of invalidations as it started (`Engine.invalidations`),
-        /// up to `UInt32.max`: after the state, in room its alignment leaves.
+        /// which its tied steps compare their token with (`isValid(_:)`), up to `UInt32.max`:
+        /// after the state, in room its alignment leaves, so that a pending run fits 320 bytes.
         @usableFromInline var started: UInt32 = 0
-        /// The ties of a user's run; for a run made apart from another, that run's user's run.
-        @usableFromInline var ties = Ties.own([])
+        /// For a run made apart from another (`make`'s `apartFrom`: a shared promise's work, an
+        /// `ignoringCancel()` promise's), which that run's cancel does not reach, that run's
+        /// user's run, where `Run.user`'s walk stops.
+        @usableFromInline var user: Engine.Run?
         /// The run whose cancel reaches this one, through the cancel handler that a combination,
         /// timeout or share adds: for a member or a timeout's work, the run it is made inside
         /// (`make`'s `cancelledWith`); for a shared promise's work, the one run that waits for
@@ -242,17 +246,6 @@ nonisolated extension Engine {
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
-    }
-
-    /// A run's ties to tokens (`own`: for a user's run, the generation of each token its steps
-    /// tied to, as of the first tie; empty in a run made inside another, whose steps tie in its
-    /// user's run, see `generation(of:)`), or, for a run made apart from another (`make`'s
-    /// `apartFrom`: a shared promise's work, an `ignoringCancel()` promise's), which that run's
-    /// cancel does not reach, that run's user's run, where `Run.user`'s walk stops. One field, as
-    /// a run needs one or the other: a pending run's memory fits in 320 bytes.
-    @usableFromInline enum Ties {
-        case own([Tie])
-        case user(Engine.Run)
     }
 
     /// What the thread that drives a run owns (and hands over under the lock), at the start of
@@ -310,17 +303,11 @@ nonisolated extension Engine {
         }
     }
 
-    @usableFromInline struct Tie {
-        weak var token: InvalidationToken?
-        let identity: ObjectIdentifier
-        let generation: Int
-    }
-
     /// The `invalidate()` calls so far, of every token: a user's run keeps the count as it starts
     /// (`Fields.started`), and a token takes it as its generation as it is invalidated, so that a
-    /// run's first tie to a token, which may come long after the run started (in a member that a
-    /// limit starts late, or a promise a step made), knows whether the token was invalidated
-    /// since. Process-wide, as a run does not know its tokens as it starts.
+    /// tied step, which may run long after the run started (in a member that a limit starts late,
+    /// or a promise a step made), knows whether its token was invalidated since. Process-wide, as
+    /// a run does not know its tokens as it starts.
     nonisolated(unsafe) private static var invalidationCount = 0
     nonisolated(unsafe) private static let invalidationsLock = Lock()
 
@@ -422,7 +409,7 @@ nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
     /// completion of type `Completion`. A run Future makes inside another sets one link to it:
     /// `cancelledWith` (`Fields.outer`), for a combination's member or a timeout's work, which
-    /// that run's cancel reaches; `apartFrom` (`Fields.ties`: that run's user's), for a shared
+    /// that run's cancel reaches; `apartFrom` (`Fields.user`: that run's user's), for a shared
     /// promise's work or an `ignoringCancel()` promise's, which it does not.
     @inlinable static func make<Completion: Engine.Completion>(
         for chain: Stage?, completing _: Completion.Type, cancelledWith outer: Run? = nil,
@@ -439,7 +426,7 @@ nonisolated extension Engine.Run {
         let run = unsafeDowncast(made, to: Run.self)
         pthread_mutex_init(&run.fields.pointee.mutex, nil)
         if let outer { run.fields.pointee.outer = outer }
-        if let starter { run.fields.pointee.ties = .user(starter.user ?? starter) }
+        if let starter { run.fields.pointee.user = starter.user ?? starter }
         run.driver.initialize(
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
@@ -509,14 +496,14 @@ nonisolated extension Engine.Run {
     }
 
     /// The run a user started, for a run Future started inside it: a shared or ignoring run keeps
-    /// it (`Fields.ties`), where the walk stops (a shared work's `outer` is the run that waits for
+    /// it (`Fields.user`), where the walk stops (a shared work's `outer` is the run that waits for
     /// it now, not the one that started it); a member or a timeout's work finds it through the
     /// runs whose cancel reaches it (`outer`).
     @usableFromInline final var user: Run? {
         var top = self
         while true {
-            let (ties, outer) = top.locked { ($0.ties, $0.outer) }
-            if case .user(let user) = ties { return user }
+            let (user, outer) = top.locked { ($0.user, $0.outer) }
+            if let user { return user }
             guard let outer else { return top === self ? nil : top }
             top = outer
         }
@@ -648,8 +635,8 @@ nonisolated extension Engine.Run {
                 preconditionFailure("a run started \(fields.state)")
             }
             // A user's run notes the invalidations so far, for the tokens its steps tie to
-            // (`generation(of:)`): nothing else reads them.
-            if case .own = fields.ties, fields.outer == nil {
+            // (`isValid(_:)`): nothing else reads them.
+            if fields.user == nil, fields.outer == nil {
                 fields.started = UInt32(clamping: Engine.invalidations())
             }
             return fields.state.isCancelled
@@ -1224,28 +1211,14 @@ nonisolated extension Engine.Run {
 // MARK: Ties to invalidation tokens
 
 nonisolated extension Engine.Run {
-    /// The generation of `token` for the user's run, which ties to a token once, however often
-    /// its retries run a tied step: the token's generation then, or, if the token was
-    /// invalidated since the run started, one it no longer has.
-    final func generation(of token: InvalidationToken) -> Int {
-        let user = user ?? self
-        let identity = ObjectIdentifier(token)
+    /// Whether `token` was not invalidated since the user's run started, however often its
+    /// retries run a tied step: a token's generation, the count of invalidations as it was last
+    /// invalidated, is past every count before it, so past the run's once it was invalidated
+    /// since. (Past `UInt32.max` invalidations in one process, a run's count is not known, and
+    /// no token silences its tied steps.)
+    final func isValid(_ token: InvalidationToken) -> Bool {
         let current = token.current  // the token's lock, not taken inside the run's
-        // One lock, so that steps tying at once on two threads agree on the first generation. A
-        // tie's weak reference is read only when its identity is `token`'s, which the caller
-        // holds: so it is never a token's last reference, let go of inside the lock.
-        return user.locked { fields in
-            guard case .own(var ties) = fields.ties else { preconditionFailure("not a user's run") }
-            let tied = ties.first { $0.identity == identity && $0.token === token }
-            if let tied { return tied.generation }
-            // A generation is the count of invalidations as the token was last invalidated (the
-            // run's count is not known past `UInt32.max`).
-            let since = fields.started < .max && current > fields.started
-            let generation = since ? current - 1 : current
-            fields.ties = .own([])  // for a moment, so that the list is not copied
-            ties.append(Engine.Tie(token: token, identity: identity, generation: generation))
-            fields.ties = .own(ties)
-            return generation
-        }
+        let started = (user ?? self).locked { $0.started }
+        return started == .max || current <= Int(started)
     }
 }
