@@ -18,7 +18,7 @@ import Testing
     /// A member nested `depth` combinations deep in a step that a hop took to `work`: each level
     /// is a member run that its combination's step, on `work`, starts. Past `Nesting.limit` (32)
     /// levels on the thread, a member's drive waits, and the bottom level, the hop's, drives it as
-    /// it returns: after `leaveRun` has put back the queue from before the hop (none), though the
+    /// it returns: after `unnest` has put back the queue from before the hop (none), though the
     /// thread is still in `work`'s block and a step on `work` started the member. So the innermost
     /// member goes back after its cleanup to a global queue, not to `work`. (10 deep: `work`.)
     @Test(arguments: [10, 40])

@@ -1944,7 +1944,7 @@ nonisolated public enum MainActorContext: Sendable {
 
 // A step isolated to the main actor hops to the main queue, as `on(.main)` does, and calls its
 // closure there as the main actor's: the values that cross are `Sendable`, which the compiler
-// checks. A token's check is one lock, in tied steps alone.
+// checks. Only a tied step checks its token: under the token's lock, then its user's run's.
 nonisolated extension Promise where Value: Sendable {
     /// Transforms the value on the main actor, where the closure may use main-actor state.
     ///
@@ -2972,7 +2972,7 @@ nonisolated extension Promise {
 //     the completion (`Outcomes`, the user's closure) in the tail.
 //  2. `start(_:immediately:member:)`: `idle` to `driving(t)`; the operation alone goes in the slot,
 //     and `Driver.resumesAt` is `.operation`; then `drive`.
-//  3. `drive`: a level on this thread's stack (`Nesting.enterRun`, which says no only past
+//  3. `drive`: a level on this thread's stack (`Nesting.nest`, which says no only past
 //     `Nesting.limit` levels); `resumesAt` says `.operation`, so it calls the typed work
 //     `.callOperation` (`typedWork`), which takes the `Operation` out of the slot and calls
 //     `perform` with the run's types.
@@ -3153,7 +3153,8 @@ nonisolated extension Engine {
         @usableFromInline var state = State.idle
         /// For a user's run, the count of invalidations as it started (`Engine.invalidations`),
         /// which its tied steps compare their token with (`isValid(_:)`), up to `UInt32.max`:
-        /// after the state, in room its alignment leaves, so that a pending run fits 320 bytes.
+        /// after the state, in room its alignment leaves (an `Int` would make the fields a word
+        /// longer, and a pending run 320 bytes, not 304).
         @usableFromInline var started: UInt32 = 0
         /// For a run made apart from another (`make`'s `apartFrom`: a shared promise's work, an
         /// `ignoringCancel()` promise's), which that run's cancel does not reach, that run's
@@ -3590,7 +3591,7 @@ nonisolated extension Engine.Run {
     /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and a level
     /// below (the bottom one, or one inside a settle) drives it once the levels above it have
     /// returned. `immediately`: now even past the limit, as a level that resumes nothing (see
-    /// `Nesting.enterRun`).
+    /// `Nesting.nest`).
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         let driver = self.driver
@@ -3598,10 +3599,10 @@ nonisolated extension Engine.Run {
         let hop = hops ? driver.pointee.queue : nil
         guard
             let level = nesting.withCurrent({
-                $0.enterRun(self, immediately: immediately, hop: hop)
+                $0.nest(self, immediately: immediately, hop: hop)
             })
         else { return }  // only past `Nesting.limit` levels on this thread: a level below drives it
-        defer { nesting.withCurrent { $0.leaveRun(level) } }
+        defer { nesting.withCurrent { $0.unnest(level) } }
         // On the hop's queue, or on the one this thread was on (a resolver's, a run's start).
         driver.pointee.queue = hop ?? level.queue
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
@@ -3623,7 +3624,7 @@ nonisolated extension Engine.Run {
             switch next {
             case .proceed where driver.pointee.cancelledHere:
                 // Cancelled by a step of this thread, before the run started, or while the drive
-                // waited for room on the stack (`Nesting.enterRun`): no step starts. The slot
+                // waited for room on the stack (`Nesting.nest`): no step starts. The slot
                 // holds the next step's input, its parent's output: the step that ran last is the
                 // next one's parent, or the last of a chain entered by that parent, whose output
                 // is the same (`Entry`); before the first step, which has no parent, it is empty.
@@ -3990,8 +3991,8 @@ nonisolated extension Engine.Run {
     }
 
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
-    /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
-    /// so, at any depth.
+    /// combination, a timeout's work or the work of a share only `run` waits for, or inside such a
+    /// run, at any depth.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
         isInside(where: { $0 === run })
     }
@@ -4134,7 +4135,7 @@ nonisolated extension Engine.Run {
     /// Whether `token` was not invalidated since the user's run started, however often its
     /// retries run a tied step: a token's generation, the count of invalidations as it was last
     /// invalidated, is past every count before it, so past the run's once it was invalidated
-    /// since. (Past `UInt32.max` invalidations in one process, a run's count is not known, and
+    /// since. (From `UInt32.max` invalidations in one process, a run's count is not known, and
     /// no token silences its tied steps.)
     final func isValid(_ token: InvalidationToken) -> Bool {
         let current = token.current  // the token's lock, not taken inside the run's
@@ -4288,8 +4289,8 @@ nonisolated extension Engine {
 // MARK: - Engine/Nesting
 
 // Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack: the
-// levels that `Run.drive` enters and leaves, and those of a release. Builds on Run.swift, whose
-// runs wait here for room (`Run.drive`).
+// levels that `Run.drive` adds and takes away (`nest`, `unnest`), and those of a release. Builds
+// on Run.swift, whose runs wait here for room (`Run.drive`).
 
 // Runs and releases can nest without bound. A run started or resumed inside a step of another run
 // (a combination's member, a shared run, a resolver called from a step, a cancel handler) runs on
@@ -4390,14 +4391,14 @@ nonisolated extension Engine {
         /// settle), how much waited before it.
         typealias Level = (outer: Run?, queue: DispatchQueue?, mark: Int?)
 
-        /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and a
+        /// Adds a level of runs that drives `run`, if there is room; else `run` waits, and a
         /// level below that resumes what waits inside it (see `Level`) drives it once the levels
         /// above it have returned (`nil`). `immediately`: now, even past `limit`, as a level that
         /// resumes nothing: a run that waited, driven by what resumes it (a level, or a settle),
         /// which goes on to what waits inside it too; or `pending()`'s, whose operation starts
         /// none. `hop`: the queue of a hop that carries the run on, whose block this thread is now
         /// in; else the thread stays in the block it was in.
-        @inline(never) func enterRun(
+        @inline(never) func nest(
             _ run: Run, immediately: Bool, hop: DispatchQueue?
         ) -> Level? {
             guard immediately || levels.runs < Nesting.limit else {
@@ -4412,10 +4413,10 @@ nonisolated extension Engine {
             return (outer.0, outer.1, resumes ? waiting.count : nil)
         }
 
-        /// Leaves a level of runs: the bottom level, and every level inside a settle, resumes what
+        /// Takes a level of runs away: the bottom level, and every level inside a settle, resumes what
         /// waited inside it: runs that waited for room, and those that settles made wait
         /// (`settling`).
-        @inline(never) func leaveRun(_ level: Level) {
+        @inline(never) func unnest(_ level: Level) {
             driven = level.outer
             // What waited is resumed in this level's queue's block, which the thread is still in
             // (a hop carries a run on at the bottom level).
@@ -4532,19 +4533,19 @@ nonisolated extension Engine {
         /// out and written back, and released after the level.)
         static func release(_ kept: () -> Any, by clear: () -> Void) {
             withCurrent { nesting in
-                if !nesting.enterRelease() { nesting.held.append(kept()) }
+                if !nesting.nestRelease() { nesting.held.append(kept()) }
                 clear()
-                nesting.leaveRelease()
+                nesting.unnestRelease()
             }
         }
 
-        @inline(never) private func enterRelease() -> Bool {
+        @inline(never) private func nestRelease() -> Bool {
             levels.releases += 1
             return levels.releases <= Nesting.limit
         }
 
         /// The bottom level releases what the levels above kept, before it is left.
-        @inline(never) private func leaveRelease() {
+        @inline(never) private func unnestRelease() {
             while levels.releases == 1, !held.isEmpty {
                 var batch: [Any] = []
                 swap(&batch, &held)  // out first: releasing one may keep more
@@ -4613,8 +4614,8 @@ nonisolated extension Engine {
 //
 // The counting helpers do only what the table says: `countUp` adds a thread calling handlers
 // (h, and n if stopping), `countDown` takes one of n away and says what the last leaves to do,
-// `handlersReturned` takes h and n down, and `counted` does it after the lock (`.settles`:
-// `Verdict.end`; `.releases`: `Run.release`).
+// `handlersReturned` takes h down (and n, if stopping), and `counted` does it after the lock
+// (`.settles`: `Verdict.end`; `.releases`: `Run.release`).
 //
 // The life of `when(fulfilled: [a, b, c])`, three operations alone that resolve at once, step by
 // step (a bare name is this file's, `Type.name` that type's, unless a file is named; l:
@@ -5380,9 +5381,9 @@ nonisolated extension Engine {
 
 // Engine/Shared.swift: what `share()` and `pending()` keep: the one run of the work that the runs
 // of the promise wait for (for `pending()`, the resolver they wait for), then its outcome. Builds
-// on Run.swift: the work runs in a run of its own (apart from the run that started it, whose ties
-// are its own too), and each run of the promise waits for it as an operation waits for its
-// resolver.
+// on Run.swift: the work runs in a run of its own (apart from the run that started it, whose
+// user's run its tied steps check their tokens against), and each run of the promise waits for it
+// as an operation waits for its resolver.
 //
 // A state machine. `State` is all there is to know; each event is a method that changes it in one
 // lock section (`on`) and returns an `Action`, done after the lock, as it calls into runs. A run
@@ -5680,7 +5681,8 @@ nonisolated extension Engine {
 
 // Engine/MainActor.swift: how a step runs on the main actor (Queues.swift): a hop to the main
 // queue, the main actor's executor, then the closure called as the main actor's; and, for a
-// step tied to a token, the check there that the token was not invalidated since the run started.
+// step tied to a token, the check there that the token was not invalidated since the user's run
+// started.
 
 nonisolated extension Promise where Value: Sendable {
     /// This promise with a hop to the main queue (the main actor's executor, so the steps after it

@@ -54,8 +54,8 @@
 //
 // The counting helpers do only what the table says: `countUp` adds a thread calling handlers
 // (h, and n if stopping), `countDown` takes one of n away and says what the last leaves to do,
-// `handlersReturned` takes h and n down, and `counted` does it after the lock (`.settles`:
-// `Verdict.end`; `.releases`: `Run.release`).
+// `handlersReturned` takes h down (and n, if stopping), and `counted` does it after the lock
+// (`.settles`: `Verdict.end`; `.releases`: `Run.release`).
 //
 // The life of `when(fulfilled: [a, b, c])`, three operations alone that resolve at once, step by
 // step (a bare name is this file's, `Type.name` that type's, unless a file is named; l:

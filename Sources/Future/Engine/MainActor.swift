@@ -1,6 +1,7 @@
 // Engine/MainActor.swift: how a step runs on the main actor (Queues.swift): a hop to the main
 // queue, the main actor's executor, then the closure called as the main actor's; and, for a
-// step tied to a token, the check there that the token was not invalidated since the run started.
+// step tied to a token, the check there that the token was not invalidated since the user's run
+// started.
 
 import Dispatch
 

@@ -1,6 +1,6 @@
 // Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack: the
-// levels that `Run.drive` enters and leaves, and those of a release. Builds on Run.swift, whose
-// runs wait here for room (`Run.drive`).
+// levels that `Run.drive` adds and takes away (`nest`, `unnest`), and those of a release. Builds
+// on Run.swift, whose runs wait here for room (`Run.drive`).
 
 import Dispatch
 
@@ -113,14 +113,14 @@ nonisolated extension Engine {
         /// settle), how much waited before it.
         typealias Level = (outer: Run?, queue: DispatchQueue?, mark: Int?)
 
-        /// Enters a level of runs that drives `run`, if there is room; else `run` waits, and a
+        /// Adds a level of runs that drives `run`, if there is room; else `run` waits, and a
         /// level below that resumes what waits inside it (see `Level`) drives it once the levels
         /// above it have returned (`nil`). `immediately`: now, even past `limit`, as a level that
         /// resumes nothing: a run that waited, driven by what resumes it (a level, or a settle),
         /// which goes on to what waits inside it too; or `pending()`'s, whose operation starts
         /// none. `hop`: the queue of a hop that carries the run on, whose block this thread is now
         /// in; else the thread stays in the block it was in.
-        @inline(never) func enterRun(
+        @inline(never) func nest(
             _ run: Run, immediately: Bool, hop: DispatchQueue?
         ) -> Level? {
             guard immediately || levels.runs < Nesting.limit else {
@@ -135,10 +135,10 @@ nonisolated extension Engine {
             return (outer.0, outer.1, resumes ? waiting.count : nil)
         }
 
-        /// Leaves a level of runs: the bottom level, and every level inside a settle, resumes what
+        /// Takes a level of runs away: the bottom level, and every level inside a settle, resumes what
         /// waited inside it: runs that waited for room, and those that settles made wait
         /// (`settling`).
-        @inline(never) func leaveRun(_ level: Level) {
+        @inline(never) func unnest(_ level: Level) {
             driven = level.outer
             // What waited is resumed in this level's queue's block, which the thread is still in
             // (a hop carries a run on at the bottom level).
@@ -255,19 +255,19 @@ nonisolated extension Engine {
         /// out and written back, and released after the level.)
         static func release(_ kept: () -> Any, by clear: () -> Void) {
             withCurrent { nesting in
-                if !nesting.enterRelease() { nesting.held.append(kept()) }
+                if !nesting.nestRelease() { nesting.held.append(kept()) }
                 clear()
-                nesting.leaveRelease()
+                nesting.unnestRelease()
             }
         }
 
-        @inline(never) private func enterRelease() -> Bool {
+        @inline(never) private func nestRelease() -> Bool {
             levels.releases += 1
             return levels.releases <= Nesting.limit
         }
 
         /// The bottom level releases what the levels above kept, before it is left.
-        @inline(never) private func leaveRelease() {
+        @inline(never) private func unnestRelease() {
             while levels.releases == 1, !held.isEmpty {
                 var batch: [Any] = []
                 swap(&batch, &held)  // out first: releasing one may keep more

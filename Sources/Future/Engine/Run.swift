@@ -40,7 +40,7 @@
 //     the completion (`Outcomes`, the user's closure) in the tail.
 //  2. `start(_:immediately:member:)`: `idle` to `driving(t)`; the operation alone goes in the slot,
 //     and `Driver.resumesAt` is `.operation`; then `drive`.
-//  3. `drive`: a level on this thread's stack (`Nesting.enterRun`, which says no only past
+//  3. `drive`: a level on this thread's stack (`Nesting.nest`, which says no only past
 //     `Nesting.limit` levels); `resumesAt` says `.operation`, so it calls the typed work
 //     `.callOperation` (`typedWork`), which takes the `Operation` out of the slot and calls
 //     `perform` with the run's types.
@@ -233,7 +233,8 @@ nonisolated extension Engine {
         @usableFromInline var state = State.idle
         /// For a user's run, the count of invalidations as it started (`Engine.invalidations`),
         /// which its tied steps compare their token with (`isValid(_:)`), up to `UInt32.max`:
-        /// after the state, in room its alignment leaves, so that a pending run fits 320 bytes.
+        /// after the state, in room its alignment leaves (an `Int` would make the fields a word
+        /// longer, and a pending run 320 bytes, not 304).
         @usableFromInline var started: UInt32 = 0
         /// For a run made apart from another (`make`'s `apartFrom`: a shared promise's work, an
         /// `ignoringCancel()` promise's), which that run's cancel does not reach, that run's
@@ -670,7 +671,7 @@ nonisolated extension Engine.Run {
     /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and a level
     /// below (the bottom one, or one inside a settle) drives it once the levels above it have
     /// returned. `immediately`: now even past the limit, as a level that resumes nothing (see
-    /// `Nesting.enterRun`).
+    /// `Nesting.nest`).
     final func drive(immediately: Bool = false) {
         let nesting = Engine.Nesting.self
         let driver = self.driver
@@ -678,10 +679,10 @@ nonisolated extension Engine.Run {
         let hop = hops ? driver.pointee.queue : nil
         guard
             let level = nesting.withCurrent({
-                $0.enterRun(self, immediately: immediately, hop: hop)
+                $0.nest(self, immediately: immediately, hop: hop)
             })
         else { return }  // only past `Nesting.limit` levels on this thread: a level below drives it
-        defer { nesting.withCurrent { $0.leaveRun(level) } }
+        defer { nesting.withCurrent { $0.unnest(level) } }
         // On the hop's queue, or on the one this thread was on (a resolver's, a run's start).
         driver.pointee.queue = hop ?? level.queue
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
@@ -703,7 +704,7 @@ nonisolated extension Engine.Run {
             switch next {
             case .proceed where driver.pointee.cancelledHere:
                 // Cancelled by a step of this thread, before the run started, or while the drive
-                // waited for room on the stack (`Nesting.enterRun`): no step starts. The slot
+                // waited for room on the stack (`Nesting.nest`): no step starts. The slot
                 // holds the next step's input, its parent's output: the step that ran last is the
                 // next one's parent, or the last of a chain entered by that parent, whose output
                 // is the same (`Entry`); before the first step, which has no parent, it is empty.
@@ -1070,8 +1071,8 @@ nonisolated extension Engine.Run {
     }
 
     /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
-    /// combination, a timeout's work or the work of a share only `run` waits for, or is nested
-    /// so, at any depth.
+    /// combination, a timeout's work or the work of a share only `run` waits for, or inside such a
+    /// run, at any depth.
     private final func isReached(byCancelOf run: Engine.Run) -> Bool {
         isInside(where: { $0 === run })
     }
@@ -1214,7 +1215,7 @@ nonisolated extension Engine.Run {
     /// Whether `token` was not invalidated since the user's run started, however often its
     /// retries run a tied step: a token's generation, the count of invalidations as it was last
     /// invalidated, is past every count before it, so past the run's once it was invalidated
-    /// since. (Past `UInt32.max` invalidations in one process, a run's count is not known, and
+    /// since. (From `UInt32.max` invalidations in one process, a run's count is not known, and
     /// no token silences its tied steps.)
     final func isValid(_ token: InvalidationToken) -> Bool {
         let current = token.current  // the token's lock, not taken inside the run's

@@ -1,8 +1,8 @@
 // Engine/Shared.swift: what `share()` and `pending()` keep: the one run of the work that the runs
 // of the promise wait for (for `pending()`, the resolver they wait for), then its outcome. Builds
-// on Run.swift: the work runs in a run of its own (apart from the run that started it, whose ties
-// are its own too), and each run of the promise waits for it as an operation waits for its
-// resolver.
+// on Run.swift: the work runs in a run of its own (apart from the run that started it, whose
+// user's run its tied steps check their tokens against), and each run of the promise waits for it
+// as an operation waits for its resolver.
 //
 // A state machine. `State` is all there is to know; each event is a method that changes it in one
 // lock section (`on`) and returns an `Action`, done after the lock, as it calls into runs. A run
