@@ -2028,7 +2028,8 @@ nonisolated extension RunHandle {
     /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call cancels, and
     /// none after the run ended; a later call from a step of the run still stops it before its
     /// next step (see ``RunHandle``).
-    // What a cancel does, step by step: "A cancel in calls", in Engine/Run.swift's header.
+    // What a cancel does, step by step: "A cancel in calls", in Engine/Run.swift's header (of a
+    // combination: Engine/Join.swift's header; the alarm's of a timeout: Engine/Timeout.swift's).
     public func cancel() { _ = run.cancel(call: nil) }
 
     /// Puts the run in `bag`, to be cancelled with it.
@@ -2970,8 +2971,9 @@ nonisolated extension Promise {
 // thread):
 //  1. `Promise.start` (Running.swift): `make`, then `start(_:_:immediately:member:)`, which places
 //     the completion (`Outcomes`, the user's closure) in the tail.
-//  2. `start(_:immediately:member:)`: `idle` to `driving(t)`; the operation alone goes in the slot,
-//     and `Driver.resumesAt` is `.operation`; then `drive`.
+//  2. `start(_:immediately:member:)`: `idle` to `driving(t)`, and, as a user's run, the count of
+//     invalidations so far (`Engine.invalidations`, for its tied steps: `isValid(_:)`); the
+//     operation alone goes in the slot, and `Driver.resumesAt` is `.operation`; then `drive`.
 //  3. `drive`: a level on this thread's stack (`Nesting.nest`, which says no only past
 //     `Nesting.limit` levels); `resumesAt` says `.operation`, so it calls the typed work
 //     `.callOperation` (`typedWork`), which takes the `Operation` out of the slot and calls
@@ -3113,7 +3115,9 @@ nonisolated extension Promise {
 ///
 /// After ``cancel()`` no completion is delivered, the operation waiting gets its
 /// ``Resolver/onCancel(_:)`` handlers called once, no later operation starts, and the
-/// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
+/// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned; but a cancel
+/// that comes once the run has ended (its last step finished) does nothing, and its completion,
+/// which may then be under way on another thread, is delivered. Cancelling is
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step, even when another thread's cancel came first (a step of a
 /// combination's member, of a `timeout`'s work, or of a shared promise's work that cancels when
@@ -4559,22 +4563,29 @@ nonisolated extension Engine {
 // MARK: - Engine/Join
 
 // Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race` and
-// `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts
-// a run for each other member (inside the combination's run, for its ties), whose completion
+// `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts a
+// run for each other member (inside the combination's run, for its ties), whose completion
 // (`MemberRun`) reports to it; it asks its policy what to do each time a member ends, and settles
-// the combination's resolver with the policy's verdict once the members it cancelled have
-// stopped. The transitions of its `state` (p: an open combination's progress, with r, its
-// resolver; v: a verdict, settle(o) with an outcome o, or cancel; n: what a stopping combination
-// waits for, before it settles r as v says or, its run cancelled (-), releases the run's end: the
-// members in runs of their own that have not ended, the launch loop, which may be in a member's
-// operation, and each thread that calls members' cancel handlers after the lock), and of
-// `launching` beside it (l: whether a thread runs the launch loop, in every state, as the loop
-// sees the combination closed only when it next asks) and `handling` (h: how many threads call
-// members' cancel handlers after the lock: the one that settled the combination, until its cancel
-// of the members is done, and each that calls a cancelled member's handlers, until they have
-// returned: its own resolver's, as it cancels it or adds one late), each in one lock section,
-// then what is done outside the lock (a combination of no members makes no join: its policy's
-// verdict ends its run at once):
+// the combination's resolver with the policy's verdict once the members it cancelled have stopped.
+//
+// The file, in order: what a policy reads and decides (`Verdict`, `Ending`, `Tally`, `Policy`); the
+// promise of a combination (`Engine.join`); the class (`Running`, then `Join`: its fields, `State`,
+// `Progress`, `Ended`, `Settle`, `Cancels`); its events (`init`, `launch`, `MemberRun`,
+// `memberEnded`, `runCancelled`, `handlersReturned`); the counting helpers (`countUp`, `countDown`,
+// `counted`); cancelling the members (`takeCancels`, `cancelMembers`); last, what its members'
+// resolvers call (`Reporter`).
+//
+// The transitions of its `state` (p: an open combination's progress, with r, its resolver; v: a
+// verdict, settle(o) with an outcome o, or cancel; n: what a stopping combination waits for, before
+// it settles r as v says or, its run cancelled (-), releases the run's end: the members in runs of
+// their own that have not ended, the launch loop, which may be in a member's operation, and each
+// thread that calls members' cancel handlers after the lock), and of `launching` beside it (l:
+// whether a thread runs the launch loop, in every state, as the loop sees the combination closed
+// only when it next asks) and `handling` (h: how many threads call members' cancel handlers after
+// the lock: the one that settled the combination, until its cancel of the members is done, and each
+// that calls a cancelled member's handlers, until they have returned: its own resolver's, as it
+// cancels it or adds one late), each in one lock section, then what is done outside the lock (a
+// combination of no members makes no join: its policy's verdict ends its run at once):
 //
 //   state, l          event                                       new state, l     then
 //   open(p), true     made (`init`), by the combination's         unchanged        launch
@@ -5868,8 +5879,9 @@ nonisolated extension ManualClock {
 
 // MARK: - Engine/Lock
 
-// Engine/Lock.swift: the mutex that joins, shared promises, deadlines, manual clocks and bags guard
-// their state with (a run keeps its own among its fields, which need no allocation).
+// Engine/Lock.swift: the mutex that joins, shared promises, deadlines, manual clocks, bags (and
+// tokens), the count of invalidations and the diagnostics handler guard their state with (a run
+// keeps its own among its fields, which need no allocation).
 
 nonisolated extension Engine {
 

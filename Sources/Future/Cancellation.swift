@@ -17,7 +17,8 @@ nonisolated extension RunHandle {
     /// `lookUp(id: id).run(some: show, none: report).cancel()`. Only the first call cancels, and
     /// none after the run ended; a later call from a step of the run still stops it before its
     /// next step (see ``RunHandle``).
-    // What a cancel does, step by step: "A cancel in calls", in Engine/Run.swift's header.
+    // What a cancel does, step by step: "A cancel in calls", in Engine/Run.swift's header (of a
+    // combination: Engine/Join.swift's header; the alarm's of a timeout: Engine/Timeout.swift's).
     public func cancel() { _ = run.cancel(call: nil) }
 
     /// Puts the run in `bag`, to be cancelled with it.

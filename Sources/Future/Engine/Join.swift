@@ -1,20 +1,27 @@
 // Engine/Join.swift: a combination's run, the one mechanism behind `when`, `any`, `race` and
-// `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts
-// a run for each other member (inside the combination's run, for its ties), whose completion
+// `thenMap`. Builds on Run.swift: a join calls each member that is an operation alone, and starts a
+// run for each other member (inside the combination's run, for its ties), whose completion
 // (`MemberRun`) reports to it; it asks its policy what to do each time a member ends, and settles
-// the combination's resolver with the policy's verdict once the members it cancelled have
-// stopped. The transitions of its `state` (p: an open combination's progress, with r, its
-// resolver; v: a verdict, settle(o) with an outcome o, or cancel; n: what a stopping combination
-// waits for, before it settles r as v says or, its run cancelled (-), releases the run's end: the
-// members in runs of their own that have not ended, the launch loop, which may be in a member's
-// operation, and each thread that calls members' cancel handlers after the lock), and of
-// `launching` beside it (l: whether a thread runs the launch loop, in every state, as the loop
-// sees the combination closed only when it next asks) and `handling` (h: how many threads call
-// members' cancel handlers after the lock: the one that settled the combination, until its cancel
-// of the members is done, and each that calls a cancelled member's handlers, until they have
-// returned: its own resolver's, as it cancels it or adds one late), each in one lock section,
-// then what is done outside the lock (a combination of no members makes no join: its policy's
-// verdict ends its run at once):
+// the combination's resolver with the policy's verdict once the members it cancelled have stopped.
+//
+// The file, in order: what a policy reads and decides (`Verdict`, `Ending`, `Tally`, `Policy`); the
+// promise of a combination (`Engine.join`); the class (`Running`, then `Join`: its fields, `State`,
+// `Progress`, `Ended`, `Settle`, `Cancels`); its events (`init`, `launch`, `MemberRun`,
+// `memberEnded`, `runCancelled`, `handlersReturned`); the counting helpers (`countUp`, `countDown`,
+// `counted`); cancelling the members (`takeCancels`, `cancelMembers`); last, what its members'
+// resolvers call (`Reporter`).
+//
+// The transitions of its `state` (p: an open combination's progress, with r, its resolver; v: a
+// verdict, settle(o) with an outcome o, or cancel; n: what a stopping combination waits for, before
+// it settles r as v says or, its run cancelled (-), releases the run's end: the members in runs of
+// their own that have not ended, the launch loop, which may be in a member's operation, and each
+// thread that calls members' cancel handlers after the lock), and of `launching` beside it (l:
+// whether a thread runs the launch loop, in every state, as the loop sees the combination closed
+// only when it next asks) and `handling` (h: how many threads call members' cancel handlers after
+// the lock: the one that settled the combination, until its cancel of the members is done, and each
+// that calls a cancelled member's handlers, until they have returned: its own resolver's, as it
+// cancels it or adds one late), each in one lock section, then what is done outside the lock (a
+// combination of no members makes no join: its policy's verdict ends its run at once):
 //
 //   state, l          event                                       new state, l     then
 //   open(p), true     made (`init`), by the combination's         unchanged        launch

@@ -1,5 +1,6 @@
-// Engine/Lock.swift: the mutex that joins, shared promises, deadlines, manual clocks and bags guard
-// their state with (a run keeps its own among its fields, which need no allocation).
+// Engine/Lock.swift: the mutex that joins, shared promises, deadlines, manual clocks, bags (and
+// tokens), the count of invalidations and the diagnostics handler guard their state with (a run
+// keeps its own among its fields, which need no allocation).
 
 #if canImport(Darwin)
     import Darwin

@@ -38,8 +38,9 @@
 // thread):
 //  1. `Promise.start` (Running.swift): `make`, then `start(_:_:immediately:member:)`, which places
 //     the completion (`Outcomes`, the user's closure) in the tail.
-//  2. `start(_:immediately:member:)`: `idle` to `driving(t)`; the operation alone goes in the slot,
-//     and `Driver.resumesAt` is `.operation`; then `drive`.
+//  2. `start(_:immediately:member:)`: `idle` to `driving(t)`, and, as a user's run, the count of
+//     invalidations so far (`Engine.invalidations`, for its tied steps: `isValid(_:)`); the
+//     operation alone goes in the slot, and `Driver.resumesAt` is `.operation`; then `drive`.
 //  3. `drive`: a level on this thread's stack (`Nesting.nest`, which says no only past
 //     `Nesting.limit` levels); `resumesAt` says `.operation`, so it calls the typed work
 //     `.callOperation` (`typedWork`), which takes the `Operation` out of the slot and calls
@@ -193,7 +194,9 @@ import Dispatch
 ///
 /// After ``cancel()`` no completion is delivered, the operation waiting gets its
 /// ``Resolver/onCancel(_:)`` handlers called once, no later operation starts, and the
-/// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned. Cancelling is
+/// ``Promise/ensure(_:)`` steps still ahead run once those handlers have returned; but a cancel
+/// that comes once the run has ended (its last step finished) does nothing, and its completion,
+/// which may then be under way on another thread, is delivered. Cancelling is
 /// idempotent and safe from any thread; dropping a handle does not cancel. A step that cancels its
 /// own run stops it before the next step, even when another thread's cancel came first (a step of a
 /// combination's member, of a `timeout`'s work, or of a shared promise's work that cancels when
