@@ -50,7 +50,7 @@ nonisolated public enum MainActorContext: Sendable {
 
 // A step isolated to the main actor hops to the main queue, as `on(.main)` does, and calls its
 // closure there as the main actor's: the values that cross are `Sendable`, which the compiler
-// checks. Only a tied step checks its token: under the token's lock, then its user's run's.
+// checks. Only a tied step checks its token: under the token's lock (its run's count takes none).
 nonisolated extension Promise where Value: Sendable {
     /// Transforms the value on the main actor, where the closure may use main-actor state.
     ///

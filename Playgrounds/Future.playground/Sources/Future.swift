@@ -1944,7 +1944,7 @@ nonisolated public enum MainActorContext: Sendable {
 
 // A step isolated to the main actor hops to the main queue, as `on(.main)` does, and calls its
 // closure there as the main actor's: the values that cross are `Sendable`, which the compiler
-// checks. Only a tied step checks its token: under the token's lock, then its user's run's.
+// checks. Only a tied step checks its token: under the token's lock (its run's count takes none).
 nonisolated extension Promise where Value: Sendable {
     /// Transforms the value on the main actor, where the closure may use main-actor state.
     ///
@@ -2425,9 +2425,9 @@ nonisolated public enum PromiseDiagnostics {
 // - share: the one run of a shared promise's work, that many runs wait for.
 // - tie: what a step tied to a token checks before it calls its closure, that the token was not
 //   invalidated since the user's run started (`Run.isValid`).
-// - user's run: the run a terminal started, whose start every run Future starts inside it shares
-//   for its ties (`Run.user`): a member's, a timeout's work's, a shared or ignoring-cancel
-//   promise's work's.
+// - user's run: the run a terminal started, whose count of invalidations as it was made every run
+//   Future starts inside it copies for its ties (`Fields.started`): a member's, a timeout's
+//   work's, a shared or ignoring-cancel promise's work's.
 
 // The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
 // - `@unchecked Sendable`: a promise's `Body`, as the stages of its chain are immutable once
@@ -2936,7 +2936,7 @@ nonisolated extension Promise {
 // allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
 // driving thread owns, its completion, its slot and the stack of the stages it has still to take:
 //
-//   header: Fields (lock, state, started, user, outer) | tail: Driver | completion | slot | stages
+//   header: Fields (lock, state, started, outer) | tail: Driver | completion | slot | stages
 //
 // (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`, in
 // Chain.swift.) Its `state` names where it is. Each event is a method below that changes the state
@@ -2969,11 +2969,12 @@ nonisolated extension Promise {
 // A call in calls, `Promise { resolver in resolver.fulfill(1) }.run { result in … }` step by step
 // (a bare name is this file's, `Type.name` that type's, unless a file is named; t: the driving
 // thread):
-//  1. `Promise.start` (Running.swift): `make`, then `start(_:_:immediately:member:)`, which places
-//     the completion (`Outcomes`, the user's closure) in the tail.
-//  2. `start(_:immediately:member:)`: `idle` to `driving(t)`, and, as a user's run, the count of
-//     invalidations so far (`Engine.invalidations`, for its tied steps: `isValid(_:)`); the
-//     operation alone goes in the slot, and `Driver.resumesAt` is `.operation`; then `drive`.
+//  1. `Promise.start` (Running.swift): `make`, which notes, as the run is a user's, the count of
+//     invalidations so far (`Engine.invalidations`, for its tied steps: `isValid(_:)`), then
+//     `start(_:_:immediately:member:)`, which places the completion (`Outcomes`, the user's
+//     closure) in the tail.
+//  2. `start(_:immediately:member:)`: `idle` to `driving(t)`; the operation alone goes in the
+//     slot, and `Driver.resumesAt` is `.operation`; then `drive`.
 //  3. `drive`: a level on this thread's stack (`Nesting.nest`, which says no only past
 //     `Nesting.limit` levels); `resumesAt` says `.operation`, so it calls the typed work
 //     `.callOperation` (`typedWork`), which takes the `Operation` out of the slot and calls
@@ -3104,10 +3105,10 @@ nonisolated extension Promise {
 //
 // (A combination's member's handler added late goes as c's does: `callLate`.)
 //
-// Beside the state, under the lock, what means the same in every state: for a user's run, the
-// count of invalidations as it started, for its ties to tokens (for a run made apart from another,
-// its user's run instead), and the run whose cancel reaches this one (`outer`). The count of calls
-// is the driving thread's (`Driver.calls`): it begins every call.
+// Beside the state, what means the same in every state: the count of invalidations as the user's
+// run was made, for its ties to tokens (set as the run is made, so read with no lock), and, under
+// the lock, the run whose cancel reaches this one (`outer`). The count of calls is the driving
+// thread's (`Driver.calls`): it begins every call.
 
 // MARK: What a run keeps, and its states
 
@@ -3155,19 +3156,18 @@ nonisolated extension Engine {
         /// First, so that the lock's address is the fields'.
         @usableFromInline var mutex = pthread_mutex_t()
         @usableFromInline var state = State.idle
-        /// For a user's run, the count of invalidations as it started (`Engine.invalidations`),
-        /// which its tied steps compare their token with (`isValid(_:)`), up to `UInt32.max`:
-        /// after the state, in room its alignment leaves (an `Int` would make the fields a word
-        /// longer, and a pending run 320 bytes, not 304).
+        /// The count of invalidations as the user's run was made (`Engine.invalidations`), which
+        /// its tied steps compare their token with (`isValid(_:)`), up to `UInt32.max`: a user's
+        /// run's own; a run Future makes inside another (`make`'s `cancelledWith` or `apartFrom`),
+        /// that run's, copied. Set as the run is made and never changed, so read with no lock
+        /// (the runs it is copied from were made before, on the thread that makes this one or
+        /// one that took them from it under a lock). After the state, in room its alignment
+        /// leaves (an `Int` would make the fields a word longer).
         @usableFromInline var started: UInt32 = 0
-        /// For a run made apart from another (`make`'s `apartFrom`: a shared promise's work, an
-        /// `ignoringCancel()` promise's), which that run's cancel does not reach, that run's
-        /// user's run, where `Run.user`'s walk stops.
-        @usableFromInline var user: Engine.Run?
         /// The run whose cancel reaches this one, through the cancel handler that a combination,
         /// timeout or share adds: for a member or a timeout's work, the run it is made inside
         /// (`make`'s `cancelledWith`); for a shared promise's work, the one run that waits for
-        /// it, if only one does (`Shared.reach`). Read by `isInside(where:)` and `user`.
+        /// it, if only one does (`Shared.reach`). Read by `isInside(where:)`.
         @usableFromInline var outer: Engine.Run?
 
         @usableFromInline init() {}
@@ -3228,7 +3228,7 @@ nonisolated extension Engine {
         }
     }
 
-    /// The `invalidate()` calls so far, of every token: a user's run keeps the count as it starts
+    /// The `invalidate()` calls so far, of every token: a user's run keeps the count as it is made
     /// (`Fields.started`), and a token takes it as its generation as it is invalidated, so that a
     /// tied step, which may run long after the run started (in a member that a limit starts late,
     /// or a promise a step made), knows whether its token was invalidated since. Process-wide, as
@@ -3236,8 +3236,9 @@ nonisolated extension Engine {
     nonisolated(unsafe) private static var invalidationCount = 0
     nonisolated(unsafe) private static let invalidationsLock = Lock()
 
-    /// The count, after adding `added`: 1 for an `invalidate()`, none for a run that starts.
-    static func invalidations(adding added: Int = 0) -> Int {
+    /// The count, after adding `added`: 1 for an `invalidate()`, none for a user's run as it is
+    /// made.
+    @usableFromInline static func invalidations(adding added: Int = 0) -> Int {
         invalidationsLock.withLock {
             invalidationCount += added
             return invalidationCount
@@ -3332,10 +3333,11 @@ nonisolated extension Engine {
 
 nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
-    /// completion of type `Completion`. A run Future makes inside another sets one link to it:
-    /// `cancelledWith` (`Fields.outer`), for a combination's member or a timeout's work, which
-    /// that run's cancel reaches; `apartFrom` (`Fields.user`: that run's user's), for a shared
-    /// promise's work or an `ignoringCancel()` promise's, which it does not.
+    /// completion of type `Completion`. A run Future makes inside another copies its count of
+    /// invalidations (`Fields.started`), and sets one link to it: `cancelledWith`
+    /// (`Fields.outer`), for a combination's member or a timeout's work, which that run's cancel
+    /// reaches; `apartFrom` (none), for a shared promise's work or an `ignoringCancel()`
+    /// promise's, which it does not. A user's run takes the count of invalidations so far.
     @inlinable static func make<Completion: Engine.Completion>(
         for chain: Stage?, completing _: Completion.Type, cancelledWith outer: Run? = nil,
         apartFrom starter: Run? = nil
@@ -3351,7 +3353,8 @@ nonisolated extension Engine.Run {
         let run = unsafeDowncast(made, to: Run.self)
         pthread_mutex_init(&run.fields.pointee.mutex, nil)
         if let outer { run.fields.pointee.outer = outer }
-        if let starter { run.fields.pointee.user = starter.user ?? starter }
+        let inside = (outer ?? starter)?.fields.pointee.started
+        run.fields.pointee.started = inside ?? UInt32(clamping: Engine.invalidations())
         run.driver.initialize(
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
@@ -3418,20 +3421,6 @@ nonisolated extension Engine.Run {
         pthread_mutex_lock(&fields.pointee.mutex)
         defer { pthread_mutex_unlock(&fields.pointee.mutex) }
         return body(&fields.pointee)
-    }
-
-    /// The run a user started, for a run Future started inside it: a shared or ignoring run keeps
-    /// it (`Fields.user`), where the walk stops (a shared work's `outer` is the run that waits for
-    /// it now, not the one that started it); a member or a timeout's work finds it through the
-    /// runs whose cancel reaches it (`outer`).
-    @usableFromInline final var user: Run? {
-        var top = self
-        while true {
-            let (user, outer) = top.locked { ($0.user, $0.outer) }
-            if let user { return user }
-            guard let outer else { return top === self ? nil : top }
-            top = outer
-        }
     }
 
     /// The tail after what the driving thread owns: the completion, of the type the run was made
@@ -3555,14 +3544,9 @@ nonisolated extension Engine.Run {
             case .idle:
                 fields.state = .driving(thread: pthread_self())
             case .cancelling(nil, _, _):
-                break  // cancelled before the start, e.g. an awaiting task: its ignored work ties
+                break  // cancelled before the start, e.g. an awaiting task
             default:
                 preconditionFailure("a run started \(fields.state)")
-            }
-            // A user's run notes the invalidations so far, for the tokens its steps tie to
-            // (`isValid(_:)`): nothing else reads them.
-            if fields.user == nil, fields.outer == nil {
-                fields.started = UInt32(clamping: Engine.invalidations())
             }
             return fields.state.isCancelled
         }
@@ -4136,14 +4120,14 @@ nonisolated extension Engine.Run {
 // MARK: Ties to invalidation tokens
 
 nonisolated extension Engine.Run {
-    /// Whether `token` was not invalidated since the user's run started, however often its
+    /// Whether `token` was not invalidated since the user's run was made, however often its
     /// retries run a tied step: a token's generation, the count of invalidations as it was last
     /// invalidated, is past every count before it, so past the run's once it was invalidated
     /// since. (From `UInt32.max` invalidations in one process, a run's count is not known, and
     /// no token silences its tied steps.)
     final func isValid(_ token: InvalidationToken) -> Bool {
-        let current = token.current  // the token's lock, not taken inside the run's
-        let started = (user ?? self).locked { $0.started }
+        let current = token.current  // under the token's lock
+        let started = fields.pointee.started  // set as the run was made: no lock
         return started == .max || current <= Int(started)
     }
 }
@@ -5604,9 +5588,9 @@ nonisolated extension Engine {
         /// that cancels that run so stops before its next step (see `Run.cancel`), even as another
         /// thread's cancel of it is on its way down, or has cancelled the work. That run may be
         /// inside the work (work that waits for its own promise), which makes the runs' `outer`
-        /// links a loop: the walks of them end all the same (`Run.isReached(byCancelOf:)`, and
-        /// `Run.user`, which stops at this work's run). Under the lock, as `waiting` changes, until
-        /// the run is cancelled; the last run to leave stays named.
+        /// links a loop: the walk of them ends all the same (`Run.isInside(where:)`). Under the
+        /// lock, as `waiting` changes, until the run is cancelled; the last run to leave stays
+        /// named.
         private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
             guard cancelsWhenAbandoned, let only = waiting.first?.value.run else { return }
             run.locked { $0.outer = waitingRuns.count == 1 ? only : nil }

@@ -214,9 +214,9 @@ nonisolated extension Engine {
         /// that cancels that run so stops before its next step (see `Run.cancel`), even as another
         /// thread's cancel of it is on its way down, or has cancelled the work. That run may be
         /// inside the work (work that waits for its own promise), which makes the runs' `outer`
-        /// links a loop: the walks of them end all the same (`Run.isReached(byCancelOf:)`, and
-        /// `Run.user`, which stops at this work's run). Under the lock, as `waiting` changes, until
-        /// the run is cancelled; the last run to leave stays named.
+        /// links a loop: the walk of them ends all the same (`Run.isInside(where:)`). Under the
+        /// lock, as `waiting` changes, until the run is cancelled; the last run to leave stays
+        /// named.
         private func reach(_ run: Run, from waiting: [Int: Resolver<Value, Failure>]) {
             guard cancelsWhenAbandoned, let only = waiting.first?.value.run else { return }
             run.locked { $0.outer = waitingRuns.count == 1 ? only : nil }
