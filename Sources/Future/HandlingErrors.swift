@@ -129,8 +129,8 @@ nonisolated extension Promise {
     ) -> Promise {
         // The queue to go back to travels with the outcome, in the slot: every run has its own.
         typealias Carried = Swift.Result<(Outcome, DispatchQueue?), Never>
-        let there: Guarantee<(Outcome, DispatchQueue?)> = appending(queue) { _, slot, run in
-            slot.put(Carried.success((slot.take(Outcome.self), run.driver.pointee.queue)))
+        let there: Guarantee<(Outcome, DispatchQueue?)> = appending(queue) { _, slot, _ in
+            slot.put(Carried.success((slot.take(Outcome.self), Engine.Nesting.queueHere)))
             return .hop(queue, nil)
         }
         let cancelled: @Sendable () -> Void = { queue.async(execute: body) }

@@ -79,10 +79,10 @@ private final class Kept<Value, Failure: Error>: @unchecked Sendable {
     }
 }
 
-/// `Driver.queue` names the queue the thread driving the run is in the block of. Between a
-/// hop's hand-over of the run (`Run.awaitQueue`, under the lock) and the end of that drive, the
-/// thread that hopped still counts as driving the run (`Nesting.drivenRun`), whose `queue` names
-/// the queue the run is moving to, and which that queue's thread drives meanwhile. What that
+/// A run's drive names the queue the thread driving it is in the block of (once `Driver.queue`,
+/// now the thread's own `Nesting.queue`). Between a hop's hand-over of the run (`Run.awaitQueue`,
+/// under the lock) and the end of that drive, the thread that hopped still counts as driving the
+/// run (`Nesting.drivenRun`), which the queue it is moving to drives meanwhile. What that
 /// thread lets go of there (the steps of a promise a step returned, which have all run) may start
 /// a run inside another: here a model that such a step captured goes, and as it goes it settles
 /// the first member of a `when` that runs one member at a time, which starts the second

@@ -95,9 +95,9 @@ import Testing
 /// `ensure(on:)`: "After `body`, the chain goes back to the queue it was on, if a hop took it
 /// there (with ``on(_:)``, or a step on the main actor), else on to a global queue". A chain a
 /// `then` step returns after `on(work)` goes back to `work`; the same chain as the member of a
-/// `thenMap` step (a run of its own, whose `Driver.queue` is `nil`: Engine/Run.swift) is on `work`
-/// too as it starts, but goes on to a global queue. Members of `when`, `race` and `timeout`'s work
-/// run in runs of their own the same way.
+/// `thenMap` step (a run of its own, which begins in the block its starter's thread is in, as far
+/// as hops tell: `Nesting.queueHere`, Engine/Nesting.swift) goes back to `work` too. Members of
+/// `when`, `race` and `timeout`'s work run in runs of their own the same way.
 @Suite struct EnsureOnInAMember {
     @Test(arguments: [false, true])
     func aMembersEnsureOnGoesBackToTheQueueItsChainWasOn(asMember: Bool) {

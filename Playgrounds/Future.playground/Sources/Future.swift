@@ -1100,8 +1100,8 @@ nonisolated extension Promise {
     ) -> Promise {
         // The queue to go back to travels with the outcome, in the slot: every run has its own.
         typealias Carried = Swift.Result<(Outcome, DispatchQueue?), Never>
-        let there: Guarantee<(Outcome, DispatchQueue?)> = appending(queue) { _, slot, run in
-            slot.put(Carried.success((slot.take(Outcome.self), run.driver.pointee.queue)))
+        let there: Guarantee<(Outcome, DispatchQueue?)> = appending(queue) { _, slot, _ in
+            slot.put(Carried.success((slot.take(Outcome.self), Engine.Nesting.queueHere)))
             return .hop(queue, nil)
         }
         let cancelled: @Sendable () -> Void = { queue.async(execute: body) }
@@ -3193,12 +3193,6 @@ nonisolated extension Engine {
         /// The words of the tail after this, before the stages: the completion's, the slot's.
         let completionWords: UInt8
         let slotWords: UInt16
-        /// The queue whose block the driving thread is in, as far as hops tell, set as each drive
-        /// begins: the queue of the hop that carries the run on, else the one the thread was on
-        /// (`Nesting.queue`: that of a run whose step starts this one, as a combination's member,
-        /// or resolves its operation), or none. For a step to read: the cleanup of an
-        /// ensure(on:) goes back to it.
-        var queue: DispatchQueue?
         /// How many operations the run has called: each call's number is its count, so that a
         /// resolver of an earlier call matches no pending one. Only the driving thread calls.
         @usableFromInline var calls = 0
@@ -3579,20 +3573,19 @@ nonisolated extension Engine.Run {
     /// from a step, a cancel handler): past `Nesting.limit` levels, the run waits, and a level
     /// below (the bottom one, or one inside a settle) drives it once the levels above it have
     /// returned. `immediately`: now even past the limit, as a level that resumes nothing (see
-    /// `Nesting.nest`).
-    final func drive(immediately: Bool = false) {
+    /// `Nesting.nest`). `hop`: the queue that carries the run on (`queueArrived`), whose block
+    /// the thread is in from then on, as far as hops tell (`Nesting.queueHere`, which a step
+    /// reads: the cleanup of an `ensure(on:)` goes back to it); else it stays in the block it
+    /// was in (a resolver's, a run's start, that of a run whose step starts this one).
+    final func drive(immediately: Bool = false, hop: DispatchQueue? = nil) {
         let nesting = Engine.Nesting.self
         let driver = self.driver
-        let hops = driver.pointee.resumesAt == .hop || driver.pointee.resumesAt == .resolvedOnQueue
-        let hop = hops ? driver.pointee.queue : nil
         guard
             let level = nesting.withCurrent({
                 $0.nest(self, immediately: immediately, hop: hop)
             })
         else { return }  // only past `Nesting.limit` levels on this thread: a level below drives it
         defer { nesting.withCurrent { $0.unnest(level) } }
-        // On the hop's queue, or on the one this thread was on (a resolver's, a run's start).
-        driver.pointee.queue = hop ?? level.queue
         // Locals, not fields, in the loop: a field is read from memory at every use. The plan is
         // moved, not copied, in and out, as it keeps the run's chain.
         var plan = Plan()
@@ -3728,7 +3721,6 @@ nonisolated extension Engine.Run {
             case .resolvedOnQueue(_, let queue):
                 // Handed over with the run, which a canceller may take once the lock is let go of.
                 driver.pointee.resumesAt = .resolvedOnQueue
-                driver.pointee.queue = queue
                 fields.state = .awaitingQueue
                 return .hop(queue, nil)
             // Cancelled as the call was pending, the run stops; else the outcome came first, in
@@ -3741,7 +3733,7 @@ nonisolated extension Engine.Run {
         }
         withExtendedLifetime(finished) {}  // here, where their steps ran
         if case .hop(let queue, _, _) = next {
-            queue.async { [handle = RunHandle(self)] in handle.run.queueArrived() }
+            queue.async { [handle = RunHandle(self)] in handle.run.queueArrived(on: queue) }
             return .wait
         }
         if case .wait = next { return next }
@@ -3878,10 +3870,11 @@ nonisolated extension Engine.Run {
         let finished = driver.pointee.plan.takeFinished(from: driver.pointee.spill)
         defer { withExtendedLifetime(finished) {} }  // here, where their steps ran
         let handle = RunHandle(self)
-        let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
+        let deadline = time.map {
+            Engine.Deadline($0, on: queue) { handle.run.queueArrived(on: queue) }
+        }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.resumesAt = .hop
-        driver.pointee.queue = queue
         if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
         // `nil`: cancelled, and the driving thread's hold goes to the queue.
         let parked = locked { fields -> Bool? in
@@ -3898,15 +3891,15 @@ nonisolated extension Engine.Run {
             }
         }
         switch parked {
-        case true?: if deadline == nil { queue.async { handle.run.queueArrived() } }
+        case true?: if deadline == nil { queue.async { handle.run.queueArrived(on: queue) } }
         case false?: release(stopping: true)
         case nil:
             queue.async { Engine.Nesting.withCurrent { $0.on(queue) { handle.run.release() } } }
         }
     }
 
-    /// The queue carries the run on, unless it was cancelled meanwhile.
-    final func queueArrived() {
+    /// `queue` carries the run on, unless it was cancelled meanwhile.
+    final func queueArrived(on queue: DispatchQueue) {
         let arrived = locked { fields -> Bool in
             guard case .awaitingQueue = fields.state else { return false }
             fields.state = .driving(thread: pthread_self())
@@ -3914,7 +3907,7 @@ nonisolated extension Engine.Run {
         }
         guard arrived else { return }
         driver.pointee.spill?.owned.hopDeadline = nil
-        drive()
+        drive(hop: queue)
     }
 }
 
@@ -4063,7 +4056,6 @@ nonisolated extension Engine.Run {
             }
         case .operation?, nil: break
         }
-        driver.pointee.queue = nil
         while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
         // A handle, or a resolver an operation kept, may keep the run long after its end: not
         // what the chains' steps captured.
@@ -4333,7 +4325,7 @@ nonisolated extension Engine {
         private var driven: Run?
         /// The queue whose block this thread is in, as far as hops tell: the one a hop took the
         /// innermost run it drives to, or the queue that run began its drive on (see
-        /// `Driver.queue`). The thread's own, so read by no other thread.
+        /// `Run.drive`). The thread's own, so read by no other thread.
         private var queue: DispatchQueue?
         /// The run this thread drove as the cancel under way on it began (see `drivenRun`).
         private var drivenAsCancelBegan: Run?
@@ -4390,7 +4382,7 @@ nonisolated extension Engine {
             _ run: Run, immediately: Bool, hop: DispatchQueue?
         ) -> Level? {
             guard immediately || levels.runs < Nesting.limit else {
-                waiting.append { run.drive(immediately: true) }
+                waiting.append { run.drive(immediately: true, hop: hop) }
                 return nil
             }
             levels.runs += 1

@@ -67,7 +67,7 @@ nonisolated extension Engine {
         private var driven: Run?
         /// The queue whose block this thread is in, as far as hops tell: the one a hop took the
         /// innermost run it drives to, or the queue that run began its drive on (see
-        /// `Driver.queue`). The thread's own, so read by no other thread.
+        /// `Run.drive`). The thread's own, so read by no other thread.
         private var queue: DispatchQueue?
         /// The run this thread drove as the cancel under way on it began (see `drivenRun`).
         private var drivenAsCancelBegan: Run?
@@ -124,7 +124,7 @@ nonisolated extension Engine {
             _ run: Run, immediately: Bool, hop: DispatchQueue?
         ) -> Level? {
             guard immediately || levels.runs < Nesting.limit else {
-                waiting.append { run.drive(immediately: true) }
+                waiting.append { run.drive(immediately: true, hop: hop) }
                 return nil
             }
             levels.runs += 1
