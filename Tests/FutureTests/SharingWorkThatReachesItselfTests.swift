@@ -22,7 +22,7 @@ import Testing
     /// `Shared.reach` names it as the work's `outer`: the runs' `outer` links loop. A step of the
     /// fallback then cancels an unrelated run, whose cancel walks `outer` from the run this thread
     /// drives to see whether the step cancels a run it is part of: the walk must end (it spun
-    /// forever, a thread at 100 %, before `Run.isReached(byCancelOf:)` stopped at a loop).
+    /// forever, a thread at 100 %, before the walk, now `Run.isInside(where:)`, stopped at a loop).
     enum Own: CaseIterable, Sendable { case itself, throughAStep, aShare, aShareThroughAStep }
 
     @Test(arguments: Own.allCases)

@@ -1040,31 +1040,26 @@ nonisolated extension Engine.Run {
         // another thread's cancel that came first (a timeout's alarm) may still be on its way
         // down to it, or has reached it as another thread's, and a cancel under way on this
         // thread (the step runs inside a cancel handler) queues this one (`Nesting.cancelling`).
-        // Nothing more if this thread drives no run, one this cancel does not reach, or this one
-        // (marked `cancelledHere` above).
+        // Nothing more if this thread drives no run, one this cancel does not reach (one not
+        // inside this one), or this one (marked `cancelledHere` above).
         if call == nil, let driven = Engine.Nesting.drivenRun,
-            driven !== self, driven.isReached(byCancelOf: self)
+            driven !== self, driven.isInside(where: { $0 === self })
         {
             _ = driven.cancel(call: nil)
         }
         return cancelled
     }
 
-    /// Whether cancelling `run` cancels this run: it is `run`, or runs inside it a member of a
-    /// combination, a timeout's work or the work of a share only `run` waits for, or inside such a
-    /// run, at any depth.
-    private final func isReached(byCancelOf run: Engine.Run) -> Bool {
-        isInside(where: { $0 === run })
-    }
-
-    /// Whether this run, or a run whose cancel reaches it (see `isReached(byCancelOf:)`), is
-    /// cancelled: so it is, or is about to be, once the cancel handlers under way have run. Debug
-    /// builds report a resolver let go of unresolved only if not.
+    /// Whether this run, or a run it is inside (see `isInside(where:)`), is cancelled: so it is,
+    /// or is about to be, once the cancel handlers under way have run. Debug builds report a
+    /// resolver let go of unresolved only if not.
     final var isCancelledOrInsideOne: Bool {
         isInside(where: { run in run.locked { $0.state.isCancelled } })
     }
 
-    /// Whether `test` holds for this run or one it is inside, following the `outer` links. The
+    /// Whether `test` holds for this run or one it is inside, following the `outer` links: one
+    /// whose cancel reaches it, as it runs inside that run a member of a combination, a timeout's
+    /// work or the work of a share only that run waits for, or inside such a run, at any depth. The
     /// links may loop: a shared promise's work that waits for its own promise (racing it with a
     /// fallback, say) may have a run inside itself as the one run that waits for it
     /// (`Shared.reach`). So a second walk follows the first at half its pace, and meets it only
