@@ -4597,7 +4597,7 @@ nonisolated extension Engine {
 // The counting helpers do only what the table says: `countUp` adds a thread calling handlers
 // (h, and n if stopping), `countDown` takes one of n away and says what the last leaves to do,
 // `handlersReturned` takes h down (and n, if stopping), and `counted` does it after the lock
-// (`.settles`: `Verdict.end`; `.releases`: `Run.release`).
+// (`.ends` with a verdict: `Verdict.end`; with none: `Run.release`).
 //
 // The life of `when(fulfilled: [a, b, c])`, three operations alone that resolve at once, step by
 // step (a bare name is this file's, `Type.name` that type's, unless a file is named; l:
@@ -4620,7 +4620,7 @@ nonisolated extension Engine {
 //     `cancelMembers` has nothing to do and calls `handlersReturned`: h 0, and `countDown` leaves
 //     `stopping(going: 1, settles: v)`.
 //  6. Back in `launch`, the loop's next ask finds the join not open: l false, and `countDown`
-//     closes it (`closed`), giving `.settles`. After the lock, `counted` calls `Verdict.end`,
+//     closes it (`closed`), giving `.ends` with v. After the lock, `counted` calls `Verdict.end`,
 //     which calls the run's resolver with the values, inside the operation: the run goes on as
 //     the operation returns (Run.swift, "A call in calls", from 6).
 // A member that ends while no thread runs the loop (l false: the launch returned, say) and whose
@@ -4645,7 +4645,8 @@ nonisolated extension Engine {
 // Cancelled as the combination's operation runs (`calling`), the run has its driving thread's
 // hold too, released as that thread stops. With something going (a member's run, the loop, or
 // h > 0), the join is `stopping(going: n, settles: nil)` and keeps its hold: the last of what is
-// going to stop counts down to `.releases`, `Run.release`. The last hold released ends the run.
+// going to stop counts down to `.ends` with no verdict: `Run.release`. The last hold released
+// ends the run.
 //
 // To cancel the members is to cancel the member runs still going, to call the called members'
 // cancel handlers (each member's `running` entry becomes `cancelled`) and, for a combination that
@@ -4826,12 +4827,10 @@ nonisolated extension Engine {
             case waits(launch: Bool)
             /// The combination closes: cancel the members (the verdict waits: `stopping`).
             case closes(Cancels)
-            /// The last that a stopping combination whose run was cancelled waited for stopped:
-            /// release the hold.
-            case releases
-            /// The last that a stopping combination waited for stopped: settle the resolver as
-            /// the verdict says.
-            case settles(Settle)
+            /// The combination closed, at once or as the last that a stopping one waited for
+            /// stopped: settle the resolver as the verdict says, or (`nil`: its run was
+            /// cancelled) release the hold (as `State.stopping` settles).
+            case ends(settles: Settle?)
         }
 
         /// How a combination settles: its resolver, its policy's verdict, and the queue whose
@@ -4988,7 +4987,7 @@ nonisolated extension Engine {
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
                             closed = progress
-                            return .settles((progress.resolver, verdict, queue))
+                            return .ends(settles: (progress.resolver, verdict, queue))
                         }
                         countUp()  // this thread's, until its cancel is done
                         guarded.state = .stopping(
@@ -5011,7 +5010,7 @@ nonisolated extension Engine {
             case .nothing: return false
             case .waits(let launch): if launch { self.launch() }
             case .closes(let members): cancelMembers(members) { [self] in handlersReturned() }
-            case .releases, .settles: counted(ended)
+            case .ends: counted(ended)
             }
             return true
         }
@@ -5075,15 +5074,14 @@ nonisolated extension Engine {
             guard case .stopping(let going, let settles) = guarded.state else { return .nothing }
             guarded.state = going > 1 ? .stopping(going: going - 1, settles: settles) : .closed
             guard going == 1 else { return .nothing }
-            return settles.map { .settles($0) } ?? .releases
+            return .ends(settles: settles)
         }
 
         /// Does what the last count down leaves to do, after the lock.
         @inlinable func counted(_ ended: Ended) {
             switch ended {
-            case .releases: outer.release()
-            case .settles(let settle):
-                settle.verdict.end(settle.resolver, decidedOn: settle.decidedOn)
+            case .ends(let (resolver, verdict, queue)?): verdict.end(resolver, decidedOn: queue)
+            case .ends(nil): outer.release()
             case .nothing, .waits, .closes: break
             }
         }
