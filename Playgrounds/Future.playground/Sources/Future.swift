@@ -4976,7 +4976,7 @@ nonisolated extension Engine {
                         defer { guarded.launching = true }  // by this thread, if by none
                         return .waits(launch: !guarded.launching)
                     case let verdict:
-                        let cancels = takeCancels(progress)
+                        let cancels = takeCancels()
                         let going =
                             cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
                         // Nothing to stop, call or start (no member run going, no handler, every
@@ -5029,9 +5029,7 @@ nonisolated extension Engine {
             // for its cancel, which it sets).
             let (members, waits, left) = lock.withLock { () -> (Cancels, Bool, State) in
                 let left = guarded.state
-                var open: Progress?
-                if case .open(let progress) = left { open = progress }
-                let members = takeCancels(open)
+                let members = takeCancels()
                 let going =
                     members.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
                 guarded.state = going > 0 ? .stopping(going: going, settles: nil) : .closed
@@ -5086,9 +5084,11 @@ nonisolated extension Engine {
             }
         }
 
-        /// Takes what cancelling the members cancels (under the lock).
-        @inlinable func takeCancels(_ closed: Progress?) -> Cancels {
-            var cancels: Cancels = ([], [], closed)
+        /// Takes what cancelling the members cancels (under the lock), with the progress of the
+        /// combination, if it is open (it closes).
+        @inlinable func takeCancels() -> Cancels {
+            var cancels: Cancels = ([], [], nil)
+            if case .open(let progress) = guarded.state { cancels.closed = progress }
             for index in guarded.running.indices {
                 switch guarded.running[index] {
                 case .run(let run)?: cancels.runs.append(run)
