@@ -79,17 +79,17 @@ private final class Kept<Value, Failure: Error>: @unchecked Sendable {
     }
 }
 
-/// A run's drive names the queue the thread driving it is in the block of (once `Driver.queue`,
-/// now the thread's own `Nesting.queue`). Between a hop's hand-over of the run (`Run.awaitQueue`,
-/// under the lock) and the end of that drive, the thread that hopped still counts as driving the
-/// run (`Nesting.drivenRun`), which the queue it is moving to drives meanwhile. What that
-/// thread lets go of there (the steps of a promise a step returned, which have all run) may start
-/// a run inside another: here a model that such a step captured goes, and as it goes it settles
-/// the first member of a `when` that runs one member at a time, which starts the second
-/// (the first fix's `Run.start` read the hopping run's `Driver.queue`, which the hop's queue's
-/// thread writes as it ends that run, with no lock between: a data race, which ThreadSanitizer
-/// does not see, as Swift has it ignore every access a deinit makes; the queue is now the
-/// thread's own, `Nesting.queue`).
+/// The queue a step reads as the one its thread is in the block of is the thread's own
+/// (`Nesting.queue`; it was once the run's, `Driver.queue`, which the drive set). Between a hop's
+/// hand-over of the run (`Run.awaitQueue`, under the lock) and the end of that drive, the thread
+/// that hopped still counts as driving the run (`Nesting.drivenRun`), which the queue it is moving
+/// to drives meanwhile. What that thread lets go of there (the steps of a promise a step returned,
+/// which have all run) may start a run inside another: here a model that such a step captured goes,
+/// and as it goes it settles the first member of a `when` that runs one member at a time, which
+/// starts the second (the first fix's `Run.start` read the hopping run's `Driver.queue`, which the
+/// hop's queue's thread writes as it ends that run, with no lock between: a data race, which
+/// ThreadSanitizer does not see, as Swift has it ignore every access a deinit makes; the queue is
+/// now the thread's own, `Nesting.queue`).
 @Suite struct EnsureOnAfterAHandOver {
     /// The second member was never on `hop`, nor was its combination's step, nor did a hop take
     /// it there: after its cleanup it goes on to a global queue, as `ensure(on:)` says; it goes

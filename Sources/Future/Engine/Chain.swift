@@ -45,10 +45,10 @@
 // - member: one of the promises a combination runs.
 // - share: the one run of a shared promise's work, that many runs wait for.
 // - tie: what a step tied to a token checks before it calls its closure, that the token was not
-//   invalidated since the user's run started (`Run.isValid`).
-// - user's run: the run a terminal started, whose count of invalidations as it was made every run
-//   Future starts inside it copies for its ties (`Fields.started`): a member's, a timeout's
-//   work's, a shared or ignoring-cancel promise's work's.
+//   invalidated since the user's run was made, as its terminal was called (`Run.isValid`).
+// - user's run: the run a terminal started, whose count of invalidations before it every run
+//   Future starts inside it copies for its ties (`Fields.invalidationsBefore`): a member's, a
+//   timeout's work's, a shared or ignoring-cancel promise's work's.
 
 // The unsafe and unusual constructs (what `../shared/tools/unsafe` lists), each kind argued once:
 // - `@unchecked Sendable`: a promise's `Body`, as the stages of its chain are immutable once

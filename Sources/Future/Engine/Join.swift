@@ -295,8 +295,8 @@ nonisolated extension Engine {
             /// The combination closes: cancel the members (the verdict waits: `stopping`).
             case closes(Cancels)
             /// The combination closed, at once or as the last that a stopping one waited for
-            /// stopped: settle the resolver as the verdict says, or (`nil`: its run was
-            /// cancelled) release the hold (as `State.stopping` settles).
+            /// stopped: settle the resolver as the verdict says, or, with none (its run was
+            /// cancelled: `State.stopping`'s `settles` is `nil`), release the run's hold.
             case ends(settles: Settle?)
         }
 
@@ -552,7 +552,7 @@ nonisolated extension Engine {
         }
 
         /// Takes what cancelling the members cancels (under the lock), with the progress of the
-        /// combination, if it is open (it closes).
+        /// combination, if it is open (the caller closes it).
         @inlinable func takeCancels() -> Cancels {
             var cancels: Cancels = ([], [], nil)
             if case .open(let progress) = guarded.state { cancels.closed = progress }

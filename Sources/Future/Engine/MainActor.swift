@@ -1,7 +1,7 @@
 // Engine/MainActor.swift: how a step runs on the main actor (Queues.swift): a hop to the main
 // queue, the main actor's executor, then the closure called as the main actor's; and, for a
 // step tied to a token, the check there that the token was not invalidated since the user's run
-// started.
+// was made, as its terminal was called.
 
 import Dispatch
 
@@ -9,7 +9,7 @@ nonisolated extension Promise where Value: Sendable {
     /// This promise with a hop to the main queue (the main actor's executor, so the steps after it
     /// may assume the main actor), then a step that makes its outcome with `next` there, or, if
     /// `next` returns `nil`, cancels its run. `next` is told whether `token` (if any) was not
-    /// invalidated since the user's run started (`Run.isValid(_:)`), so that a promise kept and
+    /// invalidated since the user's run was made (`Run.isValid(_:)`), so that a promise kept and
     /// run again after an `invalidate()` is heard, but a retry inside the run is not. A step of
     /// the chain, not a wrapper around it: a run that stops before it still reaches the chain's
     /// `ensure` steps.

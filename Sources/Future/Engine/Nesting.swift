@@ -135,8 +135,8 @@ nonisolated extension Engine {
             return (outer.0, outer.1, resumes ? waiting.count : nil)
         }
 
-        /// Takes a level of runs away: the bottom level, and every level inside a settle, resumes what
-        /// waited inside it: runs that waited for room, and those that settles made wait
+        /// Takes a level of runs away: the bottom level, and every level inside a settle, resumes
+        /// what waited inside it: runs that waited for room, and those that settles made wait
         /// (`settling`).
         @inline(never) func unnest(_ level: Level) {
             driven = level.outer

@@ -134,18 +134,18 @@
 //   calling(t,c,hs)         c's resolver reports   resolvedOnQueue(t,q)      -
 //                           on another thread,
 //                           carried on by queue q
-//   resolvedOnQueue(t,q)    the operation returns  awaitingQueue             wait (for q)
+//   resolvedOnQueue(t,q)    the operation returns  awaitingQueue(q)          wait (for q)
 //   calling(t,c,hs)         the operation returns  awaitingResolver(c,hs)    wait
 //   awaitingResolver(c,hs)  c's resolver reports   driving(its thread)       drive
-//   driving(t)              a hop                  awaitingQueue             wait
-//   awaitingQueue           the queue arrives      driving(its thread)       drive
+//   driving(t)              a hop to q             awaitingQueue(q)          wait
+//   awaitingQueue(q)        q arrives              driving(its thread)       drive
 //   driving(t)              the last step ran      ended                     end
 //   idle                    cancel                 cancelling(-,2,-)         release
 //   driving(t),             cancel                 cancelling(t,2,-)         release (from t:
 //   resolvedOnQueue(t,q)                                                     and stop next)
 //   calling(t,c,hs)         cancel                 cancelling(t,2,c)         hs, release
 //   awaitingResolver(c,hs)  cancel                 cancelling(-,1,c)         hs, release
-//   awaitingQueue           cancel                 cancelling(-,1,-)         release
+//   awaitingQueue(q)        cancel                 cancelling(-,1,-)         release
 //   cancelling(t,h,c)       a step of t cancels    unchanged                 stop next
 //   cancelling(t,h,c)       the operation returns  unchanged                 stop (if -, the
 //                                                                            outcome dropped)
@@ -230,19 +230,20 @@ nonisolated public struct RunHandle: @unchecked Sendable {
 }
 
 nonisolated extension Engine {
-    /// What a run keeps before its tail, guarded by its lock.
+    /// What a run keeps before its tail, guarded by its lock (but `invalidationsBefore`, which
+    /// never changes).
     @usableFromInline struct Fields {
         /// First, so that the lock's address is the fields'.
         @usableFromInline var mutex = pthread_mutex_t()
         @usableFromInline var state = State.idle
-        /// The count of invalidations as the user's run was made (`Engine.invalidations`), which
-        /// its tied steps compare their token with (`isValid(_:)`), up to `UInt32.max`: a user's
-        /// run's own; a run Future makes inside another (`make`'s `cancelledWith` or `apartFrom`),
-        /// that run's, copied. Set as the run is made and never changed, so read with no lock
-        /// (the runs it is copied from were made before, on the thread that makes this one or
-        /// one that took them from it under a lock). After the state, in room its alignment
-        /// leaves (an `Int` would make the fields a word longer).
-        @usableFromInline var started: UInt32 = 0
+        /// The count of invalidations before the user's run, as its terminal made it
+        /// (`Engine.invalidations`), which tied steps compare their token with (`isValid(_:)`), up
+        /// to `UInt32.max`: a user's run takes it; a run Future makes inside another (`make`'s
+        /// `cancelledWith` or `apartFrom`) copies that run's. Set as the run is made and never
+        /// changed, so read with no lock (the run it is copied from was made before, on the
+        /// thread that makes this one or one that took it from that thread under a lock). After
+        /// the state, in room its alignment leaves (an `Int` would make the fields a word longer).
+        @usableFromInline var invalidationsBefore: UInt32 = 0
         /// The run whose cancel reaches this one, through the cancel handler that a combination,
         /// timeout or share adds: for a member or a timeout's work, the run it is made inside
         /// (`make`'s `cancelledWith`); for a shared promise's work, the one run that waits for
@@ -302,10 +303,10 @@ nonisolated extension Engine {
     }
 
     /// The `invalidate()` calls so far, of every token: a user's run keeps the count as it is made
-    /// (`Fields.started`), and a token takes it as its generation as it is invalidated, so that a
-    /// tied step, which may run long after the run started (in a member that a limit starts late,
-    /// or a promise a step made), knows whether its token was invalidated since. Process-wide, as
-    /// a run does not know its tokens as it starts.
+    /// (`Fields.invalidationsBefore`), and a token takes it as its generation as it is
+    /// invalidated, so that a tied step, which may run long after the run started (in a member
+    /// that a limit starts late, or a promise a step made), knows whether its token was
+    /// invalidated since. Process-wide, as a run does not know its tokens as it is made.
     nonisolated(unsafe) private static var invalidationCount = 0
     nonisolated(unsafe) private static let invalidationsLock = Lock()
 
@@ -342,8 +343,8 @@ nonisolated extension Engine {
         /// resolved for work that ended in `queue`'s block: `queue` carries the run on once the
         /// operation returns.
         case resolvedOnQueue(thread: pthread_t, queue: DispatchQueue)
-        /// The run waits for a queue to carry it on (see `Driver.ResumePoint.hop`).
-        case awaitingQueue
+        /// The run waits for `queue` to carry it on (see `Driver.ResumePoint.hop`).
+        case awaitingQueue(DispatchQueue)
         /// Cancelled, not ended yet: the last of its `holds` to be released ends it. They are
         /// what its end waits for: the thread that drives it, `thread`, until it stops it at its
         /// next check (before the run started, the start to come, with no thread); the
@@ -406,11 +407,11 @@ nonisolated extension Engine {
 
 nonisolated extension Engine.Run {
     /// Makes a run with room for `chain` (or, with `nil`, for an operation alone) and for a
-    /// completion of type `Completion`. A run Future makes inside another copies its count of
-    /// invalidations (`Fields.started`), and sets one link to it: `cancelledWith`
-    /// (`Fields.outer`), for a combination's member or a timeout's work, which that run's cancel
-    /// reaches; `apartFrom` (none), for a shared promise's work or an `ignoringCancel()`
-    /// promise's, which it does not. A user's run takes the count of invalidations so far.
+    /// completion of type `Completion`. A user's run takes the count of invalidations so far
+    /// (`Fields.invalidationsBefore`); a run Future makes inside another copies that run's, and
+    /// is made `cancelledWith` it, linked to it (`Fields.outer`) as that run's cancel reaches it
+    /// (a combination's member, a timeout's work), or `apartFrom` it, with no link, as it does not
+    /// (a shared promise's work, an `ignoringCancel()` promise's).
     @inlinable static func make<Completion: Engine.Completion>(
         for chain: Stage?, completing _: Completion.Type, cancelledWith outer: Run? = nil,
         apartFrom starter: Run? = nil
@@ -426,8 +427,9 @@ nonisolated extension Engine.Run {
         let run = unsafeDowncast(made, to: Run.self)
         pthread_mutex_init(&run.fields.pointee.mutex, nil)
         if let outer { run.fields.pointee.outer = outer }
-        let inside = (outer ?? starter)?.fields.pointee.started
-        run.fields.pointee.started = inside ?? UInt32(clamping: Engine.invalidations())
+        let inside = (outer ?? starter)?.fields.pointee.invalidationsBefore
+        run.fields.pointee.invalidationsBefore =
+            inside ?? UInt32(clamping: Engine.invalidations())
         run.driver.initialize(
             to: Engine.Driver(
                 completionWords: completionWords, slotWords: slotWords,
@@ -800,7 +802,7 @@ nonisolated extension Engine.Run {
             case .resolvedOnQueue(_, let queue):
                 // Handed over with the run, which a canceller may take once the lock is let go of.
                 driver.pointee.resumesAt = .resolvedOnQueue
-                fields.state = .awaitingQueue
+                fields.state = .awaitingQueue(queue)
                 return .hop(queue, nil)
             // Cancelled as the call was pending, the run stops; else the outcome came first, in
             // the slot, which the loop drops as it stops (the return is a check, as a hop is).
@@ -812,7 +814,7 @@ nonisolated extension Engine.Run {
         }
         withExtendedLifetime(finished) {}  // here, where their steps ran
         if case .hop(let queue, _, _) = next {
-            queue.async { [handle = RunHandle(self)] in handle.run.queueArrived(on: queue) }
+            queue.async { [handle = RunHandle(self)] in handle.run.queueArrived() }
             return .wait
         }
         if case .wait = next { return next }
@@ -949,9 +951,7 @@ nonisolated extension Engine.Run {
         let finished = driver.pointee.plan.takeFinished(from: driver.pointee.spill)
         defer { withExtendedLifetime(finished) {} }  // here, where their steps ran
         let handle = RunHandle(self)
-        let deadline = time.map {
-            Engine.Deadline($0, on: queue) { handle.run.queueArrived(on: queue) }
-        }
+        let deadline = time.map { Engine.Deadline($0, on: queue) { handle.run.queueArrived() } }
         // Handed over before the lock may hand the run to the queue, or to a canceller.
         driver.pointee.resumesAt = .hop
         if let deadline { Engine.Spill.make(&driver.pointee.spill).owned.hopDeadline = deadline }
@@ -959,7 +959,7 @@ nonisolated extension Engine.Run {
         let parked = locked { fields -> Bool? in
             switch fields.state {
             case .driving:
-                fields.state = .awaitingQueue
+                fields.state = .awaitingQueue(queue)
                 // Armed under the lock, so that a canceller that takes the run over finds it armed.
                 deadline.map(Engine.Deadlines.shared.arm)
                 return true
@@ -970,21 +970,21 @@ nonisolated extension Engine.Run {
             }
         }
         switch parked {
-        case true?: if deadline == nil { queue.async { handle.run.queueArrived(on: queue) } }
+        case true?: if deadline == nil { queue.async { handle.run.queueArrived() } }
         case false?: release(stopping: true)
         case nil:
             queue.async { Engine.Nesting.withCurrent { $0.on(queue) { handle.run.release() } } }
         }
     }
 
-    /// `queue` carries the run on, unless it was cancelled meanwhile.
-    final func queueArrived(on queue: DispatchQueue) {
-        let arrived = locked { fields -> Bool in
-            guard case .awaitingQueue = fields.state else { return false }
+    /// The queue the run waits for carries it on, unless it was cancelled meanwhile.
+    final func queueArrived() {
+        let arrived = locked { fields -> DispatchQueue? in
+            guard case .awaitingQueue(let queue) = fields.state else { return nil }
             fields.state = .driving(thread: pthread_self())
-            return true
+            return queue
         }
-        guard arrived else { return }
+        guard let queue = arrived else { return }
         driver.pointee.spill?.owned.hopDeadline = nil
         drive(hop: queue)
     }
@@ -1057,14 +1057,14 @@ nonisolated extension Engine.Run {
         isInside(where: { run in run.locked { $0.state.isCancelled } })
     }
 
-    /// Whether `test` holds for this run or one it is inside, following the `outer` links: one
-    /// whose cancel reaches it, as it runs inside that run a member of a combination, a timeout's
-    /// work or the work of a share only that run waits for, or inside such a run, at any depth. The
-    /// links may loop: a shared promise's work that waits for its own promise (racing it with a
-    /// fallback, say) may have a run inside itself as the one run that waits for it
-    /// (`Shared.reach`). So a second walk follows the first at half its pace, and meets it only
-    /// in a loop, once the first has passed every run of it (Floyd's cycle finding): no
-    /// allocation, and no walk that never ends.
+    /// Whether `test` holds for this run or one it is inside, following the `outer` links. A run is
+    /// inside another whose cancel reaches it: a combination's member, a timeout's work, or the
+    /// work of a share that only that run waits for, is inside the run it runs for; and so is a run
+    /// inside one of those, at any depth. The links may loop: a shared promise's work that waits
+    /// for its own promise (racing it with a fallback, say) may have a run inside itself as the one
+    /// run that waits for it (`Shared.reach`). So a second walk follows the first at half its pace,
+    /// and meets it only in a loop, once the first has passed every run of it (Floyd's cycle
+    /// finding): no allocation, and no walk that never ends.
     private final func isInside(where test: (Engine.Run) -> Bool) -> Bool {
         var ahead: Engine.Run? = self
         var behind: Engine.Run? = self
@@ -1193,7 +1193,7 @@ nonisolated extension Engine.Run {
     /// no token silences its tied steps.)
     final func isValid(_ token: InvalidationToken) -> Bool {
         let current = token.current  // under the token's lock
-        let started = fields.pointee.started  // set as the run was made: no lock
-        return started == .max || current <= Int(started)
+        let before = fields.pointee.invalidationsBefore  // set as the run was made: no lock
+        return before == .max || current <= Int(before)
     }
 }
