@@ -2936,7 +2936,8 @@ nonisolated extension Promise {
 // allocation, a `ManagedBuffer`: its fields (its lock and state), then in its tail what its
 // driving thread owns, its completion, its slot and the stack of the stages it has still to take:
 //
-//   header: Fields (lock, state, started, outer) | tail: Driver | completion | slot | stages
+//   header: Fields (lock, state, invalidationsBefore, outer)
+//   tail:   Driver | completion | slot | stages
 //
 // (`fields`, `driver`, `afterDriver`, `slot`; a chain that needs more room spills: `Spill`, in
 // Chain.swift.) Its `state` names where it is. Each event is a method below that changes the state
