@@ -1338,10 +1338,11 @@ nonisolated public func any<each Value, Failure>(
 
 /// The first promise to settle, with a value or an error, decides; the others are cancelled.
 ///
-/// Choose it when the fastest answer is the answer, failure included; to ignore failures until one
-/// succeeds, use ``race(fulfilled:)``. When every member has ended by cancellation (or none was
-/// given), the race ends so too. A race against ``after(_:)`` is a timeout, but
-/// ``Promise/timeout(_:orFailWith:)`` says it in one step: `race(mirrors.map(download))`.
+/// Choose it when the fastest answer is the answer, failure included, as for the first mirror to
+/// answer: `race(mirrors.map(download))`; to ignore failures until one succeeds, use
+/// ``race(fulfilled:)``. When every member has ended by cancellation (or none was given), the race
+/// ends so too. A race against ``after(_:)`` is a timeout, which ``Promise/timeout(_:orFailWith:)``
+/// says in one step.
 ///
 /// The losers' work is cancelled; to let it finish, such as downloads that fill a cache, make each
 /// member ignore the cancel: `race(mirrors.map { download($0).ignoringCancel() })`. Such members
