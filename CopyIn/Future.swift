@@ -2099,7 +2099,9 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// screen gone (a token invalidates itself as it goes away). A tied callback does not run once the
 /// token was invalidated after the callback was tied, even one already waiting for the main queue;
 /// the run and the steps that are not tied go on. A token can be used again: callbacks tied after
-/// an `invalidate()` run.
+/// an `invalidate()` run. The token is read on the main queue as a callback starts: invalidate it
+/// on the main actor, as a screen does, since an `invalidate()` from another thread can come as a
+/// callback starts, too late to stop it.
 ///
 /// Tie a main-actor step with its `tiedTo:` argument, such as ``Promise/done(on:tiedTo:_:)``'s.
 /// Each run ties it as the run starts, and keeps that tie through every retry, combination or
