@@ -248,8 +248,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// (the user gave up; nothing went wrong), call ``cancel()``.
     @inlinable public func reject(_ error: Failure) { self(.failure(error)) }
 
-    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would, if this operation
-    /// has not resolved yet.
+    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would (this operation's
+    /// ``onCancel(_:)`` handlers are called too), if this operation has not resolved yet.
     ///
     /// For work that learns elsewhere that it was cancelled, such as an API that reports
     /// cancellation as an error: the run then delivers no completion, and an await of it gets
@@ -1281,7 +1281,8 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 /// resolver went unused), so does the batch's. The members it never started that begin with
 /// `ignoringCancel()` start their work as it ends, as ``when(fulfilled:concurrently:)``'s do. A
 /// run of the batch that is cancelled delivers nothing, as any run: to stop the batch when an
-/// awaiting task is cancelled, await ``outcomes(of:concurrently:)``.
+/// awaiting task is cancelled, await ``outcomes(of:concurrently:)``. With no promises, the batch
+/// succeeds at once with none, and `stop` does not run.
 @inlinable nonisolated public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max,
     until stop: Guarantee<Void>
@@ -2167,7 +2168,8 @@ nonisolated extension Promise {
     /// `cancelOnFailure: false` is this. A run that reaches it starts the work even if the run
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``). So does a run
-    /// cancelled before it reaches a combination that has it as a member, at any depth.
+    /// cancelled before it reaches a combination that has it as a member, at any depth of its
+    /// chain (not in a promise that a step would return: a cancelled run does not call the step).
     ///
     /// The work starts on the thread that reaches it, as a promise a step returns does, and what
     /// it does there before it first waits (a compression before the upload, say) comes first: a
@@ -2354,7 +2356,9 @@ nonisolated extension Promise where Failure == Never {
 /// without resolving it.
 ///
 /// Reports go to standard error unless you set ``handler``, say to your app's logger, as
-/// PromiseKit's `conf.logHandler` does. Release builds check nothing and report nothing.
+/// PromiseKit's `conf.logHandler` does. Release builds look for none of these misuses and report
+/// nothing; a misuse that stops the program with a message, such as a combination's `limit` below
+/// 1, stops it in every build.
 ///
 /// ```swift
 /// PromiseDiagnostics.handler = { message in logger.warning("\(message)") }

@@ -153,7 +153,8 @@ nonisolated extension Promise {
     /// `cancelOnFailure: false` is this. A run that reaches it starts the work even if the run
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``). So does a run
-    /// cancelled before it reaches a combination that has it as a member, at any depth.
+    /// cancelled before it reaches a combination that has it as a member, at any depth of its
+    /// chain (not in a promise that a step would return: a cancelled run does not call the step).
     ///
     /// The work starts on the thread that reaches it, as a promise a step returns does, and what
     /// it does there before it first waits (a compression before the upload, say) comes first: a

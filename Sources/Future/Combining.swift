@@ -133,7 +133,8 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 /// resolver went unused), so does the batch's. The members it never started that begin with
 /// `ignoringCancel()` start their work as it ends, as ``when(fulfilled:concurrently:)``'s do. A
 /// run of the batch that is cancelled delivers nothing, as any run: to stop the batch when an
-/// awaiting task is cancelled, await ``outcomes(of:concurrently:)``.
+/// awaiting task is cancelled, await ``outcomes(of:concurrently:)``. With no promises, the batch
+/// succeeds at once with none, and `stop` does not run.
 @inlinable nonisolated public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max,
     until stop: Guarantee<Void>

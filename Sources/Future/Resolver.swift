@@ -111,8 +111,8 @@ nonisolated public final class Resolver<Value, Failure: Swift.Error>: @unchecked
     /// (the user gave up; nothing went wrong), call ``cancel()``.
     @inlinable public func reject(_ error: Failure) { self(.failure(error)) }
 
-    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would, if this operation
-    /// has not resolved yet.
+    /// Ends the run as cancelled, as its handle's ``RunHandle/cancel()`` would (this operation's
+    /// ``onCancel(_:)`` handlers are called too), if this operation has not resolved yet.
     ///
     /// For work that learns elsewhere that it was cancelled, such as an API that reports
     /// cancellation as an error: the run then delivers no completion, and an await of it gets
