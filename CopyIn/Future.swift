@@ -1067,10 +1067,10 @@ nonisolated extension Promise {
     /// The place to undo what a run set up, such as a spinner, whatever happens to the run:
     /// `spinner.start(); fetchFeed().ensure { spinner.stop() }.catch(report).run()`. Unlike
     /// ``tap(_:)``, it runs on cancellation too (once the cancel handlers have returned), and sees
-    /// no outcome. In a combination's member, it is a step of the member's run, which starts as
-    /// the combination starts it: a member that never started (its combination ended first, or
-    /// the run was cancelled before it) runs none; one that started runs it however its run ends,
-    /// even if a cancel stops that run before its operation is called.
+    /// no outcome. In a combination's member, it is a step of the member's run: a member whose run
+    /// its combination never started (it ended first, or the run was cancelled before reaching
+    /// it) runs none; one whose run started runs it however that run ends, even if a cancel stops
+    /// the run before its operation is called.
     @inlinable public func ensure(_ body: @escaping @Sendable () -> Void) -> Promise {
         appending(body, isEnsure: true) { stage, _, _ in
             Node<@Sendable () -> Void>.payload(of: stage)()
@@ -1282,7 +1282,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 /// `ignoringCancel()` start their work as it ends, as ``when(fulfilled:concurrently:)``'s do. A
 /// run of the batch that is cancelled delivers nothing, as any run: to stop the batch when an
 /// awaiting task is cancelled, await ``outcomes(of:concurrently:)``. With no promises, the batch
-/// succeeds at once with none, and `stop` does not run.
+/// succeeds at once with `[]`, and `stop` does not run.
 @inlinable nonisolated public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max,
     until stop: Guarantee<Void>
@@ -2100,9 +2100,9 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// screen gone (a token invalidates itself as it goes away). A tied callback does not run once the
 /// token was invalidated after the callback was tied, even one already waiting for the main queue;
 /// the run and the steps that are not tied go on. A token can be used again: callbacks tied after
-/// an `invalidate()` run. The token is read on the main queue as a callback starts: invalidate it
-/// on the main actor, as a screen does, since an `invalidate()` from another thread can come as a
-/// callback starts, too late to stop it.
+/// an `invalidate()` run. The token is checked on the main queue just before a tied callback
+/// runs, so call `invalidate()` on the main actor, as a screen does: from another thread, it may
+/// miss a callback about to run, which then runs after it returns.
 ///
 /// Tie a main-actor step with its `tiedTo:` argument, such as ``Promise/done(on:tiedTo:_:)``'s.
 /// Each run ties it as the run starts, and keeps that tie through every retry, combination or
@@ -2150,7 +2150,9 @@ nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
     ///
     /// Callbacks tied afterwards run: call it before starting the work that replaces stale work,
     /// such as the next search: `token.invalidate()`. To cancel the runs alone, as Tomorrowland's
-    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``.
+    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``. Call it on the main actor,
+    /// where tied callbacks run: from another thread, it may miss one about to run (see
+    /// ``InvalidationToken``).
     public func invalidate() {
         lock.withLock { generation = Engine.invalidations(adding: 1) }
         cancelAll()
@@ -2168,8 +2170,9 @@ nonisolated extension Promise {
     /// `cancelOnFailure: false` is this. A run that reaches it starts the work even if the run
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``). So does a run
-    /// cancelled before it reaches a combination that has it as a member, at any depth of its
-    /// chain (not in a promise that a step would return: a cancelled run does not call the step).
+    /// cancelled before it reaches a combination in its chain that has it as a member, however
+    /// deeply the combinations nest; but a combination that a step would return is not reached if
+    /// the run stops before calling that step.
     ///
     /// The work starts on the thread that reaches it, as a promise a step returns does, and what
     /// it does there before it first waits (a compression before the upload, say) comes first: a
@@ -2356,9 +2359,9 @@ nonisolated extension Promise where Failure == Never {
 /// without resolving it.
 ///
 /// Reports go to standard error unless you set ``handler``, say to your app's logger, as
-/// PromiseKit's `conf.logHandler` does. Release builds look for none of these misuses and report
-/// nothing; a misuse that stops the program with a message, such as a combination's `limit` below
-/// 1, stops it in every build.
+/// PromiseKit's `conf.logHandler` does. Release builds report nothing (a resolver let go of
+/// unresolved still cancels its run). A misuse that stops the program with a message, such as a
+/// combination's `limit` below 1, stops it in every build.
 ///
 /// ```swift
 /// PromiseDiagnostics.handler = { message in logger.warning("\(message)") }

@@ -85,9 +85,9 @@ nonisolated public class RunBag: @unchecked Sendable {
 /// screen gone (a token invalidates itself as it goes away). A tied callback does not run once the
 /// token was invalidated after the callback was tied, even one already waiting for the main queue;
 /// the run and the steps that are not tied go on. A token can be used again: callbacks tied after
-/// an `invalidate()` run. The token is read on the main queue as a callback starts: invalidate it
-/// on the main actor, as a screen does, since an `invalidate()` from another thread can come as a
-/// callback starts, too late to stop it.
+/// an `invalidate()` run. The token is checked on the main queue just before a tied callback
+/// runs, so call `invalidate()` on the main actor, as a screen does: from another thread, it may
+/// miss a callback about to run, which then runs after it returns.
 ///
 /// Tie a main-actor step with its `tiedTo:` argument, such as ``Promise/done(on:tiedTo:_:)``'s.
 /// Each run ties it as the run starts, and keeps that tie through every retry, combination or
@@ -135,7 +135,9 @@ nonisolated public final class InvalidationToken: RunBag, @unchecked Sendable {
     ///
     /// Callbacks tied afterwards run: call it before starting the work that replaces stale work,
     /// such as the next search: `token.invalidate()`. To cancel the runs alone, as Tomorrowland's
-    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``.
+    /// `cancelWithoutInvalidating()` does, call ``RunBag/cancelAll()``. Call it on the main actor,
+    /// where tied callbacks run: from another thread, it may miss one about to run (see
+    /// ``InvalidationToken``).
     public func invalidate() {
         lock.withLock { generation = Engine.invalidations(adding: 1) }
         cancelAll()
@@ -153,8 +155,9 @@ nonisolated extension Promise {
     /// `cancelOnFailure: false` is this. A run that reaches it starts the work even if the run
     /// was cancelled meanwhile, or before it started; and a combination that ends before its
     /// turn starts it all the same (see ``when(fulfilled:concurrently:)``). So does a run
-    /// cancelled before it reaches a combination that has it as a member, at any depth of its
-    /// chain (not in a promise that a step would return: a cancelled run does not call the step).
+    /// cancelled before it reaches a combination in its chain that has it as a member, however
+    /// deeply the combinations nest; but a combination that a step would return is not reached if
+    /// the run stops before calling that step.
     ///
     /// The work starts on the thread that reaches it, as a promise a step returns does, and what
     /// it does there before it first waits (a compression before the upload, say) comes first: a

@@ -134,7 +134,7 @@ nonisolated public func when<Key: Hashable & Sendable, Value, Failure>(
 /// `ignoringCancel()` start their work as it ends, as ``when(fulfilled:concurrently:)``'s do. A
 /// run of the batch that is cancelled delivers nothing, as any run: to stop the batch when an
 /// awaiting task is cancelled, await ``outcomes(of:concurrently:)``. With no promises, the batch
-/// succeeds at once with none, and `stop` does not run.
+/// succeeds at once with `[]`, and `stop` does not run.
 @inlinable nonisolated public func when<Value, Failure>(
     resolved promises: [Promise<Value, Failure>], concurrently limit: Int = .max,
     until stop: Guarantee<Void>

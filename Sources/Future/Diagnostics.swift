@@ -14,9 +14,9 @@
 /// without resolving it.
 ///
 /// Reports go to standard error unless you set ``handler``, say to your app's logger, as
-/// PromiseKit's `conf.logHandler` does. Release builds look for none of these misuses and report
-/// nothing; a misuse that stops the program with a message, such as a combination's `limit` below
-/// 1, stops it in every build.
+/// PromiseKit's `conf.logHandler` does. Release builds report nothing (a resolver let go of
+/// unresolved still cancels its run). A misuse that stops the program with a message, such as a
+/// combination's `limit` below 1, stops it in every build.
 ///
 /// ```swift
 /// PromiseDiagnostics.handler = { message in logger.warning("\(message)") }

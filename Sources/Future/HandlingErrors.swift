@@ -96,10 +96,10 @@ nonisolated extension Promise {
     /// The place to undo what a run set up, such as a spinner, whatever happens to the run:
     /// `spinner.start(); fetchFeed().ensure { spinner.stop() }.catch(report).run()`. Unlike
     /// ``tap(_:)``, it runs on cancellation too (once the cancel handlers have returned), and sees
-    /// no outcome. In a combination's member, it is a step of the member's run, which starts as
-    /// the combination starts it: a member that never started (its combination ended first, or
-    /// the run was cancelled before it) runs none; one that started runs it however its run ends,
-    /// even if a cancel stops that run before its operation is called.
+    /// no outcome. In a combination's member, it is a step of the member's run: a member whose run
+    /// its combination never started (it ended first, or the run was cancelled before reaching
+    /// it) runs none; one whose run started runs it however that run ends, even if a cancel stops
+    /// the run before its operation is called.
     @inlinable public func ensure(_ body: @escaping @Sendable () -> Void) -> Promise {
         appending(body, isEnsure: true) { stage, _, _ in
             Node<@Sendable () -> Void>.payload(of: stage)()

@@ -4,13 +4,13 @@ import Testing
 
 /// A member that its combination ends before the member starts runs none of its steps, not even
 /// its `ensure` steps (`ensure`, and the Cancellation article): only a member that started runs
-/// them, and a member starts as its combination starts its run. The window is a member the launch
-/// loop has taken, whose run has not started. It is narrow now (about 1 round in 4,000), as a run's
-/// start takes its lock section before it sets out its steps; it was wide (26 to 155 rounds in
-/// 1,000) when a run set out its steps first, and this member's many steps took long. (A member
-/// cancelled once its run started runs its `ensure` steps, though a cancel from another thread may
-/// stop it before its first step: this member has no operation, where a run stops for such a
-/// cancel, so once started it takes every step.)
+/// them, and a member starts when its combination starts the member's run. The window is a
+/// member the launch loop has taken, whose run has not started. It is narrow now (about 1 round in
+/// 4,000), as a run's start takes its lock section before it sets out its steps; it was wide (26
+/// to 155 rounds in 1,000) when a run set out its steps first, and this member's many steps took
+/// long. (A member cancelled once its run started runs its `ensure` steps; a cancel from another
+/// thread stops it at its next operation, hop or entered promise, which may come before its first
+/// step. This member has none of those, so once started it takes every step.)
 @Suite struct CombiningMembersNeverStarted {
     /// Member 0, an operation alone, fails on another thread as soon as it is called, while the
     /// launch loop goes on to member 1: the failure decides the `when` and cancels member 1, which
