@@ -913,8 +913,12 @@ final class MCModel {
         switch event {
         case .resolve(let op, let outcome): resolve(op, outcome)
         case .drop(let op):
-            for call in calls[op] ?? [] where call.waiting { cancelCall(call) }
-            calls[op] = []
+            // One by one, in the order kept, as the harness does: a call that a drop sets off (a
+            // shared promise's work, run again for the next member) is dropped too.
+            while let call = calls[op]?.first {
+                calls[op]?.removeFirst()
+                cancelCall(call)
+            }
             note("dropped \(op)")
         case .resolvePending(let k, let outcome):
             guard let pending = pendings[k], pending.outcome == nil else { return }
@@ -2481,6 +2485,44 @@ extension ModelCheck {
         let expected = [
             "op 1", "cancel handler 1", "op 2", "op 3", "cancel handler 2", "ensure 0",
             "dropped 1", "dropped 1", "cancelled by harness",
+        ]
+        #expect(MC.comparable(h.log) == expected)
+        h.finish()
+        #expect(h.alive == [] && h.clock.timerCount == 0)
+    }
+
+    /// Seed 738308893's program 2633 (at a scale of 20), where the model was wrong: dropping an
+    /// operation's resolvers ends the shared work (op 4), so the batch's first member drops out,
+    /// and the next joins the shared promise, whose work runs again and keeps a new resolver,
+    /// which the same drop lets go of too, as the harness lets go of every resolver it keeps, one
+    /// by one. The model forgot that call without ending it. Both members drop out, the third
+    /// succeeds at once, and the batch, all finished, succeeds before its signal has settled.
+    @Test func aDropThatRestartsSharedWorkDropsTheResolverOfTheNewRunToo() {
+        let h = MCHarness(pendings: 1, token: false)
+        do {  // so that nothing here keeps the promises, which `alive` checks are let go of
+            h.keep(share: 0, h.op(4, .later).tap(h.tap(5)).share(cancelsWhenAbandoned: false))
+            let third = Promise<Int, MCError>(value: 3)
+                .recover(h.recover(6) { h.op(7, .twice(.error(1), .value(4))) })
+                .timeout(.milliseconds(6), orFailWith: MCError(code: 105), clock: h.clock)
+            let signal = h.pending(0)
+                .then(h.then(1) { h.op(2, .now(.value(4))).ensure(h.ensure(3)) })
+            h.start(
+                when(
+                    resolved: [h.shared(0), h.shared(0), third], concurrently: 1,
+                    until: signal.asVoid().recover { _ in }
+                )
+                .map(MC.fold(unfinished:)).setFailureType(to: MCError.self).ensure(h.ensure(0)))
+        }
+        h.drop(4)
+        h.resolve(4, .error(5))
+        h.advance(milliseconds: 5)
+        h.resolvePending(0, .value(9))
+        h.cancel()
+        let unfinished = MC.unfinished
+        let expected = [
+            "op 4", "op 4", "ensure 0",
+            "completion value \(MC.fold([unfinished, unfinished, 3]))", "dropped 4",
+            "cancelled by harness",
         ]
         #expect(MC.comparable(h.log) == expected)
         h.finish()
