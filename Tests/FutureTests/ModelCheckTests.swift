@@ -6,18 +6,20 @@
 // operations that resolve now (in the exact mode, some from another thread that the operation
 // waits for), later (the harness keeps the resolver and an event resolves it), twice, never
 // (later, with no event), that drop their resolver, cancel their own run or cancel the whole run
-// from the operation; steps (`map`, `then`, `recover`, `ensure`, `tap`, and steps that cancel the
-// run, resolve another operation, or, right after a hop, advance the clock); `when`, keyed
-// `when`, `when(concurrently:)`, `when(resolved:)`, `when(resolved:concurrently:until:)`, `any`,
-// `race`, `race(fulfilled:)`; `timeout`, `delay`, `after` and `retry` on a `ManualClock`, and
-// the Dispatch `timeout` (of zero, of an hour, or, in the real-time mode, of a few milliseconds);
-// `on(_:)`, a hop to the harness's queue, which runs only as an event drains it; `share()`
-// (inline, or kept by the program and dropped by an event), `pending()`, an `InvalidationToken`
-// that the run is stored in, and `ignoringCancel()`. After the run starts,
-// the harness plays an event script: resolve or drop an operation's resolvers, advance the
-// clock, drain the queue, cancel or invalidate, drop a kept shared promise; the script always
-// ends with a cancel. The log marks each cancel, invalidation, drop and drain as it returns, so
-// that what one sets off is not mistaken for what the final cancel does.
+// from the operation; steps (`map`, `then`, `recover`, `ensure`, `tap`, `ensure(on:)` on the
+// harness's queue right after a hop to it, or, in the real-time mode, on a queue that runs on
+// its own, and steps that cancel the run, resolve another operation, or, right after a hop,
+// advance the clock); `when`, keyed `when`, `when(concurrently:)`, `when(resolved:)`,
+// `when(resolved:concurrently:until:)`, `any`, `race`, `race(fulfilled:)`; `timeout`, `delay`,
+// `after` and `retry` on a `ManualClock`, and the Dispatch `timeout` (of zero, of an hour, or, in
+// the real-time mode, of a few milliseconds); `on(_:)`, a hop to the harness's queue, which runs
+// only as an event drains it; `share()` (inline, or kept by the program and dropped by an
+// event), `pending()`, an `InvalidationToken` that the run is stored in, and `ignoringCancel()`.
+// After the run starts, the harness plays an event script: resolve or drop an operation's
+// resolvers, advance the clock, drain the queue, cancel or invalidate, drop a kept shared
+// promise; the script always ends with a cancel. The log marks each cancel, invalidation, drop
+// and drain as it returns, so that what one sets off is not mistaken for what the final cancel
+// does.
 //
 // The model (`MCModel`) is an interpreter over the same tree, with no locks and no threads: each
 // event of the script is handled in turn, and everything it sets off happens in a plain
@@ -66,6 +68,14 @@
 //   ahead at once (RunHandle: the waiting operation's handlers, then the `ensure` steps). A drain
 //   runs what waited for the queue as it began, in the order it came, not what comes meanwhile
 //   (the queue is serial: what a step queues comes after the drain's own block).
+// - `ensure(on:_:)`'s doc comment: it runs `body` on the queue "as `ensure(_:)` does" (succeeded
+//   or failed, or cancelled before it), and "the steps after it start once `body` has returned";
+//   after `body` "the chain goes back to the queue it was on, if a hop took it there"; "Every
+//   move is queued, never a `sync`": so `body` waits for a drain, and the steps after it for the
+//   next one. "A run cancelled before `body` has run queues it on `queue`, once the cancel
+//   handlers have returned; the run's end does not wait for it": the `ensure` steps after it run
+//   at once, and `body` at a later drain, if one comes (none after the script: `finish()`
+//   drains with the log closed).
 // - Sharing: `share()` runs the work once for the runs that come while it is under way (they go
 //   on in turn, in the order they came), later runs get its outcome; cancelling a run leaves the
 //   others waiting; once every waiting run is cancelled, so is the work (its handlers and ensures
@@ -83,16 +93,21 @@
 //   combinations and shared promises whose waiters they end, a zero Dispatch timeout that fails
 //   work waiting for the queue, on the thread that waited). A run waiting for the queue that a
 //   cancel ends runs its `ensure` steps on the cancelling thread; one hop after another waits for
-//   the next drain, even on the queue. An operation that resolves from another thread during its
-//   call leaves the steps after it to its own thread (Resolver); a step on the queue that
-//   advances the clock runs the steps its timers wake there, before the advance returns
-//   (ManualClock, TestingTime.md). But a combination's member made from an operation alone
-//   (`retry(1)` of one too) is no run of its own: resolved so, it ends on the resolving thread,
-//   at once, and the combination decides there (Resolver, CombiningPromises.md, the header of
-//   Combining.swift): the model runs what that end sets off ` @elsewhere` (the other members'
-//   cancel handlers and `ensure` steps, the starts of those that ignore cancel, and all they do
-//   at once), while the steps after the combination go on on the thread that called the member
-//   (in the launch, or as another member ended), once its operation returns.
+//   the next drain, even on the queue. An `ensure(on:)` there runs its `body` on the queue at a
+//   drain (` @queue`, also a `body` that a cancel queued), and goes back to the queue, as a hop
+//   does, so the steps after it run at the next drain (`ensure(on:)`: "back to the queue it was
+//   on, if a hop took it there"; the exact mode has one only where a hop took the run there, as
+//   the way back from elsewhere is a global queue, which no drain runs). An operation that
+//   resolves from another thread during its call leaves the steps after it to its own thread
+//   (Resolver); a step on the queue that advances the clock runs the steps its timers wake
+//   there, before the advance returns (ManualClock, TestingTime.md). But a combination's member
+//   made from an operation alone (`retry(1)` of one too) is no run of its own: resolved so, it
+//   ends on the resolving thread, at once, and the combination decides there (Resolver,
+//   CombiningPromises.md, the header of Combining.swift): the model runs what that end sets off
+//   ` @elsewhere` (the other members' cancel handlers and `ensure` steps, the starts of those
+//   that ignore cancel, and all they do at once), while the steps after the combination go on on
+//   the thread that called the member (in the launch, or as another member ended), once its
+//   operation returns.
 // - `run(_:)`: the run keeps the chain's steps and what they captured until it ends, and lets
 //   go of them then; DESIGN.md "Memory": nothing a run captured stays alive after it ended.
 //
@@ -106,16 +121,25 @@
 // `when(fulfilled:concurrently: 1)` and half their members operations alone, so that an event
 // that ends a member has the harness's thread run the launch loop, which calls the next member.
 // `deep` programs nest combinations about 32 deep (where the engine defers nested runs);
-// `realTime` programs use Dispatch timeouts of a few milliseconds. Those are held to what holds
-// in every interleaving: at most one completion, no step, operation or completion after a
-// `cancel()` of the run returned, nothing alive and no timer left once the run is over, and the
-// clock's time; and, with a cancel from another thread, no operation, step, cancel handler or
-// `ensure` of the run after its end, its last `ensure` (RunHandle: it ends once the combinations'
-// members, the operations their launch loops call, their members' cancel handlers and the
-// timeouts' work have stopped; a shared promise's work runs apart). Deep programs, whose deferred
-// nested runs change which steps run, are held to running everything on the harness's thread, as
-// the model has it (they have no hop, and a nested run deferred past 32 levels runs before the
-// level below returns, on the same thread: README's "Nesting is flat").
+// `realTime` programs use Dispatch timeouts of a few milliseconds, around steps that sleep and
+// `ensure(on:)` steps on a queue of their own that runs freely, whose `body` sleeps too, so that a
+// deadline may pass as it runs. Those are held to what holds in every interleaving: at most one
+// completion, no step, operation or completion after a `cancel()` of the run returned (a `body`
+// that a cancel queued is no step: `ensure(on:)` queues it on cancellation), nothing alive and
+// no timer left once the run is over, and the clock's time; and, with a cancel from another
+// thread, no operation, step, cancel handler or `ensure` of the run after its end, its last
+// `ensure` (RunHandle: it ends once the combinations' members, the operations their launch loops
+// call, their members' cancel handlers and the timeouts' work have stopped; a shared promise's
+// work runs apart). Real-time programs are held to `ensure(on:)` too: each `body` of the chain
+// runs once (the run gets there, or is cancelled before, or as it runs), and nothing but a
+// `body` runs on its queue ("not on `queue` ... unless it was there before"; cancelled as `body`
+// runs, "what goes on after it does not go on on `queue`"). Deep programs, whose deferred nested
+// runs change which steps run, are held to running everything on the harness's thread, as the
+// model has it (they have no hop, and a nested run deferred past 32 levels runs before the level
+// below returns, on the same thread: README's "Nesting is flat"). Neither they nor the `threads`
+// programs have an `ensure(on:)`: they do not hop to the harness's queue, which none of their
+// events drains, and a queue that runs on its own would take their runs off the harness's
+// thread, which their checks count on (what is late after a cancel, what comes after the end).
 //
 // A failure prints the program as Swift code to paste into a test. `MODELCHECK_TRACE=1` prints
 // every program before it runs (for a crash); `MODELCHECK_SEED=n` runs one seed.
@@ -262,6 +286,11 @@ indirect enum MCNode: Equatable, Sendable {
     case ignoringCancel(MCNode)
     /// `x.on(queue)`, the harness's queue, suspended but while an event drains it.
     case hop(MCNode)
+    /// `x.ensure(on: queue, body)`, `body` logging "ensureOn k": on the harness's queue (in the
+    /// exact mode, right after a hop to it, so that both its moves are hops onto that queue), or,
+    /// with `sleep`, on a queue that runs on its own, `body` sleeping so many milliseconds after
+    /// it logs (the real-time mode, where a deadline may pass as it runs).
+    case ensureOn(MCNode, Int, sleep: Int?)
 }
 
 enum MCEvent: Equatable, Sendable {
@@ -376,10 +405,15 @@ final class MCHarness: @unchecked Sendable {
     private let thread = pthread_self()
     /// What the hop queue holds, to tell its blocks from other threads'.
     private let hopKey = DispatchSpecificKey<Bool>()
+    /// A serial queue that runs on its own, for the `ensure(on:)` of the real-time mode: its
+    /// `body` alone runs there (see `cleanupEntries`).
+    let cleanupQueue = DispatchQueue(label: "model check cleanups")
+    private let cleanupKey = DispatchSpecificKey<Bool>()
 
     init(pendings: Int = 0, token: Bool = false, places: Bool = false) {
         self.token = token ? InvalidationToken() : nil
         placed = places
+        cleanupQueue.setSpecific(key: cleanupKey, value: true)
         for k in 0..<pendings {
             let (promise, resolver) = Promise<Int, MCError>.pending()
             pendingPromises[k] = promise
@@ -398,6 +432,7 @@ final class MCHarness: @unchecked Sendable {
         lock.withLock {
             guard !frozen else { return }
             entries.append(entry)
+            if DispatchQueue.getSpecific(key: cleanupKey) == true { cleanupEntries.append(entry) }
             let isRunning = ["step", "op", "tap", "completion"].contains { entry.hasPrefix($0) }
             if isRunning, let cancel = cancelReturned {
                 lateEntries.append("\(entry) (after \(cancel))")
@@ -418,6 +453,10 @@ final class MCHarness: @unchecked Sendable {
     var late: [String] { lock.withLock { lateEntries } }
     var log: [String] { lock.withLock { entries } }
     func freeze() { lock.withLock { frozen = true } }
+    /// What the log had from `cleanupQueue`: `ensure(on:)` says that only its `body` runs
+    /// there, as nothing else hops there ("not on `queue` ... unless it was there before").
+    private var cleanupEntries: [String] = []
+    var onCleanupQueue: [String] { lock.withLock { cleanupEntries } }
 
     // What programs are built from.
 
@@ -532,6 +571,16 @@ final class MCHarness: @unchecked Sendable {
         return {
             _ = tracked
             self.log("ensure \(id)")
+        }
+    }
+
+    /// The `body` of an `ensure(on:)`: logs, then sleeps for so many milliseconds.
+    func ensureOn(_ id: Int, sleep milliseconds: Int = 0) -> @Sendable () -> Void {
+        let tracked = tracker(id)
+        return {
+            _ = tracked
+            self.log("ensureOn \(id)")
+            if milliseconds > 0 { usleep(UInt32(milliseconds) * 1000) }
         }
     }
 
@@ -739,15 +788,18 @@ final class MCHarness: @unchecked Sendable {
     }
 
     /// Lets go of everything the program keeps, and fires what the clock holds, so that every run
-    /// ends: nothing it captured may then stay alive, nor any timer.
+    /// ends: nothing it captured may then stay alive, nor any timer. Round after round, four at
+    /// least, until nothing is alive and no timer is left, or 64 rounds: a run that ignores cancel
+    /// may wait for a drain after each of its hops, and after an `ensure(on:)` for two more.
     func finish() {
         freeze()
-        for _ in 0..<4 {
+        for round in 0..<64 {
             for op in lock.withLock({ Array(resolvers.keys) }) { drop(op) }
             for id in lock.withLock({ Array(pendingResolvers.keys) }) { dropPending(id) }
             for id in lock.withLock({ Array(kept.keys) }) { dropShare(id) }
             clock.run()
             drain()
+            if round >= 3 && alive.isEmpty && clock.timerCount == 0 { return }
         }
     }
 }
@@ -868,8 +920,13 @@ final class MCModel {
     var now = 0
     var timers: [(id: Int, deadline: Int, fire: () -> Void)] = []
     var timerSerial = 0
-    /// The runs that wait for the harness's queue, with what they carry on, in the order they came.
-    var queued: [(act: MCAct, end: MCOutcome)] = []
+    /// The blocks on the harness's queue, in the order they came: a run that waits for the
+    /// queue, with what carries it on there (nothing, once it is over), or (`nil`) the `body` of
+    /// an `ensure(on:)` that a cancel queued, which runs all the same.
+    var queued: [(act: MCAct?, block: () -> Void)] = []
+    /// The `ensure(on:)` steps reached off the harness's queue, which would go on on a global
+    /// queue: never, as generated.
+    var cleanupsOffTheQueue: [Int] = []
     var calls: [Int: [Call]] = [:]
     var keptShares: [Int: Shared] = [:]
     var droppedShares: Set<Int> = []
@@ -943,7 +1000,7 @@ final class MCModel {
             let batch = queued
             queued = []
             place = MC.onQueue
-            for (act, end) in batch where !act.isOver { act.finish(end) }
+            for (act, block) in batch where act?.isOver != true { block() }
             place = ""
             note("drained")
         case .cancel:
@@ -1029,7 +1086,7 @@ final class MCModel {
     var isQuiet: Bool {
         !calls.values.contains { $0.contains { $0.waiting } } && timers.isEmpty
             && !pendings.values.contains { !$0.waiters.isEmpty }
-            && !queued.contains { !$0.act.isOver }
+            && !queued.contains { $0.act?.isOver != true }
     }
 
     // The nodes.
@@ -1183,7 +1240,7 @@ final class MCModel {
         case .hop(let inner):
             let child = MCAct { end in
                 guard let end else { return act.finish(nil) }
-                self.queued.append((act, end))
+                self.queued.append((act, { act.finish(end) }))
                 act.onCancel = { act.finish(nil) }
             }
             act.current = child
@@ -1191,7 +1248,48 @@ final class MCModel {
         case .ignoringCancel(let inner):
             act.onCancel = { act.finishCancelled() }
             operating(act) { start(inner, MCAct { act.finish($0) }) }
+        case .ensureOn(let inner, let id, let sleep):
+            ensureOn(inner, id, onHopQueue: sleep == nil, act)
         }
+    }
+
+    /// `ensure(on:)` (its doc comment): "Runs `body` on `queue` when the chain gets here, as
+    /// `ensure(_:)` does; the steps after it start once `body` has returned"; "After `body`, the
+    /// chain goes back to the queue it was on, if a hop took it there ..., else on to a global
+    /// queue"; "Every move is queued, never a `sync`": on the harness's queue, `body` runs at the
+    /// next drain, and the steps after it at the one after (one hop after another waits for the
+    /// next drain). "A run cancelled before `body` has run queues it on `queue`, once the cancel
+    /// handlers have returned; the run's end does not wait for it": it runs at a later drain, if
+    /// one comes. (A cancel while `body` runs needs another thread: not in this model.) The other
+    /// queue, the real-time mode's, which the model never runs, holds the run.
+    func ensureOn(_ inner: MCNode, _ id: Int, onHopQueue: Bool, _ act: MCAct) {
+        let cleanup = {
+            guard onHopQueue else { return }
+            self.queued.append((nil, { self.note("ensureOn \(id)") }))
+        }
+        let child = MCAct { end in
+            guard let end else {
+                cleanup()
+                return act.finish(nil)
+            }
+            act.onCancel = {
+                cleanup()
+                act.finish(nil)
+            }
+            guard onHopQueue else { return }
+            if self.place != MC.onQueue { self.cleanupsOffTheQueue.append(id) }
+            self.queued.append(
+                (
+                    act,
+                    {
+                        self.note("ensureOn \(id)")
+                        act.onCancel = { act.finish(nil) }
+                        self.queued.append((act, { act.finish(end) }))
+                    }
+                ))
+        }
+        act.current = child
+        start(inner, child)
     }
 
     /// Starts `inner`, then the step `body` on its end: `body` says whether it ran as a step
@@ -1243,7 +1341,7 @@ final class MCModel {
         case .ignoringCancel(let inner): [inner]
         case .map(let inner, _), .effect(let inner, _, _), .then(let inner, _, _),
             .recover(let inner, _, _), .tap(let inner, _), .ensure(let inner, _),
-            .delay(let inner, _), .hop(let inner),
+            .delay(let inner, _), .hop(let inner), .ensureOn(let inner, _, _),
             .retry(let inner, _, _):
             ignoredWork(inner)
         case .timeout(let inner, _, _, _): ignoredWork(inner)
@@ -1277,7 +1375,7 @@ final class MCModel {
     /// the promises steps would make, or of a shared or pending promise, which are not its own.
     func ensures(_ node: MCNode) -> [Int] {
         switch node {
-        case .ensure(let inner, let id): ensures(inner) + [id]
+        case .ensure(let inner, let id), .ensureOn(let inner, let id, _): ensures(inner) + [id]
         case .map(let inner, _), .effect(let inner, _, _), .then(let inner, _, _),
             .recover(let inner, _, _), .tap(let inner, _), .delay(let inner, _),
             .hop(let inner), .retry(let inner, _, _):
@@ -1309,6 +1407,7 @@ final class MCModel {
             makeShare(build(work), cancelsWhenAbandoned)
         case .ignoringCancel(let inner): .ignoringCancel(build(inner))
         case .hop(let inner): .hop(build(inner))
+        case .ensureOn(let inner, let id, let sleep): .ensureOn(build(inner), id, sleep: sleep)
         }
     }
 
@@ -1664,6 +1763,9 @@ struct MCBuilder: Sendable {
         case .pending(let k): h.pending(k)
         case .ignoringCancel(let inner): build(inner).ignoringCancel()
         case .hop(let inner): build(inner).on(h.queue)
+        case .ensureOn(let inner, let id, nil): build(inner).ensure(on: h.queue, h.ensureOn(id))
+        case .ensureOn(let inner, let id, let sleep?):
+            build(inner).ensure(on: h.cleanupQueue, h.ensureOn(id, sleep: sleep))
         }
     }
 
@@ -1743,6 +1845,11 @@ enum MCSource {
         case .pending(let k): return "h.pending(\(k))"
         case .ignoringCancel(let inner): return "\(self.node(inner)).ignoringCancel()"
         case .hop(let inner): return "\(self.node(inner)).on(h.queue)"
+        case .ensureOn(let inner, let id, nil):
+            return "\(self.node(inner)).ensure(on: h.queue, h.ensureOn(\(id)))"
+        case .ensureOn(let inner, let id, let sleep?):
+            return "\(self.node(inner)).ensure(on: h.cleanupQueue, "
+                + "h.ensureOn(\(id), sleep: \(sleep)))"
         }
     }
 
@@ -1834,8 +1941,9 @@ struct MCGenerator {
     /// Inside the promise a `then` or `recover` step makes: no kept shared promise, which the
     /// program may have let go of by then.
     var inStep = false
-    /// Whether the program may hop to the harness's queue (the exact mode), and whether it does.
-    var hops = (allowed: false, made: false)
+    /// Whether the program may hop to the harness's queue (the exact mode), whether it does, and
+    /// whether it has an `ensure(on:)` there.
+    var hops = (allowed: false, made: false, cleanups: false)
 
     init(seed: UInt64) { random = MCRandom(state: seed) }
 
@@ -1910,7 +2018,7 @@ struct MCGenerator {
         if hops.allowed && random.chance(0.06) {
             hops.made = true
             let hop = MCNode.hop(inner(&self))
-            guard random.chance(0.3) else { return hop }
+            guard random.chance(0.3) else { return random.chance(0.5) ? cleanup(after: hop) : hop }
             // A step right after the hop runs on the queue, and advances the clock there, which a
             // member beside it waits for: the steps its timer wakes run on the queue too.
             let advance = MCNode.effect(hop, id(), .advance(random.int(1...6)))
@@ -2014,10 +2122,21 @@ struct MCGenerator {
         }
     }
 
+    /// An `ensure(on:)` on the harness's queue, where the run is on that queue as it gets there:
+    /// right after the hop `hop` (or a step after it, or another such `ensure(on:)`). After
+    /// `body`, the run goes back to the queue it was on, there: off it, it would go on to a
+    /// global queue, which no drain runs.
+    mutating func cleanup(after hop: MCNode) -> MCNode {
+        hops.cleanups = true
+        var cleanup = MCNode.ensureOn(random.chance(0.2) ? .map(hop, id()) : hop, id(), sleep: nil)
+        if random.chance(0.2) { cleanup = .ensureOn(cleanup, id(), sleep: nil) }
+        return cleanup
+    }
+
     mutating func events(count: Int, inToken: Bool) -> [MCEvent] {
         var events: [MCEvent] = []
         for _ in 0..<count {
-            if hops.made && random.chance(0.3) {
+            if hops.made && random.chance(hops.cleanups ? 0.45 : 0.3) {
                 events.append(.drain)
                 continue
             }
@@ -2043,8 +2162,9 @@ struct MCGenerator {
             hops.allowed = true
             let main = MCNode.ensure(node(random.int(1...5)), 0)
             let inToken = random.chance(0.15)
-            var program = MCProgram(
-                main: main, events: events(count: random.int(0...7), inToken: inToken))
+            // (An `ensure(on:)` waits for two drains more than its hop: more events.)
+            let count = random.int(0...(hops.cleanups ? 9 : 7))
+            var program = MCProgram(main: main, events: events(count: count, inToken: inToken))
             (program.shares, program.pendings, program.inToken) = (shares, pendings, inToken)
             return program
         case .threads:
@@ -2080,7 +2200,7 @@ struct MCGenerator {
             let gate = id()
             var chain = MCNode.op(gate, .later, handler: false)
             for _ in 0..<random.int(1...5) {
-                switch random.int(0...5) {
+                switch random.int(0...6) {
                 case 0: chain = .effect(chain, id(), .sleep(random.int(1...4)))
                 case 1: chain = .effect(chain, id(), .cancelRun)
                 case 2: chain = .ensure(chain, id())
@@ -2089,6 +2209,10 @@ struct MCGenerator {
                     chain = .timeout(
                         chain, milliseconds: random.int(1...3), code: 300 + random.int(1...9),
                         clock: false)
+                // Its `body` may outlast a deadline: a cancel comes as it runs. (In one link in 14:
+                // the run waits for its queues, and a timeout's timer may fire meanwhile.)
+                case 5 where random.chance(0.5):
+                    chain = .ensureOn(chain, id(), sleep: random.int(0...2))
                 default: chain = .map(chain, id())
                 }
             }
@@ -2108,13 +2232,27 @@ func mcBuiltIds(_ node: MCNode) -> Set<Int> {
     case .value, .error, .after, .shared, .pending: []
     case .op(let id, _, _): [id]
     case .map(let inner, let id), .effect(let inner, let id, _), .ensure(let inner, let id),
-        .tap(let inner, let id), .then(let inner, let id, _), .recover(let inner, let id, _):
+        .tap(let inner, let id), .then(let inner, let id, _), .recover(let inner, let id, _),
+        .ensureOn(let inner, let id, _):
         mcBuiltIds(inner).union([id])
     case .combine(_, let members, _):
         members.reduce(into: Set<Int>()) { $0.formUnion(mcBuiltIds($1)) }
     case .timeout(let inner, _, _, _), .delay(let inner, _), .retry(let inner, _, _),
         .share(let inner, _), .ignoringCancel(let inner), .hop(let inner):
         mcBuiltIds(inner)
+    }
+}
+
+/// The ids of the `ensure(on:)` steps of a chain, innermost first: not those of a combination's
+/// members, of the promises steps would make, or of a shared promise (see `MCModel.ensures`).
+func mcCleanupIds(_ node: MCNode) -> [Int] {
+    switch node {
+    case .ensureOn(let inner, let id, _): mcCleanupIds(inner) + [id]
+    case .map(let inner, _), .effect(let inner, _, _), .ensure(let inner, _), .tap(let inner, _),
+        .timeout(let inner, _, _, _), .delay(let inner, _), .retry(let inner, _, _),
+        .then(let inner, _, _), .recover(let inner, _, _), .hop(let inner):
+        mcCleanupIds(inner)
+    default: []
     }
 }
 
@@ -2125,7 +2263,7 @@ func mcSharedIds(_ node: MCNode, shared: Bool = false) -> Set<Int> {
     case .value, .error, .after, .shared, .pending: return []
     case .op(let id, _, _): return shared ? [id] : []
     case .map(let inner, let id), .effect(let inner, let id, _), .ensure(let inner, let id),
-        .tap(let inner, let id):
+        .tap(let inner, let id), .ensureOn(let inner, let id, _):
         return mcSharedIds(inner, shared: shared).union(shared ? [id] : [])
     case .then(let inner, let id, let next), .recover(let inner, let id, let next):
         return mcSharedIds(inner, shared: shared).union(mcSharedIds(next, shared: shared))
@@ -2206,6 +2344,14 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
         if !mcEventually(seconds: 60, { h.log.contains("ensure 0") }) {
             problems.append("the run did not end, though a timeout bounds it")
         }
+        // Every `ensure(on:)` of the chain runs its `body` once: the run gets there, or is
+        // cancelled before, which queues it (its doc), or a timeout's work is cancelled as it runs.
+        let cleanups = mcCleanupIds(program.main).map { "ensureOn \($0)" }
+        if !mcEventually(seconds: 60, { Set(cleanups).isSubset(of: h.log) }) {
+            problems.append("not every body of an ensure(on:) ran: \(cleanups)")
+        }
+        let repeated = cleanups.filter { cleanup in h.log.filter { $0 == cleanup }.count > 1 }
+        if !repeated.isEmpty { problems.append("bodies of ensure(on:) ran twice: \(repeated)") }
         h.cancelRun(by: "the harness, at the end")
     }
     let actual = h.log
@@ -2232,6 +2378,10 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
         problems.append("handlers added after their operations cancelled themselves: \(h.missed)")
     }
     if h.drainStalled { problems.append("a drain of the hop queue did not return") }
+    // `ensure(on:)`: after `body`, the run goes "not on `queue` ... unless it was there before",
+    // also when cancelled as `body` runs ("what goes on after it does not go on on `queue`").
+    let strays = h.onCleanupQueue.filter { !$0.hasPrefix("ensureOn ") }
+    if !strays.isEmpty { problems.append("ran on the queue of ensure(on:) after it: \(strays)") }
     if !h.stalled.isEmpty {
         problems.append("the cancel from another thread waited for \(h.stalled), called as it came")
     }
@@ -2259,6 +2409,9 @@ func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, 
         // not documented (the library runs them once the step or operation returns, as the run's
         // thread is still inside it): compared without those marks.
         if MC.comparable(actual) != MC.comparable(expected) { problems.append("the logs differ") }
+        if !model.cleanupsOffTheQueue.isEmpty {
+            problems.append("ensure(on:) reached off the hop queue: \(model.cleanupsOffTheQueue)")
+        }
         if timers != model.timers.count {
             problems.append("the clock holds \(timers) timers, the model \(model.timers.count)")
         }
