@@ -411,6 +411,7 @@ final class MCHarness: @unchecked Sendable {
     private let cleanupKey = DispatchSpecificKey<Bool>()
 
     init(pendings: Int = 0, token: Bool = false, places: Bool = false) {
+        _ = reports  // the debug reports of dropped resolvers go to the tests' log, not stderr
         self.token = token ? InvalidationToken() : nil
         placed = places
         cleanupQueue.setSpecific(key: cleanupKey, value: true)
@@ -2294,7 +2295,6 @@ func mcEventually(seconds: Int = 30, _ condition: () -> Bool) -> Bool {
 
 /// Runs `program` on the library and on the model; what they disagree on, as sentences.
 func mcCheck(_ program: MCProgram) -> (problems: [String], expected: [String]?, actual: [String]) {
-    _ = reports  // the debug reports of dropped resolvers go to the tests' log, not stderr
     var problems: [String] = []
     let h = MCHarness(pendings: program.pendings, token: program.inToken, places: program.placed)
     let builder = MCBuilder(h: h)
