@@ -4471,10 +4471,11 @@ nonisolated extension Engine {
             }
         }
 
-        /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
-        /// for a level below: then after them, as one may be the work the alarm races, which
-        /// would have settled at once had it run nested (see `setAlarm`).
-        static func afterWaiting(_ fire: @escaping () -> Void) {
+        /// Calls `fire` now, unless runs wait for a level below: then after them, as it would
+        /// have come after what they do at once had they run nested. An alarm whose deadline had
+        /// passed as it was set, as one may be the work it races (see `setAlarm`); a stopping
+        /// combination's end, after the members that ignore cancel it started (`Join`).
+        @usableFromInline static func afterWaiting(_ fire: @escaping () -> Void) {
             withCurrent { nesting in
                 guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }
                 fire()
@@ -5115,7 +5116,9 @@ nonisolated extension Engine {
         }
 
         /// Cancels the member runs still going, then calls the called members' cancel handlers
-        /// and starts the members never started that ignore cancel, then calls `done`, if given.
+        /// and starts the members never started that ignore cancel, then calls `done`, if given:
+        /// after those runs, if they wait for a level below (inside a shared promise's settle
+        /// inside another's, say), so that what they do at once comes before the run goes on.
         @inlinable func cancelMembers(_ members: Cancels, then done: (() -> Void)? = nil) {
             for run in members.runs { _ = run.cancel(call: nil) }
             // The work of the members never started that ignore cancel.
@@ -5134,7 +5137,7 @@ nonisolated extension Engine {
                 { for handler in members.handlers { handler(self) } },
                 then: {
                     for work in ignored { self.outer.startIgnored(work) }
-                    done?()
+                    if let done { Nesting.afterWaiting(done) }
                 })
         }
 

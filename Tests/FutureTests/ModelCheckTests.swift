@@ -2681,6 +2681,37 @@ extension ModelCheck {
         h.finish()
         #expect(h.alive == [] && h.clock.timerCount == 0)
     }
+
+    /// Seed 789047407's program 2689 (at a scale of 20), where the engine was wrong: a member of
+    /// stacked shared promises ends by cancellation, which ends its `when` so, as the outer
+    /// shared promise settles inside the inner one's settle, where a run started waits for the
+    /// level around (README's "Nesting is flat"). The member never started that ignores cancel
+    /// then waited, and the run ended first (`ensure 0`), where `when(fulfilled:)` says such
+    /// members start as it ends, and what their work does before it first waits comes first.
+    @Test(arguments: [true, false])
+    func aMemberThatIgnoresCancelStartsBeforeTheRunEndsInsideStackedShares(throughAWhen: Bool) {
+        let h = MCHarness(pendings: 0, token: false)
+        do {  // so that nothing here keeps the promises, which `alive` checks are let go of
+            let inner = h.op(2, .later).share(cancelsWhenAbandoned: true)
+            let stacked =
+                throughAWhen
+                ? when(fulfilled: [inner]).map(MC.fold) : inner.map(h.map(3))
+            let members = [
+                Promise<Int, MCError>(value: 1).tap(h.tap(1)),
+                stacked.share(cancelsWhenAbandoned: true),
+                h.op(5, .later).ignoringCancel(),
+            ]
+            h.start(when(fulfilled: members, concurrently: 1).map(MC.fold).ensure(h.ensure(0)))
+        }
+        h.drop(2)
+        h.cancel()
+        let expected = [
+            "tap 1", "op 2", "op 5", "ensure 0", "dropped 2", "cancelled by harness",
+        ]
+        #expect(MC.comparable(h.log) == expected)
+        h.finish()
+        #expect(h.alive == [] && h.clock.timerCount == 0)
+    }
 }
 
 extension ModelCheck {

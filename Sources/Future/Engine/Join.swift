@@ -569,7 +569,9 @@ nonisolated extension Engine {
         }
 
         /// Cancels the member runs still going, then calls the called members' cancel handlers
-        /// and starts the members never started that ignore cancel, then calls `done`, if given.
+        /// and starts the members never started that ignore cancel, then calls `done`, if given:
+        /// after those runs, if they wait for a level below (inside a shared promise's settle
+        /// inside another's, say), so that what they do at once comes before the run goes on.
         @inlinable func cancelMembers(_ members: Cancels, then done: (() -> Void)? = nil) {
             for run in members.runs { _ = run.cancel(call: nil) }
             // The work of the members never started that ignore cancel.
@@ -588,7 +590,7 @@ nonisolated extension Engine {
                 { for handler in members.handlers { handler(self) } },
                 then: {
                     for work in ignored { self.outer.startIgnored(work) }
-                    done?()
+                    if let done { Nesting.afterWaiting(done) }
                 })
         }
 

@@ -205,10 +205,11 @@ nonisolated extension Engine {
             }
         }
 
-        /// Calls `fire`, an alarm whose deadline had passed as it was set, now, unless runs wait
-        /// for a level below: then after them, as one may be the work the alarm races, which
-        /// would have settled at once had it run nested (see `setAlarm`).
-        static func afterWaiting(_ fire: @escaping () -> Void) {
+        /// Calls `fire` now, unless runs wait for a level below: then after them, as it would
+        /// have come after what they do at once had they run nested. An alarm whose deadline had
+        /// passed as it was set, as one may be the work it races (see `setAlarm`); a stopping
+        /// combination's end, after the members that ignore cancel it started (`Join`).
+        @usableFromInline static func afterWaiting(_ fire: @escaping () -> Void) {
             withCurrent { nesting in
                 guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }
                 fire()
