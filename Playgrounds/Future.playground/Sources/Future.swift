@@ -4315,7 +4315,8 @@ nonisolated extension Engine {
         private var levels = (runs: 0, releases: 0)
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
         private var isSettling = false
-        /// What waits for a level to return: runs to resume, and alarms due behind them.
+        /// What waits for a level to return: runs to resume, and what is due behind them (an
+        /// alarm, a stopping combination's end: see `afterWaiting`).
         private var waiting: [() -> Void] = []
         /// What a cancel under way on this thread set off, to do before it returns: there as a
         /// part's handlers run, `nil` as what comes afterwards runs (see `cancelling`).
@@ -5117,8 +5118,9 @@ nonisolated extension Engine {
 
         /// Cancels the member runs still going, then calls the called members' cancel handlers
         /// and starts the members never started that ignore cancel, then calls `done`, if given:
-        /// after those runs, if they wait for a level below (inside a shared promise's settle
-        /// inside another's, say), so that what they do at once comes before the run goes on.
+        /// if runs wait on this thread for a level below (as those started inside a shared
+        /// promise's settle inside another's do), after them (`Nesting.afterWaiting`), so that
+        /// what the members started do at once comes before the combination goes on.
         @inlinable func cancelMembers(_ members: Cancels, then done: (() -> Void)? = nil) {
             for run in members.runs { _ = run.cancel(call: nil) }
             // The work of the members never started that ignore cancel.

@@ -570,8 +570,9 @@ nonisolated extension Engine {
 
         /// Cancels the member runs still going, then calls the called members' cancel handlers
         /// and starts the members never started that ignore cancel, then calls `done`, if given:
-        /// after those runs, if they wait for a level below (inside a shared promise's settle
-        /// inside another's, say), so that what they do at once comes before the run goes on.
+        /// if runs wait on this thread for a level below (as those started inside a shared
+        /// promise's settle inside another's do), after them (`Nesting.afterWaiting`), so that
+        /// what the members started do at once comes before the combination goes on.
         @inlinable func cancelMembers(_ members: Cancels, then done: (() -> Void)? = nil) {
             for run in members.runs { _ = run.cancel(call: nil) }
             // The work of the members never started that ignore cancel.

@@ -49,7 +49,8 @@ nonisolated extension Engine {
         private var levels = (runs: 0, releases: 0)
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
         private var isSettling = false
-        /// What waits for a level to return: runs to resume, and alarms due behind them.
+        /// What waits for a level to return: runs to resume, and what is due behind them (an
+        /// alarm, a stopping combination's end: see `afterWaiting`).
         private var waiting: [() -> Void] = []
         /// What a cancel under way on this thread set off, to do before it returns: there as a
         /// part's handlers run, `nil` as what comes afterwards runs (see `cancelling`).
