@@ -3023,7 +3023,8 @@ nonisolated extension Promise {
 //     the canceller's hold alone (a run being driven has its driving thread's too: the table).
 //  2. `Nesting.cancelling`: c's handlers hs, then the cancels they queued, then `release`, all
 //     before `cancel(call:)` returns; but for a cancel inside a cancel handler, queued, and done
-//     once that handler has returned.
+//     once that handler has returned; and `release` after the runs that wait on this thread for
+//     a level below, if any (`Nesting.afterWaiting`), as those the handlers started may.
 //  3. `release`: the last hold, so `cancelling(-,1,c)` to `ending(c,-)`, then `end(with: nil)`.
 //  4. `end(with: nil)`: skips the stages ahead (`skip`: their `ensure` steps run, each after the
 //     handlers added late: `callLateHandlers`), then `callLateHandlers(last: true)` (`ending` to
@@ -3965,9 +3966,12 @@ nonisolated extension Engine.Run {
         if cancelled {
             // Once what the handlers cancelled has ended too, the run ends if it waits: the
             // handlers, then the cancels they queued, then `release`, which ends the run once
-            // nothing else holds it (see "A cancel in calls" in the file's header).
+            // nothing else holds it (see "A cancel in calls" in the file's header), after the
+            // runs that wait on this thread for a level below: a combination's members that
+            // ignore cancel, started inside a shared promise's settle inside another's, say.
             Engine.Nesting.cancelling(
-                { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
+                { for handler in handlers ?? [] { handler.call(self) } },
+                then: { Engine.Nesting.afterWaiting { self.release() } })
         }
         // A step that cancels a run it is part of, as a combination's member, a timeout's work or
         // a shared promise's work, stops before its next step: it cancels its own run itself, as
@@ -4440,7 +4444,9 @@ nonisolated extension Engine {
         /// ending the run): in the order nested calls would, but one after another, so that a
         /// cancel of combinations nested 10,000 deep takes little stack. All of it is done when
         /// the first cancel on the thread returns, before the runs it cancelled, perhaps further
-        /// down this stack, take another step. What comes afterwards may run the user's code, so
+        /// down this stack, take another step (but a run's end or a combination's, if runs wait on
+        /// the thread for a level below: see `afterWaiting`). What comes afterwards may run the
+        /// user's code, so
         /// it is no part of the cancel under way: a cancel it makes is done before it returns.
         /// For a `when` whose run is cancelled: the run's handler (the join's, which cancels the
         /// members), then each member run's handlers and end, then the called members' handlers
@@ -4475,7 +4481,8 @@ nonisolated extension Engine {
         /// Calls `fire` now, unless runs wait for a level below: then after them, as it would
         /// have come after what they do at once had they run nested. An alarm whose deadline had
         /// passed as it was set, as one may be the work it races (see `setAlarm`); a stopping
-        /// combination's end, after the members that ignore cancel it started (`Join`).
+        /// combination's end, and a cancelled run's, after the members that ignore cancel it
+        /// started (`Join.cancelMembers`, `Run.cancel(call:)`).
         @usableFromInline static func afterWaiting(_ fire: @escaping () -> Void) {
             withCurrent { nesting in
                 guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }

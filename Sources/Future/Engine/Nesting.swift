@@ -174,7 +174,9 @@ nonisolated extension Engine {
         /// ending the run): in the order nested calls would, but one after another, so that a
         /// cancel of combinations nested 10,000 deep takes little stack. All of it is done when
         /// the first cancel on the thread returns, before the runs it cancelled, perhaps further
-        /// down this stack, take another step. What comes afterwards may run the user's code, so
+        /// down this stack, take another step (but a run's end or a combination's, if runs wait on
+        /// the thread for a level below: see `afterWaiting`). What comes afterwards may run the
+        /// user's code, so
         /// it is no part of the cancel under way: a cancel it makes is done before it returns.
         /// For a `when` whose run is cancelled: the run's handler (the join's, which cancels the
         /// members), then each member run's handlers and end, then the called members' handlers
@@ -209,7 +211,8 @@ nonisolated extension Engine {
         /// Calls `fire` now, unless runs wait for a level below: then after them, as it would
         /// have come after what they do at once had they run nested. An alarm whose deadline had
         /// passed as it was set, as one may be the work it races (see `setAlarm`); a stopping
-        /// combination's end, after the members that ignore cancel it started (`Join`).
+        /// combination's end, and a cancelled run's, after the members that ignore cancel it
+        /// started (`Join.cancelMembers`, `Run.cancel(call:)`).
         @usableFromInline static func afterWaiting(_ fire: @escaping () -> Void) {
             withCurrent { nesting in
                 guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }
