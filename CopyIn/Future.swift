@@ -3023,8 +3023,9 @@ nonisolated extension Promise {
 //     the canceller's hold alone (a run being driven has its driving thread's too: the table).
 //  2. `Nesting.cancelling`: c's handlers hs, then the cancels they queued, then `release`, all
 //     before `cancel(call:)` returns; but for a cancel inside a cancel handler, queued, and done
-//     once that handler has returned; and `release` after the runs that wait on this thread for
-//     a level below, if any (`Nesting.afterWaiting`), as those the handlers started may.
+//     once that handler has returned; and `release` after the runs that these made wait on
+//     this thread for a level below, if any (`Nesting.cancelling`): a combination's members
+//     that ignore cancel, started inside a shared promise's settle inside another's, say.
 //  3. `release`: the last hold, so `cancelling(-,1,c)` to `ending(c,-)`, then `end(with: nil)`.
 //  4. `end(with: nil)`: skips the stages ahead (`skip`: their `ensure` steps run, each after the
 //     handlers added late: `callLateHandlers`), then `callLateHandlers(last: true)` (`ending` to
@@ -3966,12 +3967,9 @@ nonisolated extension Engine.Run {
         if cancelled {
             // Once what the handlers cancelled has ended too, the run ends if it waits: the
             // handlers, then the cancels they queued, then `release`, which ends the run once
-            // nothing else holds it (see "A cancel in calls" in the file's header), after the
-            // runs that wait on this thread for a level below: a combination's members that
-            // ignore cancel, started inside a shared promise's settle inside another's, say.
+            // nothing else holds it (see "A cancel in calls" in the file's header).
             Engine.Nesting.cancelling(
-                { for handler in handlers ?? [] { handler.call(self) } },
-                then: { Engine.Nesting.afterWaiting { self.release() } })
+                { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
         }
         // A step that cancels a run it is part of, as a combination's member, a timeout's work or
         // a shared promise's work, stops before its next step: it cancels its own run itself, as
@@ -4320,7 +4318,7 @@ nonisolated extension Engine {
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
         private var isSettling = false
         /// What waits for a level to return: runs to resume, and what is due behind them (an
-        /// alarm, a stopping combination's end: see `afterWaiting`).
+        /// alarm, a combination's or cancelled run's end: see `afterWaiting`, `cancelling`).
         private var waiting: [() -> Void] = []
         /// What a cancel under way on this thread set off, to do before it returns: there as a
         /// part's handlers run, `nil` as what comes afterwards runs (see `cancelling`).
@@ -4330,7 +4328,7 @@ nonisolated extension Engine {
         /// what comes `afterwards`.
         private enum Cancelling {
             case handlers(() -> Void, then: () -> Void)
-            case afterwards(() -> Void)
+            case afterwards(() -> Void, since: Int)
         }
         /// What releases past `limit` kept, for the bottom level of releases to let go of.
         private var held: [Any] = []
@@ -4444,10 +4442,12 @@ nonisolated extension Engine {
         /// ending the run): in the order nested calls would, but one after another, so that a
         /// cancel of combinations nested 10,000 deep takes little stack. All of it is done when
         /// the first cancel on the thread returns, before the runs it cancelled, perhaps further
-        /// down this stack, take another step (but a run's end or a combination's, if runs wait on
-        /// the thread for a level below: see `afterWaiting`). What comes afterwards may run the
-        /// user's code, so
-        /// it is no part of the cancel under way: a cancel it makes is done before it returns.
+        /// down this stack, take another step; but what comes afterwards waits behind the runs
+        /// that a part's handlers, and the parts they queued, made wait for a level below, as it
+        /// would have come after what they do at once had they run nested (the members that
+        /// ignore cancel that a combination inside a shared promise's settle inside another's
+        /// started, before its run's end). What comes afterwards may run the user's code, so it
+        /// is no part of the cancel under way: a cancel it makes is done before it returns.
         /// For a `when` whose run is cancelled: the run's handler (the join's, which cancels the
         /// members), then each member run's handlers and end, then the called members' handlers
         /// and the join's afterwards (the members that ignore cancel start), then the run's
@@ -4468,26 +4468,34 @@ nonisolated extension Engine {
                 while let next = ahead.popLast() {
                     switch next {
                     case .handlers(let call, let afterwards):
+                        let mark = nesting.waiting.count
                         nesting.cancels = []
                         call()
-                        ahead.append(.afterwards(afterwards))
+                        ahead.append(.afterwards(afterwards, since: mark))
                         ahead += nesting.cancels.take()!.reversed()
-                    case .afterwards(let body): body()
+                    case .afterwards(let body, let mark): nesting.after(waitingSince: mark, body)
                     }
                 }
             }
         }
 
-        /// Calls `fire` now, unless runs wait for a level below: then after them, as it would
-        /// have come after what they do at once had they run nested. An alarm whose deadline had
-        /// passed as it was set, as one may be the work it races (see `setAlarm`); a stopping
-        /// combination's end, and a cancelled run's, after the members that ignore cancel it
-        /// started (`Join.cancelMembers`, `Run.cancel(call:)`).
-        @usableFromInline static func afterWaiting(_ fire: @escaping () -> Void) {
-            withCurrent { nesting in
-                guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }
-                fire()
-            }
+        /// Calls `fire` now, unless runs wait for a level below (more than `mark` of them): then
+        /// after them, as it would have come after what they do at once had they run nested. An
+        /// alarm whose deadline had passed as it was set, as one may be the work it races (see
+        /// `setAlarm`); a stopping combination's end, after the members that ignore cancel it
+        /// started (`Join.cancelMembers`: those that wait since `waitingCount` was `mark`).
+        @usableFromInline static func afterWaiting(
+            since mark: Int = 0, _ fire: @escaping () -> Void
+        ) {
+            withCurrent { $0.after(waitingSince: mark, fire) }
+        }
+
+        /// How many runs (and what is due behind them) wait on this thread for a level below.
+        @usableFromInline static var waitingCount: Int { withCurrent { $0.waiting.count } }
+
+        private func after(waitingSince mark: Int, _ body: @escaping () -> Void) {
+            guard waiting.count <= mark else { return waiting.append(body) }
+            body()
         }
 
         /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
@@ -5125,9 +5133,9 @@ nonisolated extension Engine {
 
         /// Cancels the member runs still going, then calls the called members' cancel handlers
         /// and starts the members never started that ignore cancel, then calls `done`, if given:
-        /// if runs wait on this thread for a level below (as those started inside a shared
+        /// if those wait on this thread for a level below (as runs started inside a shared
         /// promise's settle inside another's do), after them (`Nesting.afterWaiting`), so that
-        /// what the members started do at once comes before the combination goes on.
+        /// what they do at once comes before the combination goes on.
         @inlinable func cancelMembers(_ members: Cancels, then done: (() -> Void)? = nil) {
             for run in members.runs { _ = run.cancel(call: nil) }
             // The work of the members never started that ignore cancel.
@@ -5145,8 +5153,9 @@ nonisolated extension Engine {
             Nesting.cancelling(
                 { for handler in members.handlers { handler(self) } },
                 then: {
+                    let mark = Nesting.waitingCount
                     for work in ignored { self.outer.startIgnored(work) }
-                    if let done { Nesting.afterWaiting(done) }
+                    if let done { Nesting.afterWaiting(since: mark, done) }
                 })
         }
 

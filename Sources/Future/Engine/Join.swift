@@ -570,9 +570,9 @@ nonisolated extension Engine {
 
         /// Cancels the member runs still going, then calls the called members' cancel handlers
         /// and starts the members never started that ignore cancel, then calls `done`, if given:
-        /// if runs wait on this thread for a level below (as those started inside a shared
+        /// if those wait on this thread for a level below (as runs started inside a shared
         /// promise's settle inside another's do), after them (`Nesting.afterWaiting`), so that
-        /// what the members started do at once comes before the combination goes on.
+        /// what they do at once comes before the combination goes on.
         @inlinable func cancelMembers(_ members: Cancels, then done: (() -> Void)? = nil) {
             for run in members.runs { _ = run.cancel(call: nil) }
             // The work of the members never started that ignore cancel.
@@ -590,8 +590,9 @@ nonisolated extension Engine {
             Nesting.cancelling(
                 { for handler in members.handlers { handler(self) } },
                 then: {
+                    let mark = Nesting.waitingCount
                     for work in ignored { self.outer.startIgnored(work) }
-                    if let done { Nesting.afterWaiting(done) }
+                    if let done { Nesting.afterWaiting(since: mark, done) }
                 })
         }
 

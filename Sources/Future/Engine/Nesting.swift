@@ -50,7 +50,7 @@ nonisolated extension Engine {
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
         private var isSettling = false
         /// What waits for a level to return: runs to resume, and what is due behind them (an
-        /// alarm, a stopping combination's end: see `afterWaiting`).
+        /// alarm, a combination's or cancelled run's end: see `afterWaiting`, `cancelling`).
         private var waiting: [() -> Void] = []
         /// What a cancel under way on this thread set off, to do before it returns: there as a
         /// part's handlers run, `nil` as what comes afterwards runs (see `cancelling`).
@@ -60,7 +60,7 @@ nonisolated extension Engine {
         /// what comes `afterwards`.
         private enum Cancelling {
             case handlers(() -> Void, then: () -> Void)
-            case afterwards(() -> Void)
+            case afterwards(() -> Void, since: Int)
         }
         /// What releases past `limit` kept, for the bottom level of releases to let go of.
         private var held: [Any] = []
@@ -174,10 +174,12 @@ nonisolated extension Engine {
         /// ending the run): in the order nested calls would, but one after another, so that a
         /// cancel of combinations nested 10,000 deep takes little stack. All of it is done when
         /// the first cancel on the thread returns, before the runs it cancelled, perhaps further
-        /// down this stack, take another step (but a run's end or a combination's, if runs wait on
-        /// the thread for a level below: see `afterWaiting`). What comes afterwards may run the
-        /// user's code, so
-        /// it is no part of the cancel under way: a cancel it makes is done before it returns.
+        /// down this stack, take another step; but what comes afterwards waits behind the runs
+        /// that a part's handlers, and the parts they queued, made wait for a level below, as it
+        /// would have come after what they do at once had they run nested (the members that
+        /// ignore cancel that a combination inside a shared promise's settle inside another's
+        /// started, before its run's end). What comes afterwards may run the user's code, so it
+        /// is no part of the cancel under way: a cancel it makes is done before it returns.
         /// For a `when` whose run is cancelled: the run's handler (the join's, which cancels the
         /// members), then each member run's handlers and end, then the called members' handlers
         /// and the join's afterwards (the members that ignore cancel start), then the run's
@@ -198,26 +200,34 @@ nonisolated extension Engine {
                 while let next = ahead.popLast() {
                     switch next {
                     case .handlers(let call, let afterwards):
+                        let mark = nesting.waiting.count
                         nesting.cancels = []
                         call()
-                        ahead.append(.afterwards(afterwards))
+                        ahead.append(.afterwards(afterwards, since: mark))
                         ahead += nesting.cancels.take()!.reversed()
-                    case .afterwards(let body): body()
+                    case .afterwards(let body, let mark): nesting.after(waitingSince: mark, body)
                     }
                 }
             }
         }
 
-        /// Calls `fire` now, unless runs wait for a level below: then after them, as it would
-        /// have come after what they do at once had they run nested. An alarm whose deadline had
-        /// passed as it was set, as one may be the work it races (see `setAlarm`); a stopping
-        /// combination's end, and a cancelled run's, after the members that ignore cancel it
-        /// started (`Join.cancelMembers`, `Run.cancel(call:)`).
-        @usableFromInline static func afterWaiting(_ fire: @escaping () -> Void) {
-            withCurrent { nesting in
-                guard nesting.waiting.isEmpty else { return nesting.waiting.append(fire) }
-                fire()
-            }
+        /// Calls `fire` now, unless runs wait for a level below (more than `mark` of them): then
+        /// after them, as it would have come after what they do at once had they run nested. An
+        /// alarm whose deadline had passed as it was set, as one may be the work it races (see
+        /// `setAlarm`); a stopping combination's end, after the members that ignore cancel it
+        /// started (`Join.cancelMembers`: those that wait since `waitingCount` was `mark`).
+        @usableFromInline static func afterWaiting(
+            since mark: Int = 0, _ fire: @escaping () -> Void
+        ) {
+            withCurrent { $0.after(waitingSince: mark, fire) }
+        }
+
+        /// How many runs (and what is due behind them) wait on this thread for a level below.
+        @usableFromInline static var waitingCount: Int { withCurrent { $0.waiting.count } }
+
+        private func after(waitingSince mark: Int, _ body: @escaping () -> Void) {
+            guard waiting.count <= mark else { return waiting.append(body) }
+            body()
         }
 
         /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on

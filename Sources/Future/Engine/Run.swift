@@ -78,8 +78,9 @@
 //     the canceller's hold alone (a run being driven has its driving thread's too: the table).
 //  2. `Nesting.cancelling`: c's handlers hs, then the cancels they queued, then `release`, all
 //     before `cancel(call:)` returns; but for a cancel inside a cancel handler, queued, and done
-//     once that handler has returned; and `release` after the runs that wait on this thread for
-//     a level below, if any (`Nesting.afterWaiting`), as those the handlers started may.
+//     once that handler has returned; and `release` after the runs that these made wait on
+//     this thread for a level below, if any (`Nesting.cancelling`): a combination's members
+//     that ignore cancel, started inside a shared promise's settle inside another's, say.
 //  3. `release`: the last hold, so `cancelling(-,1,c)` to `ending(c,-)`, then `end(with: nil)`.
 //  4. `end(with: nil)`: skips the stages ahead (`skip`: their `ensure` steps run, each after the
 //     handlers added late: `callLateHandlers`), then `callLateHandlers(last: true)` (`ending` to
@@ -1033,12 +1034,9 @@ nonisolated extension Engine.Run {
         if cancelled {
             // Once what the handlers cancelled has ended too, the run ends if it waits: the
             // handlers, then the cancels they queued, then `release`, which ends the run once
-            // nothing else holds it (see "A cancel in calls" in the file's header), after the
-            // runs that wait on this thread for a level below: a combination's members that
-            // ignore cancel, started inside a shared promise's settle inside another's, say.
+            // nothing else holds it (see "A cancel in calls" in the file's header).
             Engine.Nesting.cancelling(
-                { for handler in handlers ?? [] { handler.call(self) } },
-                then: { Engine.Nesting.afterWaiting { self.release() } })
+                { for handler in handlers ?? [] { handler.call(self) } }, then: { self.release() })
         }
         // A step that cancels a run it is part of, as a combination's member, a timeout's work or
         // a shared promise's work, stops before its next step: it cancels its own run itself, as
