@@ -114,4 +114,36 @@ import Testing
                 "when failure(FutureTests.TestError(name: \"offline\"))",
             ])
     }
+
+    /// A run cancelled by its own step, deep in combinations nested around it (`depth` levels),
+    /// reaches a `when` whose member ignores cancel, then an `ensure` step (or, `asMember`, the
+    /// step is the first member of that `when`, and it cancels the second before its start):
+    /// the member's work starts, and what it does at once comes before the `ensure` step and the
+    /// run's end, at every depth. (Past 32 levels a run started waits for the levels below:
+    /// README's "Nesting is flat"; there the `ensure` step came first, as review62 sketched.)
+    @Test(arguments: [false, true], Array(24...40))
+    func aRunCancelledDeepInCombinationsStartsTheWorkThatIgnoresCancelBeforeItsEnsure(
+        asMember: Bool, depth: Int
+    ) {
+        let log = Log()
+        let handles = Delivery<RunHandle>()
+        let upload = Promise<Int, TestError> { resolver in
+            log.record("upload started")
+            resolver.fulfill(1)
+        }
+        let reaching = when(fulfilled: [upload.ignoringCancel()]).map { $0[0] }
+        let cancelling = Promise<Int, TestError>(value: 0).then { _ -> Promise<Int, TestError> in
+            handles.wait()?.cancel()  // the run's own step cancels it
+            return asMember ? Promise(value: 0) : reaching
+        }
+        let beside = when(fulfilled: [cancelling, upload.ignoringCancel()]).map { $0[0] }
+        let leaf = (asMember ? beside : cancelling).ensure { log.record("leaf's ensure") }
+        let nested = (0..<depth).reduce(leaf) { promise, _ in
+            when(fulfilled: [promise]).map { $0[0] }
+        }
+        let (gate, open) = Promise<Void, TestError>.pending()
+        handles.send(gate.then { _ in nested }.ensure { log.record("run's ensure") }.run { _ in })
+        open.fulfill(())
+        #expect(log.all == ["upload started", "leaf's ensure", "run's ensure"])
+    }
 }

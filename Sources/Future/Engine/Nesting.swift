@@ -50,7 +50,8 @@ nonisolated extension Engine {
         /// Whether a shared promise resumes its waiters on this thread (see `settling`).
         private var isSettling = false
         /// What waits for a level to return: runs to resume, and what is due behind them (an
-        /// alarm, a combination's or cancelled run's end: see `afterWaiting`, `cancelling`).
+        /// alarm, a combination's or cancelled run's end, or its rest: see `afterWaiting`,
+        /// `cancelling`).
         private var waiting: [() -> Void] = []
         /// What a cancel under way on this thread set off, to do before it returns: there as a
         /// part's handlers run, `nil` as what comes afterwards runs (see `cancelling`).
@@ -214,8 +215,10 @@ nonisolated extension Engine {
         /// Calls `fire` now, unless runs wait for a level below (more than `mark` of them): then
         /// after them, as it would have come after what they do at once had they run nested. An
         /// alarm whose deadline had passed as it was set, as one may be the work it races (see
-        /// `setAlarm`); a stopping combination's end, after the members that ignore cancel it
-        /// started (`Join.cancelMembers`: those that wait since `waitingCount` was `mark`).
+        /// `setAlarm`); what comes after the start of work that ignores cancel, after the runs
+        /// the start made wait (those that wait since `waitingCount` was `mark`): a stopping
+        /// combination's end (`Join.cancelMembers`), the rest of a cancelled run's end
+        /// (`Run.skip`).
         @usableFromInline static func afterWaiting(
             since mark: Int = 0, _ fire: @escaping () -> Void
         ) {

@@ -83,8 +83,10 @@
 //     that ignore cancel, started inside a shared promise's settle inside another's, say.
 //  3. `release`: the last hold, so `cancelling(-,1,c)` to `ending(c,-)`, then `end(with: nil)`.
 //  4. `end(with: nil)`: skips the stages ahead (`skip`: their `ensure` steps run, each after the
-//     handlers added late: `callLateHandlers`), then `callLateHandlers(last: true)` (`ending` to
-//     `cancelled(c)`), then the typed work `.complete(nil)`, the completion's `complete(nil)`.
+//     handlers added late: `callLateHandlers`, and the work of `ignoringCancel()` promises starts,
+//     the rest waiting behind the runs a start made wait for a level below, if any), then
+//     `callLateHandlers(last: true)` (`ending` to `cancelled(c)`), then the typed work
+//     `.complete(nil)`, the completion's `complete(nil)`.
 //     For a terminal's closures, nothing; for an awaiting task, `nil`; for a join, its member's
 //     run ended (`MemberRun`); for Future's own closure (`Callback`), a shared promise's work
 //     settles its waiters cancelled, an `ignoringCancel()` promise's work cancels its resolver;
@@ -170,7 +172,8 @@
 //   cancelling(t,1,c)       release, or t stops    ending(c,-)               end: skip the
 //                                                                            steps ahead
 //   ending(c,hs)            the steps ahead are    cancelled(c)              hs, completion
-//                           skipped (end)
+//                           skipped (end, perhaps
+//                           after runs waiting)
 //   any other               any other event        unchanged                 -
 //
 // (A combination's member's handler added late goes as c's does: `callLate`.)
@@ -633,9 +636,11 @@ nonisolated extension Engine.Run {
         case .chain(let last) where cancelled && member:
             // A member its combination cancelled before it started: no step runs, not even its
             // `ensure` steps, as in a member the combination never took, and what it ignores
-            // cancel for starts, as there. It ends as the start lets go of its hold.
+            // cancel for starts, as there. It ends as the start lets go of its hold, after what
+            // that work does at once, runs it made wait for a level below too (see `skip`).
+            let mark = Engine.Nesting.waitingCount
             last.ignoredWork.forEach(startIgnored)
-            return release(stopping: true)
+            return Engine.Nesting.afterWaiting(since: mark) { self.release(stopping: true) }
         case .chain(let last):
             fitSlot(size: last.slotSize, alignment: last.slotAlignment)
             let driver = self.driver
@@ -765,7 +770,7 @@ nonisolated extension Engine.Run {
             return true
         }
         guard began else {
-            source.map(skip)
+            source.map(skipReached)
             return .stop
         }
         driver.pointee.calls = call
@@ -1084,9 +1089,10 @@ nonisolated extension Engine.Run {
 
     /// Holds the end of a cancelled run that has not ended: for a combination it runs, whose
     /// members' runs have not stopped yet, or a timeout, whose work's run has not, so that nothing
-    /// of them runs after the run's end (its `ensure` steps and its completion). A combination's
-    /// or timeout's is taken by the cancel handler of the pending call, which runs while the
-    /// canceller, or the driving thread, holds the run: so it is always taken.
+    /// of them runs after the run's end (its `ensure` steps and its completion); or for a stage
+    /// skipped before the end, which may wait (`skipReached`). A combination's or timeout's is
+    /// taken by the cancel handler of the pending call, which runs while the canceller, or the
+    /// driving thread, holds the run, as the skip's by the driving thread: so it is always taken.
     @usableFromInline final func hold() {
         locked { fields in
             guard case .cancelling(let thread, let holds, let call) = fields.state else { return }
@@ -1133,7 +1139,10 @@ nonisolated extension Engine.Run {
             }
         case .operation?, nil: break
         }
-        while let stage = driver.pointee.plan.pop() { skip(stage.takeUnretainedValue()) }
+        // The stages ahead are skipped, then the end goes on here again, with none ahead.
+        var ahead: [Stage] = []  // the next last, as `skip` takes them
+        while let stage = driver.pointee.plan.pop() { ahead.append(stage.takeUnretainedValue()) }
+        guard ahead.isEmpty else { return skip(ahead.reversed()) { self.end(with: outcome) } }
         // A handle, or a resolver an operation kept, may keep the run long after its end: not
         // what the chains' steps captured.
         driver.pointee.plan = Plan()
@@ -1159,25 +1168,40 @@ nonisolated extension Engine.Run {
         for handler in late ?? [] { handler.call(self) }
     }
 
-    /// A step that a cancelled run does not take: an `ensure` step runs all the same, and the
-    /// work of an `ignoringCancel()` promise starts.
-    @usableFromInline final func skip(_ stage: Stage) {
-        // A `timeout`'s first stage holds its work's chain, which the run never started: its
-        // steps are stopped here too, first step first. (A list, not recursion, for timeouts
-        // nested deep.)
-        var ahead = [stage]
-        while let next = ahead.popLast() {
-            if let chain = next.ahead {
+    /// Skips the first stage of a chain made from an operation, which the run reached cancelled
+    /// (see `perform`), holding the run's end until the skip is done (see `skip`).
+    @usableFromInline final func skipReached(_ source: Stage) {
+        hold()  // the run is `cancelling`, held by its driving thread
+        skip([source]) { self.release() }
+    }
+
+    /// Skips `ahead`, the stages that a cancelled run does not take, the last first, then calls
+    /// `next`: an `ensure` step runs all the same, and the work of an `ignoringCancel()` promise
+    /// starts. What that work does at once comes first: if its start made runs wait for a level
+    /// below (past `Nesting.limit`), the rest waits behind them, as it would have come after
+    /// them had they run nested (`Nesting.afterWaiting`).
+    private final func skip(_ ahead: [Stage], then next: @escaping () -> Void) {
+        var ahead = ahead
+        while let stage = ahead.popLast() {
+            // A `timeout`'s first stage holds its work's chain, which the run never started: its
+            // steps are stopped here too, first step first. (A list, not recursion, for timeouts
+            // nested deep.)
+            if let chain = stage.ahead {
                 ahead.append(contentsOf: sequence(first: chain) { $0.parent })
                 continue
             }
-            if next.isEnsure {
+            if stage.isEnsure {
                 callLateHandlers()
-                Engine.Node<@Sendable () -> Void>.payload(of: next)()
+                Engine.Node<@Sendable () -> Void>.payload(of: stage)()
             }
-            next.ignoring.map(startIgnored)
-            for member in next.ignoringMembers { member.ignoredWork.forEach(startIgnored) }
+            let mark = Engine.Nesting.waitingCount
+            stage.ignoring.map(startIgnored)
+            for member in stage.ignoringMembers { member.ignoredWork.forEach(startIgnored) }
+            guard Engine.Nesting.waitingCount == mark else {
+                return Engine.Nesting.afterWaiting(since: mark) { self.skip(ahead, then: next) }
+            }
         }
+        next()
     }
 
     /// Starts the work of an `ignoringCancel()` promise that this run reached cancelled (or
