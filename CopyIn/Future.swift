@@ -2429,7 +2429,8 @@ nonisolated public enum PromiseDiagnostics {
 //   before the next `ensure` step); and each combination or timeout the run runs (`Run.hold()`),
 //   until what it counts has stopped: a combination's member runs, its launch loop and the threads
 //   that call its members' cancel handlers (`Join`, which a stopping combination's verdict waits
-//   for too); a timeout's work's run.
+//   for too); a timeout's work's run; and the skip of a chain's first stage that the run
+//   reached cancelled (`Run.skipReached`), until it is done.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -2962,7 +2963,7 @@ nonisolated extension Promise {
 // `resolve`, `onCancel`, `callLate`, then `Resolver.settle`, which calls the next for the work of a
 // timeout or an `ignoringCancel()` promise, and `Resolver.resolve(_:carriedOnBy:)`, which every
 // outcome goes through); hopping to a queue (`awaitQueue`, `queueArrived`); cancelling and ending
-// (`cancel(call:)`, `hold`, `release`, `end`, `skip`); ties to invalidation tokens
+// (`cancel(call:)`, `hold`, `release`, `end`, `skipReached`, `skip`); ties to invalidation tokens
 // (`isValid(_:)`).
 //
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
@@ -3288,8 +3289,9 @@ nonisolated extension Engine {
         /// what its end waits for: the thread that drives it, `thread`, until it stops it at its
         /// next check (before the run started, the start to come, with no thread); the
         /// canceller, until the cancel handlers have returned; a handler added late, until it
-        /// returns; each combination or timeout it runs, until what it counts has stopped (see
-        /// `hold()`, and the glossary). A few: an
+        /// returns; each combination or timeout it runs, until what it counts has stopped; the
+        /// skip of a stage it reached cancelled, until it is done (see `hold()`, and the
+        /// glossary). A few: an
         /// `Int32`, so that the state takes four words, not five. `call`: the call that was
         /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
@@ -4050,9 +4052,10 @@ nonisolated extension Engine.Run {
     }
 
     /// Ends the run. A cancelled run first lets go of its hop, if it waited for a queue (the
-    /// deadline, the output), and skips the stages still ahead, innermost chain first. Then
-    /// the run lets go of its chains, and its completion gets the outcome, in the slot given, or
-    /// with `nil` hears that the run was cancelled.
+    /// deadline, the output), and skips the stages still ahead, innermost chain first (perhaps
+    /// after runs that the work they start made wait: see `skip`). Then the run lets go of its
+    /// chains, and its completion gets the outcome, in the slot given, or with `nil` hears that
+    /// the run was cancelled.
     private final func end(with outcome: Slot?) {
         let driver = self.driver
         // The hop of a run cancelled as it waited for its queue, which no drive resumes. (An
@@ -4072,10 +4075,15 @@ nonisolated extension Engine.Run {
             }
         case .operation?, nil: break
         }
-        // The stages ahead are skipped, then the end goes on here again, with none ahead.
-        var ahead: [Stage] = []  // the next last, as `skip` takes them
+        // The stages ahead are skipped, then the end goes on here again: its hop taken, the
+        // plan empty, the run still `ending`. They are handed over, not kept here, so that they,
+        // and what their steps captured, go before the completion, as after a last step.
+        var ahead: [Stage] = []
         while let stage = driver.pointee.plan.pop() { ahead.append(stage.takeUnretainedValue()) }
-        guard ahead.isEmpty else { return skip(ahead.reversed()) { self.end(with: outcome) } }
+        guard ahead.isEmpty else {
+            ahead.reverse()  // the next last, as `skip` takes them
+            return skip(consume ahead) { self.end(with: outcome) }
+        }
         // A handle, or a resolver an operation kept, may keep the run long after its end: not
         // what the chains' steps captured.
         driver.pointee.plan = Plan()
@@ -4111,10 +4119,11 @@ nonisolated extension Engine.Run {
     /// Skips `ahead`, the stages that a cancelled run does not take, the last first, then calls
     /// `next`: an `ensure` step runs all the same, and the work of an `ignoringCancel()` promise
     /// starts. What that work does at once comes first: if its start made runs wait for a level
-    /// below (past `Nesting.limit`), the rest waits behind them, as it would have come after
-    /// them had they run nested (`Nesting.afterWaiting`).
-    private final func skip(_ ahead: [Stage], then next: @escaping () -> Void) {
-        var ahead = ahead
+    /// below (past `Nesting.limit`, or in a shared promise's settle inside another's), the rest
+    /// waits behind them, as it would have come after them had they run nested
+    /// (`Nesting.afterWaiting`). (Work starts only at a chain's first stage, the walk's head or
+    /// a timeout's work's, so the rest is mostly `ensure` steps.)
+    private final func skip(_ ahead: consuming [Stage], then next: @escaping () -> Void) {
         while let stage = ahead.popLast() {
             // A `timeout`'s first stage holds its work's chain, which the run never started: its
             // steps are stopped here too, first step first. (A list, not recursion, for timeouts
@@ -4131,7 +4140,8 @@ nonisolated extension Engine.Run {
             stage.ignoring.map(startIgnored)
             for member in stage.ignoringMembers { member.ignoredWork.forEach(startIgnored) }
             guard Engine.Nesting.waitingCount == mark else {
-                return Engine.Nesting.afterWaiting(since: mark) { self.skip(ahead, then: next) }
+                let rest = copy ahead
+                return Engine.Nesting.afterWaiting(since: mark) { self.skip(rest, then: next) }
             }
         }
         next()
@@ -4510,7 +4520,7 @@ nonisolated extension Engine {
         /// `setAlarm`); what comes after the start of work that ignores cancel, after the runs
         /// the start made wait (those that wait since `waitingCount` was `mark`): a stopping
         /// combination's end (`Join.cancelMembers`), the rest of a cancelled run's end
-        /// (`Run.skip`).
+        /// (`Run.skip`), the release of a member cancelled before its start (`Run.start`).
         @usableFromInline static func afterWaiting(
             since mark: Int = 0, _ fire: @escaping () -> Void
         ) {

@@ -146,4 +146,32 @@ import Testing
         open.fulfill(())
         #expect(log.all == ["upload started", "leaf's ensure", "run's ensure"])
     }
+
+    /// A known issue (review63): a member that reaches work that ignores cancel *before* it is
+    /// cancelled, where the work's run waits for the levels below (its start one level below the
+    /// limit, at depth 30 here), returns from the work's operation at once; its sibling fails at
+    /// once, the combination cancels it, and it ends (`member's ensure`) before the work starts,
+    /// where `ignoringCancel()`'s doc has what the work does at once first. Every other depth
+    /// keeps the documented order. Not fixed: the start would have to hold the member's end,
+    /// which is not cancelled yet as it returns.
+    @Test(arguments: Array(24...40))
+    func aMemberCancelledAfterItReachedTheWorkEndsAfterWhatTheWorkDoesAtOnce(depth: Int) {
+        let log = Log()
+        let upload = Promise<Int, TestError> { resolver in
+            log.record("upload started")
+            resolver.fulfill(1)
+        }
+        let member = upload.ignoringCancel().ensure { log.record("member's ensure") }
+        let failing = Promise<Int, TestError> { $0.reject(TestError("offline")) }
+        let leaf = when(fulfilled: [member, failing]).map { $0[0] }
+        let nested = (0..<depth).reduce(leaf) { promise, _ in
+            when(fulfilled: [promise]).map { $0[0] }
+        }
+        nested.run { _ in }
+        withKnownIssue("the work's start waits, and the member ends first (review63)") {
+            #expect(log.all == ["upload started", "member's ensure"])
+        } when: {
+            depth == 30
+        }
+    }
 }

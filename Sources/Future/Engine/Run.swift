@@ -17,7 +17,7 @@
 // `resolve`, `onCancel`, `callLate`, then `Resolver.settle`, which calls the next for the work of a
 // timeout or an `ignoringCancel()` promise, and `Resolver.resolve(_:carriedOnBy:)`, which every
 // outcome goes through); hopping to a queue (`awaitQueue`, `queueArrived`); cancelling and ending
-// (`cancel(call:)`, `hold`, `release`, `end`, `skip`); ties to invalidation tokens
+// (`cancel(call:)`, `hold`, `release`, `end`, `skipReached`, `skip`); ties to invalidation tokens
 // (`isValid(_:)`).
 //
 // The life of a run, in calls: a terminal (through `Promise.start`, Running.swift) makes it
@@ -355,8 +355,9 @@ nonisolated extension Engine {
         /// what its end waits for: the thread that drives it, `thread`, until it stops it at its
         /// next check (before the run started, the start to come, with no thread); the
         /// canceller, until the cancel handlers have returned; a handler added late, until it
-        /// returns; each combination or timeout it runs, until what it counts has stopped (see
-        /// `hold()`, and the glossary). A few: an
+        /// returns; each combination or timeout it runs, until what it counts has stopped; the
+        /// skip of a stage it reached cancelled, until it is done (see `hold()`, and the
+        /// glossary). A few: an
         /// `Int32`, so that the state takes four words, not five. `call`: the call that was
         /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
@@ -1117,9 +1118,10 @@ nonisolated extension Engine.Run {
     }
 
     /// Ends the run. A cancelled run first lets go of its hop, if it waited for a queue (the
-    /// deadline, the output), and skips the stages still ahead, innermost chain first. Then
-    /// the run lets go of its chains, and its completion gets the outcome, in the slot given, or
-    /// with `nil` hears that the run was cancelled.
+    /// deadline, the output), and skips the stages still ahead, innermost chain first (perhaps
+    /// after runs that the work they start made wait: see `skip`). Then the run lets go of its
+    /// chains, and its completion gets the outcome, in the slot given, or with `nil` hears that
+    /// the run was cancelled.
     private final func end(with outcome: Slot?) {
         let driver = self.driver
         // The hop of a run cancelled as it waited for its queue, which no drive resumes. (An
@@ -1139,10 +1141,15 @@ nonisolated extension Engine.Run {
             }
         case .operation?, nil: break
         }
-        // The stages ahead are skipped, then the end goes on here again, with none ahead.
-        var ahead: [Stage] = []  // the next last, as `skip` takes them
+        // The stages ahead are skipped, then the end goes on here again: its hop taken, the
+        // plan empty, the run still `ending`. They are handed over, not kept here, so that they,
+        // and what their steps captured, go before the completion, as after a last step.
+        var ahead: [Stage] = []
         while let stage = driver.pointee.plan.pop() { ahead.append(stage.takeUnretainedValue()) }
-        guard ahead.isEmpty else { return skip(ahead.reversed()) { self.end(with: outcome) } }
+        guard ahead.isEmpty else {
+            ahead.reverse()  // the next last, as `skip` takes them
+            return skip(consume ahead) { self.end(with: outcome) }
+        }
         // A handle, or a resolver an operation kept, may keep the run long after its end: not
         // what the chains' steps captured.
         driver.pointee.plan = Plan()
@@ -1178,10 +1185,11 @@ nonisolated extension Engine.Run {
     /// Skips `ahead`, the stages that a cancelled run does not take, the last first, then calls
     /// `next`: an `ensure` step runs all the same, and the work of an `ignoringCancel()` promise
     /// starts. What that work does at once comes first: if its start made runs wait for a level
-    /// below (past `Nesting.limit`), the rest waits behind them, as it would have come after
-    /// them had they run nested (`Nesting.afterWaiting`).
-    private final func skip(_ ahead: [Stage], then next: @escaping () -> Void) {
-        var ahead = ahead
+    /// below (past `Nesting.limit`, or in a shared promise's settle inside another's), the rest
+    /// waits behind them, as it would have come after them had they run nested
+    /// (`Nesting.afterWaiting`). (Work starts only at a chain's first stage, the walk's head or
+    /// a timeout's work's, so the rest is mostly `ensure` steps.)
+    private final func skip(_ ahead: consuming [Stage], then next: @escaping () -> Void) {
         while let stage = ahead.popLast() {
             // A `timeout`'s first stage holds its work's chain, which the run never started: its
             // steps are stopped here too, first step first. (A list, not recursion, for timeouts
@@ -1198,7 +1206,8 @@ nonisolated extension Engine.Run {
             stage.ignoring.map(startIgnored)
             for member in stage.ignoringMembers { member.ignoredWork.forEach(startIgnored) }
             guard Engine.Nesting.waitingCount == mark else {
-                return Engine.Nesting.afterWaiting(since: mark) { self.skip(ahead, then: next) }
+                let rest = copy ahead
+                return Engine.Nesting.afterWaiting(since: mark) { self.skip(rest, then: next) }
             }
         }
         next()
