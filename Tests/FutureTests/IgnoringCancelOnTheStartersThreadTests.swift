@@ -115,15 +115,26 @@ import Testing
             ])
     }
 
+    /// Where the run that its own step cancels, deep in combinations, meets the work that
+    /// ignores cancel (see the test below).
+    enum Reach: CaseIterable {
+        /// The step returns a `when` whose member ignores cancel.
+        case combination
+        /// The same `when`, as a `timeout`'s work, with an `ensure` step of its own.
+        case timeoutsWork
+        /// The step is the first member of that `when`: it cancels the second before its start.
+        case member
+    }
+
     /// A run cancelled by its own step, deep in combinations nested around it (`depth` levels),
-    /// reaches a `when` whose member ignores cancel, then an `ensure` step (or, `asMember`, the
-    /// step is the first member of that `when`, and it cancels the second before its start):
-    /// the member's work starts, and what it does at once comes before the `ensure` step and the
-    /// run's end, at every depth. (Past 32 levels a run started waits for the levels below:
-    /// README's "Nesting is flat"; there the `ensure` step came first, as review62 sketched.)
-    @Test(arguments: [false, true], Array(24...40))
+    /// reaches work that ignores cancel (`reach`), then `ensure` steps: the work starts, and what
+    /// it does at once comes before the `ensure` steps and the run's end, at every depth. (Past 32
+    /// levels a run started waits for the levels below: README's "Nesting is flat"; there the
+    /// `ensure` steps came first, from depth 30 on, as review62 sketched.)
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test(arguments: Reach.allCases, Array(24...40))
     func aRunCancelledDeepInCombinationsStartsTheWorkThatIgnoresCancelBeforeItsEnsure(
-        asMember: Bool, depth: Int
+        reach: Reach, depth: Int
     ) {
         let log = Log()
         let handles = Delivery<RunHandle>()
@@ -132,19 +143,26 @@ import Testing
             resolver.fulfill(1)
         }
         let reaching = when(fulfilled: [upload.ignoringCancel()]).map { $0[0] }
+        let timed = reaching.ensure { log.record("work's ensure") }
+            .timeout(.seconds(60), orFailWith: TestError("late"))
         let cancelling = Promise<Int, TestError>(value: 0).then { _ -> Promise<Int, TestError> in
             handles.wait()?.cancel()  // the run's own step cancels it
-            return asMember ? Promise(value: 0) : reaching
+            switch reach {
+            case .combination: return reaching
+            case .timeoutsWork: return timed
+            case .member: return Promise(value: 0)
+            }
         }
         let beside = when(fulfilled: [cancelling, upload.ignoringCancel()]).map { $0[0] }
-        let leaf = (asMember ? beside : cancelling).ensure { log.record("leaf's ensure") }
+        let leaf = (reach == .member ? beside : cancelling).ensure { log.record("leaf's ensure") }
         let nested = (0..<depth).reduce(leaf) { promise, _ in
             when(fulfilled: [promise]).map { $0[0] }
         }
         let (gate, open) = Promise<Void, TestError>.pending()
         handles.send(gate.then { _ in nested }.ensure { log.record("run's ensure") }.run { _ in })
         open.fulfill(())
-        #expect(log.all == ["upload started", "leaf's ensure", "run's ensure"])
+        let work = ["upload started"] + (reach == .timeoutsWork ? ["work's ensure"] : [])
+        #expect(log.all == work + ["leaf's ensure", "run's ensure"])
     }
 
     /// A known issue (review63): a member that reaches work that ignores cancel *before* it is
