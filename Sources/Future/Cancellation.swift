@@ -173,9 +173,9 @@ nonisolated extension Promise {
         }
         let operation = Engine.Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Value, Failure>) in
-            start(
-                resolver.run,
-                Callback { _, outcome in resolver.settle(with: outcome) })
+            resolver.run.startApart(in: resolver.call) {
+                start(resolver.run, Callback { _, outcome in resolver.settle(with: outcome) })
+            }
         }
         // The work alone, for a run that reaches this promise cancelled or never starts it.
         let ignored: @Sendable (Engine.Run) -> Void = { start($0, Callback { _, _ in }) }

@@ -2188,9 +2188,9 @@ nonisolated extension Promise {
         }
         let operation = Engine.Operation(file: #fileID, line: #line) {
             (resolver: Resolver<Value, Failure>) in
-            start(
-                resolver.run,
-                Callback { _, outcome in resolver.settle(with: outcome) })
+            resolver.run.startApart(in: resolver.call) {
+                start(resolver.run, Callback { _, outcome in resolver.settle(with: outcome) })
+            }
         }
         // The work alone, for a run that reaches this promise cancelled or never starts it.
         let ignored: @Sendable (Engine.Run) -> Void = { start($0, Callback { _, _ in }) }
@@ -4151,6 +4151,25 @@ nonisolated extension Engine.Run {
     /// that a settled combination never started): cancelling does not reach it, and nobody
     /// waits for its outcome.
     @usableFromInline final func startIgnored(_ work: @Sendable (Run) -> Void) { work(self) }
+
+    /// Calls `start`, which starts the work of an `ignoringCancel()` promise that this run
+    /// reached, in call `call`. If the work's run waits for a level below (past `Nesting.limit`,
+    /// or in a shared promise's settle inside another's), the call returns before what the work
+    /// does at once: so a cancel of the call meanwhile holds the run's end until then, as the
+    /// call would have returned after it had the work run nested. (A cancel on another thread
+    /// does not know when the work starts here.) The call is this run's own, a chain's first
+    /// stage's: while its operation runs, the driving thread holds the run, so that its
+    /// handlers find it `cancelling`, never ending.
+    final func startApart(in call: Int, _ start: () -> Void) {
+        let mark = Engine.Nesting.waitingCount
+        start()
+        guard Engine.Nesting.waitingCount > mark else { return }
+        onCancel(call) { reporter in
+            let run = reporter.run  // this run, `cancelling` as its pending call's handlers run
+            run.hold()
+            Engine.Nesting.afterWaiting(since: mark) { run.release() }
+        }
+    }
 }
 
 // MARK: Ties to invalidation tokens
@@ -4520,7 +4539,8 @@ nonisolated extension Engine {
         /// `setAlarm`); what comes after the start of work that ignores cancel, after the runs
         /// the start made wait (those that wait since `waitingCount` was `mark`): a stopping
         /// combination's end (`Join.cancelMembers`), the rest of a cancelled run's end
-        /// (`Run.skip`), the release of a member cancelled before its start (`Run.start`).
+        /// (`Run.skip`), the release of a member cancelled before its start (`Run.start`) or of
+        /// a run cancelled as the work it reached waits (`Run.startApart`).
         @usableFromInline static func afterWaiting(
             since mark: Int = 0, _ fire: @escaping () -> Void
         ) {

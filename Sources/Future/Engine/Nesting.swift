@@ -218,7 +218,8 @@ nonisolated extension Engine {
         /// `setAlarm`); what comes after the start of work that ignores cancel, after the runs
         /// the start made wait (those that wait since `waitingCount` was `mark`): a stopping
         /// combination's end (`Join.cancelMembers`), the rest of a cancelled run's end
-        /// (`Run.skip`), the release of a member cancelled before its start (`Run.start`).
+        /// (`Run.skip`), the release of a member cancelled before its start (`Run.start`) or of
+        /// a run cancelled as the work it reached waits (`Run.startApart`).
         @usableFromInline static func afterWaiting(
             since mark: Int = 0, _ fire: @escaping () -> Void
         ) {

@@ -1217,6 +1217,25 @@ nonisolated extension Engine.Run {
     /// that a settled combination never started): cancelling does not reach it, and nobody
     /// waits for its outcome.
     @usableFromInline final func startIgnored(_ work: @Sendable (Run) -> Void) { work(self) }
+
+    /// Calls `start`, which starts the work of an `ignoringCancel()` promise that this run
+    /// reached, in call `call`. If the work's run waits for a level below (past `Nesting.limit`,
+    /// or in a shared promise's settle inside another's), the call returns before what the work
+    /// does at once: so a cancel of the call meanwhile holds the run's end until then, as the
+    /// call would have returned after it had the work run nested. (A cancel on another thread
+    /// does not know when the work starts here.) The call is this run's own, a chain's first
+    /// stage's: while its operation runs, the driving thread holds the run, so that its
+    /// handlers find it `cancelling`, never ending.
+    final func startApart(in call: Int, _ start: () -> Void) {
+        let mark = Engine.Nesting.waitingCount
+        start()
+        guard Engine.Nesting.waitingCount > mark else { return }
+        onCancel(call) { reporter in
+            let run = reporter.run  // this run, `cancelling` as its pending call's handlers run
+            run.hold()
+            Engine.Nesting.afterWaiting(since: mark) { run.release() }
+        }
+    }
 }
 
 // MARK: Ties to invalidation tokens
