@@ -4078,9 +4078,9 @@ nonisolated extension Engine.Run {
         // The stages ahead are skipped, then the end goes on here again: its hop taken, the
         // plan empty, the run still `ending`. They are handed over, not kept here, so that they,
         // and what their steps captured, go before the completion, as after a last step.
-        var ahead: [Stage] = []
-        while let stage = driver.pointee.plan.pop() { ahead.append(stage.takeUnretainedValue()) }
-        guard ahead.isEmpty else {
+        if let first = driver.pointee.plan.pop() {
+            var ahead = [first.takeUnretainedValue()]
+            while let next = driver.pointee.plan.pop() { ahead.append(next.takeUnretainedValue()) }
             ahead.reverse()  // the next last, as `skip` takes them
             return skip(consume ahead) { self.end(with: outcome) }
         }
@@ -4155,20 +4155,18 @@ nonisolated extension Engine.Run {
     /// Calls `start`, which starts the work of an `ignoringCancel()` promise that this run
     /// reached, in call `call`. If the work's run waits for a level below (past `Nesting.limit`,
     /// or in a shared promise's settle inside another's), the call returns before what the work
-    /// does at once: so a cancel of the call meanwhile holds the run's end until then, as the
-    /// call would have returned after it had the work run nested. (A cancel on another thread
-    /// does not know when the work starts here.) The call is this run's own, a chain's first
-    /// stage's: while its operation runs, the driving thread holds the run, so that its
-    /// handlers find it `cancelling`, never ending.
+    /// does at once: so a cancel of the call on this thread before the work has started holds
+    /// the run's end until then (`Nesting.awaitStart`), as the call would have returned after
+    /// it had the work run nested. (A cancel on another thread once the call has returned does
+    /// not know when the work starts here.) The call is this run's own, a chain's first stage's:
+    /// while its operation runs, the driving thread holds the run, so that its handlers find it
+    /// `cancelling`, never ending.
     final func startApart(in call: Int, _ start: () -> Void) {
         let mark = Engine.Nesting.waitingCount
         start()
         guard Engine.Nesting.waitingCount > mark else { return }
-        onCancel(call) { reporter in
-            let run = reporter.run  // this run, `cancelling` as its pending call's handlers run
-            run.hold()
-            Engine.Nesting.afterWaiting(since: mark) { run.release() }
-        }
+        Engine.Nesting.awaitStart(by: self)
+        onCancel(call) { reporter in Engine.Nesting.holdUntilStarted(reporter.run) }
     }
 }
 
@@ -4332,8 +4330,10 @@ nonisolated extension Engine {
 // MARK: - Engine/Nesting
 
 // Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack: the
-// levels that `Run.drive` adds and takes away (`nest`, `unnest`), and those of a release. Builds
-// on Run.swift, whose runs wait here for room (`Run.drive`).
+// levels that `Run.drive` adds and takes away (`nest`, `unnest`), and those of a release; and
+// what waits behind the runs that wait for room (a cancelled run's end, behind the work that
+// ignores cancel it started: `afterWaiting`, `awaitStart`). Builds on Run.swift, whose runs wait
+// here for room (`Run.drive`).
 
 // Runs and releases can nest without bound. A run started or resumed inside a step of another run
 // (a combination's member, a shared run, a resolver called from a step, a cancel handler) runs on
@@ -4394,6 +4394,10 @@ nonisolated extension Engine {
         private var queue: DispatchQueue?
         /// The run this thread drove as the cancel under way on it began (see `drivenRun`).
         private var drivenAsCancelBegan: Run?
+        /// Runs whose calls started work apart that waits here for a level below, once for each
+        /// such work until it has started; and those of them whose end a cancel on this thread
+        /// holds until then (see `awaitStart`).
+        private var startsAwaited: (starters: [Run], held: [Run]) = ([], [])
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
@@ -4545,6 +4549,37 @@ nonisolated extension Engine {
             since mark: Int = 0, _ fire: @escaping () -> Void
         ) {
             withCurrent { $0.after(waitingSince: mark, fire) }
+        }
+
+        /// For `Run.startApart`: the work that `starter`'s call started waits here, last, for a
+        /// level below. Until it has started, and what it makes wait with it, a cancel of
+        /// `starter` on this thread holds its end (`holdUntilStarted`).
+        static func awaitStart(by starter: Run) {
+            withCurrent { nesting in
+                nesting.startsAwaited.starters.append(starter)
+                nesting.waiting.append {  // behind the work's run
+                    let index = nesting.startsAwaited.starters.firstIndex { $0 === starter }!
+                    nesting.startsAwaited.starters.remove(at: index)
+                    guard !nesting.startsAwaited.starters.contains(where: { $0 === starter }),
+                        let held = nesting.startsAwaited.held.firstIndex(where: { $0 === starter })
+                    else { return }
+                    nesting.startsAwaited.held.remove(at: held)
+                    starter.release()
+                }
+            }
+        }
+
+        /// Holds the end of `run`, cancelled on this thread, until the work its calls started
+        /// has started, if some waits here (see `awaitStart`).
+        static func holdUntilStarted(_ run: Run) {
+            withCurrent { nesting in
+                let awaited = nesting.startsAwaited
+                guard awaited.starters.contains(where: { $0 === run }),
+                    !awaited.held.contains(where: { $0 === run })
+                else { return }
+                run.hold()
+                nesting.startsAwaited.held.append(run)
+            }
         }
 
         /// How many runs (and what is due behind them) wait on this thread for a level below.

@@ -186,4 +186,62 @@ import Testing
         nested.run { _ in }
         #expect(log.all == ["upload started", "member's ensure"])
     }
+
+    /// The same, where the sibling that fails, placed first, is a run whose own member waited
+    /// for the levels below *before* the member reached the work (at depth 30): the level below
+    /// resumes both, the sibling first, and its failure cancels the member before the work has
+    /// started. The work starts first at every depth (elsewhere the member never starts, and
+    /// its `ensure` step does not run). (Found by review63b: the member ended first.)
+    @Test(arguments: Array(24...40))
+    func aSiblingThatWaitedFirstCancelsTheMemberAfterWhatTheWorkDoesAtOnce(depth: Int) {
+        let log = Log()
+        let upload = Promise<Int, TestError> { resolver in
+            log.record("upload started")
+            resolver.fulfill(1)
+        }
+        let member = upload.ignoringCancel().ensure { log.record("member's ensure") }
+        let rejecting = Promise<Int, TestError> { $0.reject(TestError("offline")) }.map { $0 }
+        let failing = when(fulfilled: [rejecting]).map { $0[0] }
+        let leaf = when(fulfilled: [failing, member]).map { $0[0] }
+        let nested = (0..<depth).reduce(leaf) { promise, _ in
+            when(fulfilled: [promise]).map { $0[0] }
+        }
+        nested.run { _ in }
+        #expect(log.all.first == "upload started")
+        #expect(Set(log.all).count == log.all.count)
+    }
+
+    /// A member reached the work where the work's run waited (30 levels deep), and the work
+    /// started long ago. Later a step on the same thread, beside a run that waits for the levels
+    /// below (`depth` levels deep), cancels the member's run: it ends, its `ensure` step first,
+    /// before `cancel()` returns, as a cancel does. (Review63b: an earlier fix held its end
+    /// behind the runs waiting there.)
+    @Test(arguments: Array(24...40))
+    func aLaterCancelFromAStepBesideAWaitingRunEndsTheMemberBeforeItReturns(depth: Int) {
+        let log = Log()
+        let resolvers = Delivery<Resolver<Int, TestError>>()
+        let upload = Promise<Int, TestError> { resolver in
+            log.record("upload started")
+            resolvers.send(resolver)
+        }
+        let member = upload.ignoringCancel().ensure { log.record("member's ensure") }
+        let first = (0..<30).reduce(when(fulfilled: [member]).map { $0[0] }) { promise, _ in
+            when(fulfilled: [promise]).map { $0[0] }
+        }
+        let handle = first.run { _ in }
+        let resolver = resolvers.wait()
+        let waits = when(fulfilled: [Promise<Int, TestError>(value: 0).map { $0 }]).map { $0[0] }
+        let cancelling = Promise<Int, TestError>(value: 0).map { value in
+            handle.cancel()
+            log.record("cancel returned")
+            return value
+        }
+        let leaf = when(fulfilled: [waits, cancelling]).map { $0[0] }
+        let second = (0..<depth).reduce(leaf) { promise, _ in
+            when(fulfilled: [promise]).map { $0[0] }
+        }
+        second.run { _ in }
+        #expect(log.all == ["upload started", "member's ensure", "cancel returned"])
+        _ = resolver
+    }
 }

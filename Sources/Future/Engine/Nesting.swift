@@ -1,6 +1,8 @@
 // Engine/Nesting.swift: how runs and releases nest without bound on one thread's stack: the
-// levels that `Run.drive` adds and takes away (`nest`, `unnest`), and those of a release. Builds
-// on Run.swift, whose runs wait here for room (`Run.drive`).
+// levels that `Run.drive` adds and takes away (`nest`, `unnest`), and those of a release; and
+// what waits behind the runs that wait for room (a cancelled run's end, behind the work that
+// ignores cancel it started: `afterWaiting`, `awaitStart`). Builds on Run.swift, whose runs wait
+// here for room (`Run.drive`).
 
 import Dispatch
 
@@ -73,6 +75,10 @@ nonisolated extension Engine {
         private var queue: DispatchQueue?
         /// The run this thread drove as the cancel under way on it began (see `drivenRun`).
         private var drivenAsCancelBegan: Run?
+        /// Runs whose calls started work apart that waits here for a level below, once for each
+        /// such work until it has started; and those of them whose end a cancel on this thread
+        /// holds until then (see `awaitStart`).
+        private var startsAwaited: (starters: [Run], held: [Run]) = ([], [])
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
@@ -224,6 +230,37 @@ nonisolated extension Engine {
             since mark: Int = 0, _ fire: @escaping () -> Void
         ) {
             withCurrent { $0.after(waitingSince: mark, fire) }
+        }
+
+        /// For `Run.startApart`: the work that `starter`'s call started waits here, last, for a
+        /// level below. Until it has started, and what it makes wait with it, a cancel of
+        /// `starter` on this thread holds its end (`holdUntilStarted`).
+        static func awaitStart(by starter: Run) {
+            withCurrent { nesting in
+                nesting.startsAwaited.starters.append(starter)
+                nesting.waiting.append {  // behind the work's run
+                    let index = nesting.startsAwaited.starters.firstIndex { $0 === starter }!
+                    nesting.startsAwaited.starters.remove(at: index)
+                    guard !nesting.startsAwaited.starters.contains(where: { $0 === starter }),
+                        let held = nesting.startsAwaited.held.firstIndex(where: { $0 === starter })
+                    else { return }
+                    nesting.startsAwaited.held.remove(at: held)
+                    starter.release()
+                }
+            }
+        }
+
+        /// Holds the end of `run`, cancelled on this thread, until the work its calls started
+        /// has started, if some waits here (see `awaitStart`).
+        static func holdUntilStarted(_ run: Run) {
+            withCurrent { nesting in
+                let awaited = nesting.startsAwaited
+                guard awaited.starters.contains(where: { $0 === run }),
+                    !awaited.held.contains(where: { $0 === run })
+                else { return }
+                run.hold()
+                nesting.startsAwaited.held.append(run)
+            }
         }
 
         /// How many runs (and what is due behind them) wait on this thread for a level below.

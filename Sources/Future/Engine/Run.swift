@@ -1144,9 +1144,9 @@ nonisolated extension Engine.Run {
         // The stages ahead are skipped, then the end goes on here again: its hop taken, the
         // plan empty, the run still `ending`. They are handed over, not kept here, so that they,
         // and what their steps captured, go before the completion, as after a last step.
-        var ahead: [Stage] = []
-        while let stage = driver.pointee.plan.pop() { ahead.append(stage.takeUnretainedValue()) }
-        guard ahead.isEmpty else {
+        if let first = driver.pointee.plan.pop() {
+            var ahead = [first.takeUnretainedValue()]
+            while let next = driver.pointee.plan.pop() { ahead.append(next.takeUnretainedValue()) }
             ahead.reverse()  // the next last, as `skip` takes them
             return skip(consume ahead) { self.end(with: outcome) }
         }
@@ -1221,20 +1221,18 @@ nonisolated extension Engine.Run {
     /// Calls `start`, which starts the work of an `ignoringCancel()` promise that this run
     /// reached, in call `call`. If the work's run waits for a level below (past `Nesting.limit`,
     /// or in a shared promise's settle inside another's), the call returns before what the work
-    /// does at once: so a cancel of the call meanwhile holds the run's end until then, as the
-    /// call would have returned after it had the work run nested. (A cancel on another thread
-    /// does not know when the work starts here.) The call is this run's own, a chain's first
-    /// stage's: while its operation runs, the driving thread holds the run, so that its
-    /// handlers find it `cancelling`, never ending.
+    /// does at once: so a cancel of the call on this thread before the work has started holds
+    /// the run's end until then (`Nesting.awaitStart`), as the call would have returned after
+    /// it had the work run nested. (A cancel on another thread once the call has returned does
+    /// not know when the work starts here.) The call is this run's own, a chain's first stage's:
+    /// while its operation runs, the driving thread holds the run, so that its handlers find it
+    /// `cancelling`, never ending.
     final func startApart(in call: Int, _ start: () -> Void) {
         let mark = Engine.Nesting.waitingCount
         start()
         guard Engine.Nesting.waitingCount > mark else { return }
-        onCancel(call) { reporter in
-            let run = reporter.run  // this run, `cancelling` as its pending call's handlers run
-            run.hold()
-            Engine.Nesting.afterWaiting(since: mark) { run.release() }
-        }
+        Engine.Nesting.awaitStart(by: self)
+        onCancel(call) { reporter in Engine.Nesting.holdUntilStarted(reporter.run) }
     }
 }
 
