@@ -190,8 +190,9 @@ import Testing
     /// The same, where the sibling that fails, placed first, is a run whose own member waited
     /// for the levels below *before* the member reached the work (at depth 30): the level below
     /// resumes both, the sibling first, and its failure cancels the member before the work has
-    /// started. The work starts first at every depth (elsewhere the member never starts, and
-    /// its `ensure` step does not run). (Found by review63b: the member ended first.)
+    /// started. The work starts first at every depth, and the member's `ensure` step, where it
+    /// runs (where the member started before the sibling failed), after it. (Found by
+    /// review63b: the member ended first.)
     @Test(arguments: Array(24...40))
     func aSiblingThatWaitedFirstCancelsTheMemberAfterWhatTheWorkDoesAtOnce(depth: Int) {
         let log = Log()

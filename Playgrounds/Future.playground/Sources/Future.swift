@@ -2176,7 +2176,10 @@ nonisolated extension Promise {
     ///
     /// The work starts on the thread that reaches it, as a promise a step returns does, and what
     /// it does there before it first waits (a compression before the upload, say) comes first: a
-    /// run cancelled meanwhile ends, as a run does, once that has returned.
+    /// run cancelled meanwhile ends, as a run does, once that has returned. (Past 32 levels of
+    /// runs on that thread, where the work waits for the levels below to return, README's
+    /// "Nesting is flat", a cancel from another thread once the work was reached may end the run
+    /// before the work starts.)
     public func ignoringCancel() -> Promise {
         typealias Callback = Engine.Callback<Value, Failure>
         let work = self
@@ -2429,8 +2432,9 @@ nonisolated public enum PromiseDiagnostics {
 //   before the next `ensure` step); and each combination or timeout the run runs (`Run.hold()`),
 //   until what it counts has stopped: a combination's member runs, its launch loop and the threads
 //   that call its members' cancel handlers (`Join`, which a stopping combination's verdict waits
-//   for too); a timeout's work's run; and the skip of a chain's first stage that the run
-//   reached cancelled (`Run.skipReached`), until it is done.
+//   for too); a timeout's work's run; the skip of a chain's first stage that the run reached
+//   cancelled (`Run.skipReached`), until it is done; and a cancel on the thread where the work
+//   that ignores cancel the run reached waits to start (`Run.startApart`), until it has started.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.
@@ -3290,8 +3294,9 @@ nonisolated extension Engine {
         /// next check (before the run started, the start to come, with no thread); the
         /// canceller, until the cancel handlers have returned; a handler added late, until it
         /// returns; each combination or timeout it runs, until what it counts has stopped; the
-        /// skip of a stage it reached cancelled, until it is done (see `hold()`, and the
-        /// glossary). A few: an
+        /// skip of a stage it reached cancelled, until it is done; a cancel on the thread where
+        /// the work that ignores cancel it reached waits to start, until it has started
+        /// (`startApart`; see `hold()`, and the glossary). A few: an
         /// `Int32`, so that the state takes four words, not five. `call`: the call that was
         /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
@@ -4024,8 +4029,9 @@ nonisolated extension Engine.Run {
 
     /// Holds the end of a cancelled run that has not ended: for a combination it runs, whose
     /// members' runs have not stopped yet, or a timeout, whose work's run has not, so that nothing
-    /// of them runs after the run's end (its `ensure` steps and its completion); or for a stage
-    /// skipped before the end, which may wait (`skipReached`). A combination's or timeout's is
+    /// of them runs after the run's end (its `ensure` steps and its completion); for a stage
+    /// skipped before the end, which may wait (`skipReached`); or for the work that ignores
+    /// cancel it reached, which waits to start (`startApart`). A combination's or timeout's is
     /// taken by the cancel handler of the pending call, which runs while the canceller, or the
     /// driving thread, holds the run, as the skip's by the driving thread: so it is always taken.
     @usableFromInline final func hold() {
@@ -4153,13 +4159,13 @@ nonisolated extension Engine.Run {
     @usableFromInline final func startIgnored(_ work: @Sendable (Run) -> Void) { work(self) }
 
     /// Calls `start`, which starts the work of an `ignoringCancel()` promise that this run
-    /// reached, in call `call`. If the work's run waits for a level below (past `Nesting.limit`,
-    /// or in a shared promise's settle inside another's), the call returns before what the work
-    /// does at once: so a cancel of the call on this thread before the work has started holds
-    /// the run's end until then (`Nesting.awaitStart`), as the call would have returned after
-    /// it had the work run nested. (A cancel on another thread once the call has returned does
-    /// not know when the work starts here.) The call is this run's own, a chain's first stage's:
-    /// while its operation runs, the driving thread holds the run, so that its handlers find it
+    /// reached, in call `call`. If the work's run waits for a level below (past `Nesting.limit`),
+    /// the call returns before what the work does at once: so a cancel of the run on this
+    /// thread before the work has started holds the run's end until then
+    /// (`Nesting.awaitStart`), as the call would have returned after it had the work run nested.
+    /// (A cancel on another thread, once the handler below is in place, does not know when the
+    /// work starts here.) The call is this run's own, a chain's first stage's: while its
+    /// operation runs, the driving thread holds the run, so that its handlers find it
     /// `cancelling`, never ending.
     final func startApart(in call: Int, _ start: () -> Void) {
         let mark = Engine.Nesting.waitingCount
@@ -4394,10 +4400,11 @@ nonisolated extension Engine {
         private var queue: DispatchQueue?
         /// The run this thread drove as the cancel under way on it began (see `drivenRun`).
         private var drivenAsCancelBegan: Run?
-        /// Runs whose calls started work apart that waits here for a level below, once for each
-        /// such work until it has started; and those of them whose end a cancel on this thread
-        /// holds until then (see `awaitStart`).
-        private var startsAwaited: (starters: [Run], held: [Run]) = ([], [])
+        /// Runs whose calls started work apart that waits here for a level below: how many such
+        /// works have not started yet, and whether a cancel on this thread holds the run's end
+        /// until then (see `awaitStart`). Keyed by the run, which the note behind its work
+        /// keeps alive: constant time for each, as a wide `when` of such members keeps thousands.
+        private var startsAwaited: [ObjectIdentifier: (works: Int, held: Bool)] = [:]
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
@@ -4543,8 +4550,7 @@ nonisolated extension Engine {
         /// `setAlarm`); what comes after the start of work that ignores cancel, after the runs
         /// the start made wait (those that wait since `waitingCount` was `mark`): a stopping
         /// combination's end (`Join.cancelMembers`), the rest of a cancelled run's end
-        /// (`Run.skip`), the release of a member cancelled before its start (`Run.start`) or of
-        /// a run cancelled as the work it reached waits (`Run.startApart`).
+        /// (`Run.skip`), the release of a member cancelled before its start (`Run.start`).
         @usableFromInline static func afterWaiting(
             since mark: Int = 0, _ fire: @escaping () -> Void
         ) {
@@ -4556,15 +4562,16 @@ nonisolated extension Engine {
         /// `starter` on this thread holds its end (`holdUntilStarted`).
         static func awaitStart(by starter: Run) {
             withCurrent { nesting in
-                nesting.startsAwaited.starters.append(starter)
+                let key = ObjectIdentifier(starter)
+                nesting.startsAwaited[key, default: (0, false)].works += 1
                 nesting.waiting.append {  // behind the work's run
-                    let index = nesting.startsAwaited.starters.firstIndex { $0 === starter }!
-                    nesting.startsAwaited.starters.remove(at: index)
-                    guard !nesting.startsAwaited.starters.contains(where: { $0 === starter }),
-                        let held = nesting.startsAwaited.held.firstIndex(where: { $0 === starter })
-                    else { return }
-                    nesting.startsAwaited.held.remove(at: held)
-                    starter.release()
+                    let awaited = nesting.startsAwaited[key]!
+                    guard awaited.works == 1 else {
+                        nesting.startsAwaited[key]!.works -= 1
+                        return
+                    }
+                    nesting.startsAwaited[key] = nil
+                    if awaited.held { starter.release() }
                 }
             }
         }
@@ -4573,12 +4580,10 @@ nonisolated extension Engine {
         /// has started, if some waits here (see `awaitStart`).
         static func holdUntilStarted(_ run: Run) {
             withCurrent { nesting in
-                let awaited = nesting.startsAwaited
-                guard awaited.starters.contains(where: { $0 === run }),
-                    !awaited.held.contains(where: { $0 === run })
-                else { return }
+                let key = ObjectIdentifier(run)
+                guard nesting.startsAwaited[key]?.held == false else { return }
+                nesting.startsAwaited[key]!.held = true
                 run.hold()
-                nesting.startsAwaited.held.append(run)
             }
         }
 

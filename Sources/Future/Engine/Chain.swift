@@ -38,8 +38,9 @@
 //   before the next `ensure` step); and each combination or timeout the run runs (`Run.hold()`),
 //   until what it counts has stopped: a combination's member runs, its launch loop and the threads
 //   that call its members' cancel handlers (`Join`, which a stopping combination's verdict waits
-//   for too); a timeout's work's run; and the skip of a chain's first stage that the run
-//   reached cancelled (`Run.skipReached`), until it is done.
+//   for too); a timeout's work's run; the skip of a chain's first stage that the run reached
+//   cancelled (`Run.skipReached`), until it is done; and a cancel on the thread where the work
+//   that ignores cancel the run reached waits to start (`Run.startApart`), until it has started.
 // - completion: what gets a run's outcome, such as a terminal's closure (`Engine.Completion`).
 // - reporter: what a resolver reports to: a run, or a join for a member it calls directly.
 // - join: one run of a combination, which runs its members and asks its policy as each ends.

@@ -75,10 +75,11 @@ nonisolated extension Engine {
         private var queue: DispatchQueue?
         /// The run this thread drove as the cancel under way on it began (see `drivenRun`).
         private var drivenAsCancelBegan: Run?
-        /// Runs whose calls started work apart that waits here for a level below, once for each
-        /// such work until it has started; and those of them whose end a cancel on this thread
-        /// holds until then (see `awaitStart`).
-        private var startsAwaited: (starters: [Run], held: [Run]) = ([], [])
+        /// Runs whose calls started work apart that waits here for a level below: how many such
+        /// works have not started yet, and whether a cancel on this thread holds the run's end
+        /// until then (see `awaitStart`). Keyed by the run, which the note behind its work
+        /// keeps alive: constant time for each, as a wide `when` of such members keeps thousands.
+        private var startsAwaited: [ObjectIdentifier: (works: Int, held: Bool)] = [:]
 
         /// Calls `body` with this thread's nesting (without retaining it: the thread keeps it).
         static func withCurrent<T>(_ body: (Nesting) -> T) -> T {
@@ -224,8 +225,7 @@ nonisolated extension Engine {
         /// `setAlarm`); what comes after the start of work that ignores cancel, after the runs
         /// the start made wait (those that wait since `waitingCount` was `mark`): a stopping
         /// combination's end (`Join.cancelMembers`), the rest of a cancelled run's end
-        /// (`Run.skip`), the release of a member cancelled before its start (`Run.start`) or of
-        /// a run cancelled as the work it reached waits (`Run.startApart`).
+        /// (`Run.skip`), the release of a member cancelled before its start (`Run.start`).
         @usableFromInline static func afterWaiting(
             since mark: Int = 0, _ fire: @escaping () -> Void
         ) {
@@ -237,15 +237,16 @@ nonisolated extension Engine {
         /// `starter` on this thread holds its end (`holdUntilStarted`).
         static func awaitStart(by starter: Run) {
             withCurrent { nesting in
-                nesting.startsAwaited.starters.append(starter)
+                let key = ObjectIdentifier(starter)
+                nesting.startsAwaited[key, default: (0, false)].works += 1
                 nesting.waiting.append {  // behind the work's run
-                    let index = nesting.startsAwaited.starters.firstIndex { $0 === starter }!
-                    nesting.startsAwaited.starters.remove(at: index)
-                    guard !nesting.startsAwaited.starters.contains(where: { $0 === starter }),
-                        let held = nesting.startsAwaited.held.firstIndex(where: { $0 === starter })
-                    else { return }
-                    nesting.startsAwaited.held.remove(at: held)
-                    starter.release()
+                    let awaited = nesting.startsAwaited[key]!
+                    guard awaited.works == 1 else {
+                        nesting.startsAwaited[key]!.works -= 1
+                        return
+                    }
+                    nesting.startsAwaited[key] = nil
+                    if awaited.held { starter.release() }
                 }
             }
         }
@@ -254,12 +255,10 @@ nonisolated extension Engine {
         /// has started, if some waits here (see `awaitStart`).
         static func holdUntilStarted(_ run: Run) {
             withCurrent { nesting in
-                let awaited = nesting.startsAwaited
-                guard awaited.starters.contains(where: { $0 === run }),
-                    !awaited.held.contains(where: { $0 === run })
-                else { return }
+                let key = ObjectIdentifier(run)
+                guard nesting.startsAwaited[key]?.held == false else { return }
+                nesting.startsAwaited[key]!.held = true
                 run.hold()
-                nesting.startsAwaited.held.append(run)
             }
         }
 

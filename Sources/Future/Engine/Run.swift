@@ -356,8 +356,9 @@ nonisolated extension Engine {
         /// next check (before the run started, the start to come, with no thread); the
         /// canceller, until the cancel handlers have returned; a handler added late, until it
         /// returns; each combination or timeout it runs, until what it counts has stopped; the
-        /// skip of a stage it reached cancelled, until it is done (see `hold()`, and the
-        /// glossary). A few: an
+        /// skip of a stage it reached cancelled, until it is done; a cancel on the thread where
+        /// the work that ignores cancel it reached waits to start, until it has started
+        /// (`startApart`; see `hold()`, and the glossary). A few: an
         /// `Int32`, so that the state takes four words, not five. `call`: the call that was
         /// pending, whose late handlers run at once.
         case cancelling(thread: pthread_t?, holds: Int32, call: Int?)
@@ -1090,8 +1091,9 @@ nonisolated extension Engine.Run {
 
     /// Holds the end of a cancelled run that has not ended: for a combination it runs, whose
     /// members' runs have not stopped yet, or a timeout, whose work's run has not, so that nothing
-    /// of them runs after the run's end (its `ensure` steps and its completion); or for a stage
-    /// skipped before the end, which may wait (`skipReached`). A combination's or timeout's is
+    /// of them runs after the run's end (its `ensure` steps and its completion); for a stage
+    /// skipped before the end, which may wait (`skipReached`); or for the work that ignores
+    /// cancel it reached, which waits to start (`startApart`). A combination's or timeout's is
     /// taken by the cancel handler of the pending call, which runs while the canceller, or the
     /// driving thread, holds the run, as the skip's by the driving thread: so it is always taken.
     @usableFromInline final func hold() {
@@ -1219,13 +1221,13 @@ nonisolated extension Engine.Run {
     @usableFromInline final func startIgnored(_ work: @Sendable (Run) -> Void) { work(self) }
 
     /// Calls `start`, which starts the work of an `ignoringCancel()` promise that this run
-    /// reached, in call `call`. If the work's run waits for a level below (past `Nesting.limit`,
-    /// or in a shared promise's settle inside another's), the call returns before what the work
-    /// does at once: so a cancel of the call on this thread before the work has started holds
-    /// the run's end until then (`Nesting.awaitStart`), as the call would have returned after
-    /// it had the work run nested. (A cancel on another thread once the call has returned does
-    /// not know when the work starts here.) The call is this run's own, a chain's first stage's:
-    /// while its operation runs, the driving thread holds the run, so that its handlers find it
+    /// reached, in call `call`. If the work's run waits for a level below (past `Nesting.limit`),
+    /// the call returns before what the work does at once: so a cancel of the run on this
+    /// thread before the work has started holds the run's end until then
+    /// (`Nesting.awaitStart`), as the call would have returned after it had the work run nested.
+    /// (A cancel on another thread, once the handler below is in place, does not know when the
+    /// work starts here.) The call is this run's own, a chain's first stage's: while its
+    /// operation runs, the driving thread holds the run, so that its handlers find it
     /// `cancelling`, never ending.
     final func startApart(in call: Int, _ start: () -> Void) {
         let mark = Engine.Nesting.waitingCount
