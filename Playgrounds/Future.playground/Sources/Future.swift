@@ -2177,9 +2177,9 @@ nonisolated extension Promise {
     /// The work starts on the thread that reaches it, as a promise a step returns does, and what
     /// it does there before it first waits (a compression before the upload, say) comes first: a
     /// run cancelled meanwhile ends, as a run does, once that has returned. (Past 32 levels of
-    /// runs on that thread, where the work waits for the levels below to return, README's
-    /// "Nesting is flat", a cancel from another thread once the work was reached may end the run
-    /// before the work starts.)
+    /// runs on that thread, where the work waits for the levels below to return, as README's
+    /// "Nesting is flat" says, a cancel from another thread may end the run before the work
+    /// starts.)
     public func ignoringCancel() -> Promise {
         typealias Callback = Engine.Callback<Value, Failure>
         let work = self
