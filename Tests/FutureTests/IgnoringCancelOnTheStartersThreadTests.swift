@@ -115,6 +115,24 @@ import Testing
             ])
     }
 
+    /// Work that records that it started, then succeeds at once, or hands its resolver to
+    /// `keep`.
+    static func upload(
+        _ log: Log, keep: (@Sendable (Resolver<Int, TestError>) -> Void)? = nil
+    ) -> Promise<Int, TestError> {
+        Promise { resolver in
+            log.record("upload started")
+            guard let keep else { return resolver.fulfill(1) }
+            keep(resolver)
+        }
+    }
+
+    /// `innermost` in a `when` in a `when` … `depth` deep.
+    static func nested(_ innermost: Promise<Int, TestError>, depth: Int) -> Promise<Int, TestError>
+    {
+        (0..<depth).reduce(innermost) { promise, _ in when(fulfilled: [promise]).map { $0[0] } }
+    }
+
     /// Where the run that its own step cancels, deep in combinations, meets the work that
     /// ignores cancel (see the test below).
     enum Reach: CaseIterable {
@@ -138,10 +156,7 @@ import Testing
     ) {
         let log = Log()
         let handles = Delivery<RunHandle>()
-        let upload = Promise<Int, TestError> { resolver in
-            log.record("upload started")
-            resolver.fulfill(1)
-        }
+        let upload = Self.upload(log)
         let reaching = when(fulfilled: [upload.ignoringCancel()]).map { $0[0] }
         let timed = reaching.ensure { log.record("work's ensure") }
             .timeout(.seconds(60), orFailWith: TestError("late"))
@@ -155,9 +170,7 @@ import Testing
         }
         let beside = when(fulfilled: [cancelling, upload.ignoringCancel()]).map { $0[0] }
         let leaf = (reach == .member ? beside : cancelling).ensure { log.record("leaf's ensure") }
-        let nested = (0..<depth).reduce(leaf) { promise, _ in
-            when(fulfilled: [promise]).map { $0[0] }
-        }
+        let nested = Self.nested(leaf, depth: depth)
         let (gate, open) = Promise<Void, TestError>.pending()
         handles.send(gate.then { _ in nested }.ensure { log.record("run's ensure") }.run { _ in })
         open.fulfill(())
@@ -173,16 +186,11 @@ import Testing
     @Test(arguments: Array(24...40))
     func aMemberCancelledAfterItReachedTheWorkEndsAfterWhatTheWorkDoesAtOnce(depth: Int) {
         let log = Log()
-        let upload = Promise<Int, TestError> { resolver in
-            log.record("upload started")
-            resolver.fulfill(1)
-        }
+        let upload = Self.upload(log)
         let member = upload.ignoringCancel().ensure { log.record("member's ensure") }
         let failing = Promise<Int, TestError> { $0.reject(TestError("offline")) }
         let leaf = when(fulfilled: [member, failing]).map { $0[0] }
-        let nested = (0..<depth).reduce(leaf) { promise, _ in
-            when(fulfilled: [promise]).map { $0[0] }
-        }
+        let nested = Self.nested(leaf, depth: depth)
         nested.run { _ in }
         #expect(log.all == ["upload started", "member's ensure"])
     }
@@ -196,17 +204,12 @@ import Testing
     @Test(arguments: Array(24...40))
     func aSiblingThatWaitedFirstCancelsTheMemberAfterWhatTheWorkDoesAtOnce(depth: Int) {
         let log = Log()
-        let upload = Promise<Int, TestError> { resolver in
-            log.record("upload started")
-            resolver.fulfill(1)
-        }
+        let upload = Self.upload(log)
         let member = upload.ignoringCancel().ensure { log.record("member's ensure") }
         let rejecting = Promise<Int, TestError> { $0.reject(TestError("offline")) }.map { $0 }
         let failing = when(fulfilled: [rejecting]).map { $0[0] }
         let leaf = when(fulfilled: [failing, member]).map { $0[0] }
-        let nested = (0..<depth).reduce(leaf) { promise, _ in
-            when(fulfilled: [promise]).map { $0[0] }
-        }
+        let nested = Self.nested(leaf, depth: depth)
         nested.run { _ in }
         #expect(log.all.first == "upload started")
         #expect(Set(log.all).count == log.all.count)
@@ -221,14 +224,9 @@ import Testing
     func aLaterCancelFromAStepBesideAWaitingRunEndsTheMemberBeforeItReturns(depth: Int) {
         let log = Log()
         let resolvers = Delivery<Resolver<Int, TestError>>()
-        let upload = Promise<Int, TestError> { resolver in
-            log.record("upload started")
-            resolvers.send(resolver)
-        }
+        let upload = Self.upload(log) { resolvers.send($0) }
         let member = upload.ignoringCancel().ensure { log.record("member's ensure") }
-        let first = (0..<30).reduce(when(fulfilled: [member]).map { $0[0] }) { promise, _ in
-            when(fulfilled: [promise]).map { $0[0] }
-        }
+        let first = Self.nested(when(fulfilled: [member]).map { $0[0] }, depth: 30)
         let handle = first.run { _ in }
         let resolver = resolvers.wait()
         let waits = when(fulfilled: [Promise<Int, TestError>(value: 0).map { $0 }]).map { $0[0] }
@@ -238,10 +236,7 @@ import Testing
             return value
         }
         let leaf = when(fulfilled: [waits, cancelling]).map { $0[0] }
-        let second = (0..<depth).reduce(leaf) { promise, _ in
-            when(fulfilled: [promise]).map { $0[0] }
-        }
-        second.run { _ in }
+        Self.nested(leaf, depth: depth).run { _ in }
         #expect(log.all == ["upload started", "member's ensure", "cancel returned"])
         _ = resolver
     }
