@@ -4538,7 +4538,7 @@ nonisolated extension Engine {
                         call()
                         ahead.append(.afterwards(afterwards, since: mark))
                         ahead += nesting.cancels.take()!.reversed()
-                    case .afterwards(let body, let mark): nesting.after(waitingSince: mark, body)
+                    case .afterwards(let body, let mark): afterWaiting(since: mark, body)
                     }
                 }
             }
@@ -4554,7 +4554,10 @@ nonisolated extension Engine {
         @usableFromInline static func afterWaiting(
             since mark: Int = 0, _ fire: @escaping () -> Void
         ) {
-            withCurrent { $0.after(waitingSince: mark, fire) }
+            withCurrent { nesting in
+                guard nesting.waiting.count <= mark else { return nesting.waiting.append(fire) }
+                fire()
+            }
         }
 
         /// For `Run.startApart`: the work that `starter`'s call started waits here, last, for a
@@ -4565,11 +4568,9 @@ nonisolated extension Engine {
                 let key = ObjectIdentifier(starter)
                 nesting.startsAwaited[key, default: (0, false)].works += 1
                 nesting.waiting.append {  // behind the work's run
+                    nesting.startsAwaited[key]!.works -= 1
                     let awaited = nesting.startsAwaited[key]!
-                    guard awaited.works == 1 else {
-                        nesting.startsAwaited[key]!.works -= 1
-                        return
-                    }
+                    guard awaited.works == 0 else { return }
                     nesting.startsAwaited[key] = nil
                     if awaited.held { starter.release() }
                 }
@@ -4589,11 +4590,6 @@ nonisolated extension Engine {
 
         /// How many runs (and what is due behind them) wait on this thread for a level below.
         @usableFromInline static var waitingCount: Int { withCurrent { $0.waiting.count } }
-
-        private func after(waitingSince mark: Int, _ body: @escaping () -> Void) {
-            guard waiting.count <= mark else { return waiting.append(body) }
-            body()
-        }
 
         /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
         /// in its turn, as nested calls would: before the next waiter, and with it the waiters of
@@ -5103,23 +5099,20 @@ nonisolated extension Engine {
                         defer { guarded.launching = true }  // by this thread, if by none
                         return .waits(launch: !guarded.launching)
                     case let verdict:
-                        let cancels = takeCancels()
-                        let going =
-                            cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
+                        let (cancels, going) = takeCancels()
                         // Nothing to stop, call or start (no member run going, no handler, every
                         // member started, no launch loop: a `when` whose last member succeeded
                         // after the launch returned): it settles now. Members that succeed inside
                         // the launch find the loop going: the loop settles as it next asks.
                         let started = progress.tally.started == progress.members.count
+                        let settles: Settle = (progress.resolver, verdict, queue)
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
                             closed = progress
-                            return .ends(settles: (progress.resolver, verdict, queue))
+                            return .ends(settles: settles)
                         }
                         countUp()  // this thread's, until its cancel is done
-                        guarded.state = .stopping(
-                            going: going + 1,
-                            settles: (progress.resolver, verdict, queue))
+                        guarded.state = .stopping(going: going + 1, settles: settles)
                         return .closes(cancels)
                     }
                 }
@@ -5156,9 +5149,7 @@ nonisolated extension Engine {
             // for its cancel, which it sets).
             let (members, waits, left) = lock.withLock { () -> (Cancels, Bool, State) in
                 let left = guarded.state
-                let members = takeCancels()
-                let going =
-                    members.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
+                let (members, going) = takeCancels()
                 guarded.state = going > 0 ? .stopping(going: going, settles: nil) : .closed
                 return (members, going > 0, left)
             }
@@ -5198,8 +5189,7 @@ nonisolated extension Engine {
         @inlinable func countDown() -> Ended {
             guard case .stopping(let going, let settles) = guarded.state else { return .nothing }
             guarded.state = going > 1 ? .stopping(going: going - 1, settles: settles) : .closed
-            guard going == 1 else { return .nothing }
-            return .ends(settles: settles)
+            return going > 1 ? .nothing : .ends(settles: settles)
         }
 
         /// Does what the last count down leaves to do, after the lock.
@@ -5212,8 +5202,10 @@ nonisolated extension Engine {
         }
 
         /// Takes what cancelling the members cancels (under the lock), with the progress of the
-        /// combination, if it is open (the caller closes it).
-        @inlinable func takeCancels() -> Cancels {
+        /// combination, if it is open (the caller closes it); and counts what a stopping
+        /// combination would wait for: those member runs, the launch loop, if a thread runs it,
+        /// and the threads that call members' cancel handlers.
+        @inlinable func takeCancels() -> (Cancels, going: Int) {
             var cancels: Cancels = ([], [], nil)
             if case .open(let progress) = guarded.state { cancels.closed = progress }
             for index in guarded.running.indices {
@@ -5225,7 +5217,7 @@ nonisolated extension Engine {
                 default: break
                 }
             }
-            return cancels
+            return (cancels, cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling)
         }
 
         /// Cancels the member runs still going, then calls the called members' cancel handlers

@@ -443,23 +443,20 @@ nonisolated extension Engine {
                         defer { guarded.launching = true }  // by this thread, if by none
                         return .waits(launch: !guarded.launching)
                     case let verdict:
-                        let cancels = takeCancels()
-                        let going =
-                            cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
+                        let (cancels, going) = takeCancels()
                         // Nothing to stop, call or start (no member run going, no handler, every
                         // member started, no launch loop: a `when` whose last member succeeded
                         // after the launch returned): it settles now. Members that succeed inside
                         // the launch find the loop going: the loop settles as it next asks.
                         let started = progress.tally.started == progress.members.count
+                        let settles: Settle = (progress.resolver, verdict, queue)
                         if going == 0, cancels.handlers.isEmpty, started {
                             guarded.state = .closed
                             closed = progress
-                            return .ends(settles: (progress.resolver, verdict, queue))
+                            return .ends(settles: settles)
                         }
                         countUp()  // this thread's, until its cancel is done
-                        guarded.state = .stopping(
-                            going: going + 1,
-                            settles: (progress.resolver, verdict, queue))
+                        guarded.state = .stopping(going: going + 1, settles: settles)
                         return .closes(cancels)
                     }
                 }
@@ -496,9 +493,7 @@ nonisolated extension Engine {
             // for its cancel, which it sets).
             let (members, waits, left) = lock.withLock { () -> (Cancels, Bool, State) in
                 let left = guarded.state
-                let members = takeCancels()
-                let going =
-                    members.runs.count + (guarded.launching ? 1 : 0) + guarded.handling
+                let (members, going) = takeCancels()
                 guarded.state = going > 0 ? .stopping(going: going, settles: nil) : .closed
                 return (members, going > 0, left)
             }
@@ -538,8 +533,7 @@ nonisolated extension Engine {
         @inlinable func countDown() -> Ended {
             guard case .stopping(let going, let settles) = guarded.state else { return .nothing }
             guarded.state = going > 1 ? .stopping(going: going - 1, settles: settles) : .closed
-            guard going == 1 else { return .nothing }
-            return .ends(settles: settles)
+            return going > 1 ? .nothing : .ends(settles: settles)
         }
 
         /// Does what the last count down leaves to do, after the lock.
@@ -552,8 +546,10 @@ nonisolated extension Engine {
         }
 
         /// Takes what cancelling the members cancels (under the lock), with the progress of the
-        /// combination, if it is open (the caller closes it).
-        @inlinable func takeCancels() -> Cancels {
+        /// combination, if it is open (the caller closes it); and counts what a stopping
+        /// combination would wait for: those member runs, the launch loop, if a thread runs it,
+        /// and the threads that call members' cancel handlers.
+        @inlinable func takeCancels() -> (Cancels, going: Int) {
             var cancels: Cancels = ([], [], nil)
             if case .open(let progress) = guarded.state { cancels.closed = progress }
             for index in guarded.running.indices {
@@ -565,7 +561,7 @@ nonisolated extension Engine {
                 default: break
                 }
             }
-            return cancels
+            return (cancels, cancels.runs.count + (guarded.launching ? 1 : 0) + guarded.handling)
         }
 
         /// Cancels the member runs still going, then calls the called members' cancel handlers

@@ -213,7 +213,7 @@ nonisolated extension Engine {
                         call()
                         ahead.append(.afterwards(afterwards, since: mark))
                         ahead += nesting.cancels.take()!.reversed()
-                    case .afterwards(let body, let mark): nesting.after(waitingSince: mark, body)
+                    case .afterwards(let body, let mark): afterWaiting(since: mark, body)
                     }
                 }
             }
@@ -229,7 +229,10 @@ nonisolated extension Engine {
         @usableFromInline static func afterWaiting(
             since mark: Int = 0, _ fire: @escaping () -> Void
         ) {
-            withCurrent { $0.after(waitingSince: mark, fire) }
+            withCurrent { nesting in
+                guard nesting.waiting.count <= mark else { return nesting.waiting.append(fire) }
+                fire()
+            }
         }
 
         /// For `Run.startApart`: the work that `starter`'s call started waits here, last, for a
@@ -240,11 +243,9 @@ nonisolated extension Engine {
                 let key = ObjectIdentifier(starter)
                 nesting.startsAwaited[key, default: (0, false)].works += 1
                 nesting.waiting.append {  // behind the work's run
+                    nesting.startsAwaited[key]!.works -= 1
                     let awaited = nesting.startsAwaited[key]!
-                    guard awaited.works == 1 else {
-                        nesting.startsAwaited[key]!.works -= 1
-                        return
-                    }
+                    guard awaited.works == 0 else { return }
                     nesting.startsAwaited[key] = nil
                     if awaited.held { starter.release() }
                 }
@@ -264,11 +265,6 @@ nonisolated extension Engine {
 
         /// How many runs (and what is due behind them) wait on this thread for a level below.
         @usableFromInline static var waitingCount: Int { withCurrent { $0.waiting.count } }
-
-        private func after(waitingSince mark: Int, _ body: @escaping () -> Void) {
-            guard waiting.count <= mark else { return waiting.append(body) }
-            body()
-        }
 
         /// Calls `resume` with each waiter of a shared promise that settled, so that each goes on
         /// in its turn, as nested calls would: before the next waiter, and with it the waiters of
