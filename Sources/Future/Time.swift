@@ -59,8 +59,10 @@ nonisolated extension Promise {
     /// operation, hop or entered promise, or as it ends. Synchronous steps that run past the
     /// deadline (after the work waited) finish first, and the work's `ensure` steps run (an
     /// `ensure(on:)` cleanup is queued on its queue, not waited for); the promise then fails, and
-    /// the chain goes on, on the thread that stopped the work: the alarm's (a global queue's) for
-    /// work that waits, the work's own for work that runs. Work that wins goes on where it ended:
+    /// the chain goes on, on the thread that lets go of the work last: the alarm's (a global
+    /// queue's) for work that waits; for work that runs, the work's own as it stops, or the
+    /// alarm's if the alarm's cancel has not returned by then (as when the work's cancel
+    /// handlers, which that cancel calls, run longer). Work that wins goes on where it ended:
     /// on the queue its steps ran on (work that starts with ``on(_:)``, say), even if it ended
     /// before the timeout had set its alarm (then in a block of its own on that queue); work that
     /// ended on a thread of its own before then (a resolver's) goes on on the thread that started

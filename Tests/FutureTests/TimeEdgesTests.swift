@@ -182,3 +182,78 @@ struct SleepReportingClock: Clock {
         #expect(made.all.isEmpty, "error() made for a timeout that did not fire")
     }
 }
+
+/// `timeout(_:orFailWith:)`: "the promise then fails, and the chain goes on, on the thread that
+/// lets go of the work last": for work that runs as the alarm rings, the work's own, unless the
+/// alarm's cancel has not returned as the work stops. The doc said the work's own for all work
+/// that runs: hunt64's probe (work resolved on a global queue, a 3 ms step that the deadline
+/// passes) saw the steps after the timeout on the alarm's thread in 1 to 3 of about 350 such
+/// timeouts, in 7 of 10 runs, when the alarm's thread was held up between its cancel and its
+/// release. Here, on a manual clock, whose alarm rings on the thread that advances it, each order
+/// is made to happen: the work's step outlives the alarm's cancel, or the work's cancel handler,
+/// which the alarm's thread runs, outlives the work's call.
+@Suite("Where a timeout that fired goes on") struct WhereAFiredTimeoutGoesOn {
+    @available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+    @Test(arguments: ["the work's step", "the alarm's cancel"])
+    func aTimeoutThatFiresAsItsWorkRunsGoesOnOnTheThreadThatLetsGoOfTheWorkLast(
+        _ last: String
+    ) async {
+        let wentOn = Delivery<String>()
+        // The alarm's thread: it advances the clock.
+        await onThread(stackSize: 1 << 20) {
+            let alarms = pthread_self()
+            let clock = ManualClock()
+            let pending = Pending<Int>()
+            let working = DispatchSemaphore(value: 0)
+            let advanced = DispatchSemaphore(value: 0)
+            let workLetGo = DispatchSemaphore(value: 0)
+            let handling = DispatchSemaphore(value: 0)
+            let kept = Delivery<Resolver<Int, TestError>>()
+            let work =
+                last == "the work's step"
+                ? pending.promise.map { value in
+                    working.signal()
+                    _ = advanced.wait(timeout: .now() + timeout)  // the alarm rang meanwhile
+                    return value
+                }
+                : pending.promise.then { _ in
+                    Promise<Int, TestError> { resolver in
+                        // Runs on the alarm's thread, until the work's thread let go of the work.
+                        resolver.onCancel { _ in
+                            handling.signal()
+                            _ = workLetGo.wait(timeout: .now() + timeout)
+                        }
+                        kept.send(resolver)
+                        working.signal()
+                        _ = handling.wait(timeout: .now() + timeout)  // the alarm rang meanwhile
+                    }
+                }
+            let works = Delivery<pthread_t>()
+            work.timeout(.seconds(1), orFailWith: TestError("late"), clock: clock)
+                .run { result in
+                    let here = pthread_self()
+                    let place =
+                        pthread_equal(here, alarms) != 0
+                        ? "the alarm's thread"
+                        : works.wait().map { pthread_equal(here, $0) != 0 } == true
+                            ? "the work's thread" : "another thread"
+                    wentOn.send("\(result == .failure(TestError("late"))) on \(place)")
+                }
+            detachThread {
+                works.send(pthread_self())
+                pending.resolvers.wait()?.fulfill(1)  // the work goes on on this thread
+                workLetGo.signal()
+            }
+            _ = working.wait(timeout: .now() + timeout)
+            clock.advance(by: .seconds(2))
+            advanced.signal()
+            _ = wentOn.wait()  // the run's completion
+        }
+        #expect(
+            wentOn.all
+                == [
+                    last == "the work's step"
+                        ? "true on the work's thread" : "true on the alarm's thread"
+                ])
+    }
+}

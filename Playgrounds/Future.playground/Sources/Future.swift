@@ -1566,8 +1566,10 @@ nonisolated extension Promise {
     /// operation, hop or entered promise, or as it ends. Synchronous steps that run past the
     /// deadline (after the work waited) finish first, and the work's `ensure` steps run (an
     /// `ensure(on:)` cleanup is queued on its queue, not waited for); the promise then fails, and
-    /// the chain goes on, on the thread that stopped the work: the alarm's (a global queue's) for
-    /// work that waits, the work's own for work that runs. Work that wins goes on where it ended:
+    /// the chain goes on, on the thread that lets go of the work last: the alarm's (a global
+    /// queue's) for work that waits; for work that runs, the work's own as it stops, or the
+    /// alarm's if the alarm's cancel has not returned by then (as when the work's cancel
+    /// handlers, which that cancel calls, run longer). Work that wins goes on where it ended:
     /// on the queue its steps ran on (work that starts with ``on(_:)``, say), even if it ended
     /// before the timeout had set its alarm (then in a block of its own on that queue); work that
     /// ended on a thread of its own before then (a resolver's) goes on on the thread that started
@@ -5346,9 +5348,9 @@ nonisolated extension Engine {
 //     `cancelling(-,1,1)`; `Nesting.cancelling` calls its call's handlers (none here), then the
 //     canceller's `release`, the last hold (`ending`), then `end(with: nil)` (`cancelled(1)`),
 //     whose completion is the timeout: `complete(nil)`. (Work that waits for a queue ends at the
-//     canceller's `release` too; work in a step, as its driving thread stops; work that waits for
-//     a combination or a timeout, at that one's release: whichever of it and the canceller's
-//     comes last.)
+//     canceller's `release` too; work in a step or a call, as its driving thread stops, and work
+//     that waits for a combination or a timeout, at that one's release, unless the canceller's
+//     `release` comes later: the last of the two ends the run, and the chain goes on there.)
 //  5. `complete`: `ringing(f)` to `ended`, then f, `r(.failure(error()))`: `Run.resolve`
 //     (Run.swift) on the timeout's run, which waits for it, so the run goes on (`drive`) on this
 //     thread, the alarm's.

@@ -47,9 +47,9 @@
 //     `cancelling(-,1,1)`; `Nesting.cancelling` calls its call's handlers (none here), then the
 //     canceller's `release`, the last hold (`ending`), then `end(with: nil)` (`cancelled(1)`),
 //     whose completion is the timeout: `complete(nil)`. (Work that waits for a queue ends at the
-//     canceller's `release` too; work in a step, as its driving thread stops; work that waits for
-//     a combination or a timeout, at that one's release: whichever of it and the canceller's
-//     comes last.)
+//     canceller's `release` too; work in a step or a call, as its driving thread stops, and work
+//     that waits for a combination or a timeout, at that one's release, unless the canceller's
+//     `release` comes later: the last of the two ends the run, and the chain goes on there.)
 //  5. `complete`: `ringing(f)` to `ended`, then f, `r(.failure(error()))`: `Run.resolve`
 //     (Run.swift) on the timeout's run, which waits for it, so the run goes on (`drive`) on this
 //     thread, the alarm's.
