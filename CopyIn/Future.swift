@@ -4352,7 +4352,8 @@ nonisolated extension Engine {
 // one, or one inside a settle), so what a call started is done when the call returns. (So is the
 // closure of a step that enters the promise it makes, which may keep the promise before it.
 // Another step's closure that captured a promise is still released recursively: see the README's
-// "Nesting is flat".)
+// "Nesting is flat".) The call is the bottom level's: a run started past `limit` levels ends after
+// its own `run(…)` has returned, even one that settles at once.
 
 nonisolated extension Engine {
     /// The levels of runs and of releases on one thread, and what waits for them to unwind.

@@ -108,3 +108,31 @@ let largeStack = 256 << 20
         }
     #endif
 }
+
+/// README's "Nesting is flat": "past 32 levels on one thread, a nested run or release waits until
+/// the levels below have returned, and a level below does it before it returns". So a run that
+/// settles at once (`Guarantee(value:)`), started in the completion of a run 32 levels deep, ends
+/// after its `run(some:)` has returned, where the runs above it end inside theirs, and before the
+/// bottom level returns (hunt64c: the initialisers' "at once" had read otherwise, and a
+/// synchronous wait there for the completion waits for ever; README now says so).
+@Suite struct RunsPastTheLimit {
+    @Test func aRunStartedPastTheLimitEndsAfterItsRunReturnsAndBeforeTheBottomLevelDoes() {
+        let late = Log()  // the depths whose completion came after their `run(some:)` returned
+        let ended = Counter()
+        @Sendable func level(_ depth: Int) {
+            guard depth < 40 else { return }
+            let delivered = Counter()
+            Guarantee(value: depth).run(some: { _ in
+                delivered.increment()
+                ended.increment()
+                level(depth + 1)
+            })
+            if delivered.value == 0 { late.record("\(depth)") }
+        }
+        onThread(stackSize: 1 << 20) {
+            level(0)
+            #expect(ended.value == 40, "the bottom level returned before every run ended")
+        }
+        #expect(late.all == ["32"])
+    }
+}
